@@ -1,0 +1,11 @@
+#pragma once
+// Each subcommand of the `pagoda` binary registers itself on the CLI11 app. A command's callback
+// stores its exit status in `exit_code`; errors are thrown and turned into messages by main().
+#include <CLI/CLI.hpp>
+
+namespace pagoda::cli {
+
+void register_generate_command(CLI::App& app, int& exit_code);
+void register_tokenize_commands(CLI::App& app, int& exit_code);  // tokenize, detokenize
+
+}  // namespace pagoda::cli

@@ -1,0 +1,34 @@
+// The `pagoda` binary: one executable, one subcommand per task.
+#include <cstdio>
+#include <exception>
+
+#include "cli/commands.h"
+#include "core/logging.h"
+#include "core/status.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"pagoda: an LLM inference engine and OpenAI-compatible server"};
+  app.require_subcommand(1);
+  std::string log_level = "info";
+  app.add_option("--log-level", log_level, "debug, info, warning or error")
+      ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
+  int exit_code = 0;
+  pagoda::cli::register_generate_command(app, exit_code);
+  pagoda::cli::register_tokenize_commands(app, exit_code);
+  app.parse_complete_callback([&] { pagoda::init_logging(log_level); });
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const pagoda::InvalidArgument& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const pagoda::NotFound& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+  return exit_code;
+}
