@@ -1,0 +1,335 @@
+// y = x * W^T + bias on the CPU.
+//
+// Two regimes. Decode-sized batches (m <= kGemvMaxRows) are memory-bound: every weight byte is used
+// only m times, so the kernel streams W exactly once, each thread owning a contiguous range of
+// output rows, converting bf16/f16 to fp32 in registers and doing the FMAs against all m activation
+// rows held in L1. Prefill-sized batches are compute-bound and go to OpenBLAS sgemm; bf16/f16
+// weights are first widened to fp32 panel by panel into a scratch buffer (the conversion is O(n*k),
+// the product O(m*n*k), so it is noise for large m).
+#include "kernels/cpu/linear.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "kernels/cpu/simd.h"
+
+namespace pagoda::cpu {
+namespace {
+
+// Above this many activation rows, sgemm wins over the streaming kernel (measured on
+// Sapphire Rapids with bench_kernels_cpu; see the report in bench/kernels).
+constexpr int64_t kGemvMaxRows = 16;
+// Minimum weight elements per thread before a GEMV is split across threads: below that the wake-up
+// of the pool costs more than the work.
+constexpr int64_t kGemvMinElementsPerThread = 1 << 15;
+// Target size in bytes of one fp32 weight panel in the sgemm path: large enough that OpenBLAS runs
+// efficiently, small enough to stay in L2/L3.
+constexpr int64_t kPanelBytes = 4 << 20;
+
+// Scratch memory reused across calls on the same calling thread, so the hot path does not allocate.
+// Each calling thread has its own, so concurrent linear() calls from different threads are safe.
+std::vector<float>& thread_scratch(int which) {
+  thread_local std::vector<float> buffers[2];
+  return buffers[which];
+}
+
+float* scratch(int which, int64_t count) {
+  auto& buf = thread_scratch(which);
+  if (static_cast<int64_t>(buf.size()) < count) buf.resize(static_cast<size_t>(count));
+  return buf.data();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The streaming GEMV / skinny GEMM kernel.
+// ---------------------------------------------------------------------------------------------
+
+#if defined(__AVX512F__)
+
+constexpr int64_t kStep = 32;  // k elements per inner iteration: two 16-lane vectors
+
+// Loads 32 consecutive weights starting at w + index and widens them to two fp32 vectors.
+// For bf16 the two halves come out interleaved (lo = even elements, hi = odd elements): one 512-bit
+// load, one shift and one AND give 32 exact floats, half the ALU work of widening each 16-element
+// half separately. pack_x permutes the activations the same way. f32 and f16 keep natural order.
+template <DType D>
+inline void load_w32(const void* w, int64_t index, __m512& lo, __m512& hi) {
+  if constexpr (D == DType::kBF16) {
+    const __m512i raw = _mm512_loadu_si512(static_cast<const uint16_t*>(w) + index);
+    lo = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    hi = _mm512_castsi512_ps(
+        _mm512_and_si512(raw, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  } else if constexpr (D == DType::kF16) {
+    const auto* p = static_cast<const uint16_t*>(w) + index;
+    lo = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    hi = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 16)));
+  } else {
+    const float* p = static_cast<const float*>(w) + index;
+    lo = _mm512_loadu_ps(p);
+    hi = _mm512_loadu_ps(p + 16);
+  }
+}
+
+// The same for the last `count` (< 32) weights of a row; missing lanes are zero.
+template <DType D>
+inline void load_w32_tail(const void* w, int64_t index, int64_t count, __m512& lo, __m512& hi) {
+  if constexpr (D == DType::kBF16) {
+    const __mmask32 mask = static_cast<__mmask32>((uint64_t{1} << count) - 1);
+    const __m512i raw = _mm512_maskz_loadu_epi16(mask, static_cast<const uint16_t*>(w) + index);
+    lo = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+    hi = _mm512_castsi512_ps(
+        _mm512_and_si512(raw, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  } else {
+    lo = simd::load_as_f32(w, D, index, simd::tail_mask(count));
+    hi = simd::load_as_f32(w, D, index + 16, simd::tail_mask(count - 16));
+  }
+}
+
+// Accumulates R rows of W against M rows of packed activations over all of k and writes the R*M
+// outputs. Register budget: 2R weight vectors + R*M accumulators + 2 activation vectors <= 32.
+template <DType D, int R, int M>
+void gemv_tile(const void* w, int64_t k, const float* xp, int64_t kp, int64_t row, int64_t m0,
+               int64_t n, const float* bias, float* y) {
+  const size_t esize = D == DType::kF32 ? 4 : 2;
+  const char* wr[R];
+  for (int r = 0; r < R; ++r) wr[r] = static_cast<const char*>(w) + (row + r) * k * esize;
+  __m512 acc[R][M];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < M; ++j) acc[r][j] = _mm512_setzero_ps();
+  const float* x = xp + m0 * kp;
+  const int64_t k_main = k - k % kStep;
+  for (int64_t i = 0; i < k_main; i += kStep) {
+    __m512 lo[R], hi[R];
+    for (int r = 0; r < R; ++r) load_w32<D>(wr[r], i, lo[r], hi[r]);
+    for (int j = 0; j < M; ++j) {
+      const __m512 xa = _mm512_loadu_ps(x + j * kp + i);
+      const __m512 xb = _mm512_loadu_ps(x + j * kp + i + 16);
+      for (int r = 0; r < R; ++r) {
+        acc[r][j] = _mm512_fmadd_ps(lo[r], xa, acc[r][j]);
+        acc[r][j] = _mm512_fmadd_ps(hi[r], xb, acc[r][j]);
+      }
+    }
+  }
+  if (k_main < k) {
+    __m512 lo[R], hi[R];
+    for (int r = 0; r < R; ++r) load_w32_tail<D>(wr[r], k_main, k - k_main, lo[r], hi[r]);
+    for (int j = 0; j < M; ++j) {
+      // The packed activations are zero-padded to kp, so full loads are safe here.
+      const __m512 xa = _mm512_loadu_ps(x + j * kp + k_main);
+      const __m512 xb = _mm512_loadu_ps(x + j * kp + k_main + 16);
+      for (int r = 0; r < R; ++r) {
+        acc[r][j] = _mm512_fmadd_ps(lo[r], xa, acc[r][j]);
+        acc[r][j] = _mm512_fmadd_ps(hi[r], xb, acc[r][j]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    const float b = bias ? bias[row + r] : 0.0f;
+    for (int j = 0; j < M; ++j) y[(m0 + j) * n + row + r] = _mm512_reduce_add_ps(acc[r][j]) + b;
+  }
+}
+
+// One row block of R rows of W against every activation row, in tiles of at most 8 rows. The weight
+// block stays in L1/L2 across the tiles, so W still comes from memory once.
+template <DType D, int R>
+void gemv_rows(const void* w, int64_t k, const float* xp, int64_t kp, int64_t m, int64_t row,
+               int64_t n, const float* bias, float* y) {
+  int64_t m0 = 0;
+  while (m0 < m) {
+    const int64_t left = m - m0;
+    // Small tiles keep R=4 (more independent memory streams); wide tiles use R<=2 for registers.
+    if constexpr (R >= 4) {
+      switch (std::min<int64_t>(left, 4)) {
+        case 1:
+          gemv_tile<D, R, 1>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 1;
+          break;
+        case 2:
+          gemv_tile<D, R, 2>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 2;
+          break;
+        case 3:
+          gemv_tile<D, R, 3>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 3;
+          break;
+        default:
+          gemv_tile<D, R, 4>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 4;
+          break;
+      }
+    } else {
+      switch (std::min<int64_t>(left, 8)) {
+        case 1:
+          gemv_tile<D, R, 1>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 1;
+          break;
+        case 2:
+          gemv_tile<D, R, 2>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 2;
+          break;
+        case 3:
+          gemv_tile<D, R, 3>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 3;
+          break;
+        case 4:
+          gemv_tile<D, R, 4>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 4;
+          break;
+        case 5:
+          gemv_tile<D, R, 5>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 5;
+          break;
+        case 6:
+          gemv_tile<D, R, 6>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 6;
+          break;
+        case 7:
+          gemv_tile<D, R, 7>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 7;
+          break;
+        default:
+          gemv_tile<D, R, 8>(w, k, xp, kp, row, m0, n, bias, y);
+          m0 += 8;
+          break;
+      }
+    }
+  }
+}
+
+// Copies x [m, k] into a zero-padded [m, kp] buffer, with every 32-element chunk de-interleaved
+// (even elements first, then odd) when the weights are bf16, to match load_w32<kBF16>.
+void pack_x(const float* x, int64_t m, int64_t k, int64_t kp, bool deinterleave, float* xp) {
+  for (int64_t j = 0; j < m; ++j) {
+    const float* src = x + j * k;
+    float* dst = xp + j * kp;
+    std::fill(dst + k - k % kStep, dst + kp, 0.0f);
+    if (!deinterleave) {
+      std::copy(src, src + k, dst);
+      continue;
+    }
+    for (int64_t i = 0; i < k; i += kStep) {
+      const int64_t count = std::min<int64_t>(kStep, k - i);
+      for (int64_t t = 0; t < count; ++t) dst[i + (t & 1) * 16 + t / 2] = src[i + t];
+    }
+  }
+}
+
+template <DType D>
+void gemv(const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,
+          float* y, ThreadPool& pool) {
+  const int64_t kp = (k + kStep - 1) / kStep * kStep;
+  float* xp = scratch(0, m * kp);
+  pack_x(x, m, k, kp, D == DType::kBF16, xp);
+  // Wide batches use 2-row blocks (see gemv_rows); split work in whole blocks of 4 rows either way.
+  constexpr int64_t kBlock = 4;
+  const int64_t num_blocks = (n + kBlock - 1) / kBlock;
+  const int64_t grain = std::max<int64_t>(1, kGemvMinElementsPerThread / (kBlock * k));
+  pool.parallel_for(num_blocks, grain, [&](int64_t b0, int64_t b1) {
+    const int64_t row_end = std::min(n, b1 * kBlock);
+    int64_t row = b0 * kBlock;
+    if (m <= 4) {
+      for (; row + 4 <= row_end; row += 4) gemv_rows<D, 4>(w, k, xp, kp, m, row, n, bias, y);
+    } else {
+      for (; row + 2 <= row_end; row += 2) gemv_rows<D, 2>(w, k, xp, kp, m, row, n, bias, y);
+    }
+    for (; row < row_end; ++row) gemv_rows<D, 1>(w, k, xp, kp, m, row, n, bias, y);
+  });
+}
+
+void gemv_dispatch(const float* x, int64_t m, int64_t k, const void* w, DType dtype, int64_t n,
+                   const float* bias, float* y, ThreadPool& pool) {
+  switch (dtype) {
+    case DType::kBF16:
+      return gemv<DType::kBF16>(x, m, k, w, n, bias, y, pool);
+    case DType::kF16:
+      return gemv<DType::kF16>(x, m, k, w, n, bias, y, pool);
+    default:
+      return gemv<DType::kF32>(x, m, k, w, n, bias, y, pool);
+  }
+}
+
+#else  // portable path: plain loops the compiler vectorises
+
+void gemv_dispatch(const float* x, int64_t m, int64_t k, const void* w, DType dtype, int64_t n,
+                   const float* bias, float* y, ThreadPool& pool) {
+  const int64_t grain = std::max<int64_t>(1, kGemvMinElementsPerThread / k);
+  pool.parallel_for(n, grain, [&](int64_t r0, int64_t r1) {
+    std::vector<float> row(static_cast<size_t>(k));
+    const size_t esize = dtype == DType::kF32 ? 4 : 2;
+    for (int64_t r = r0; r < r1; ++r) {
+      simd::convert_row(static_cast<const char*>(w) + r * k * esize, dtype, k, row.data());
+      for (int64_t j = 0; j < m; ++j) {
+        const float* xr = x + j * k;
+        float acc = 0.0f;
+        for (int64_t i = 0; i < k; ++i) acc += xr[i] * row[i];
+        y[j * n + r] = acc + (bias ? bias[r] : 0.0f);
+      }
+    }
+  });
+}
+
+#endif  // __AVX512F__
+
+// ---------------------------------------------------------------------------------------------
+// The sgemm path.
+// ---------------------------------------------------------------------------------------------
+
+// OpenBLAS runs its own threads. It is only ever called from the calling thread while our pool's
+// workers sleep on their condition variable, so matching its thread count to the pool's keeps the
+// machine at one busy thread per core.
+void match_blas_threads(const ThreadPool& pool) {
+  if (openblas_get_num_threads() != pool.num_threads())
+    openblas_set_num_threads(pool.num_threads());
+}
+
+void gemm(const float* x, int64_t m, int64_t k, const void* w, DType dtype, int64_t n,
+          const float* bias, float* y, ThreadPool& pool) {
+  match_blas_threads(pool);
+  // With a bias, y starts as the bias broadcast over rows and sgemm accumulates on top (beta = 1).
+  const float beta = bias ? 1.0f : 0.0f;
+  if (bias) {
+    pool.parallel_for(m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) std::copy(bias, bias + n, y + r * n);
+    });
+  }
+  if (dtype == DType::kF32) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
+                static_cast<int>(k), 1.0f, x, static_cast<int>(k), static_cast<const float*>(w),
+                static_cast<int>(k), beta, y, static_cast<int>(n));
+    return;
+  }
+  const int64_t panel_rows =
+      std::clamp<int64_t>(kPanelBytes / (k * static_cast<int64_t>(sizeof(float))) / 16 * 16, 16, n);
+  float* panel = scratch(1, panel_rows * k);
+  const auto* w16 = static_cast<const uint16_t*>(w);
+  for (int64_t n0 = 0; n0 < n; n0 += panel_rows) {
+    const int64_t rows = std::min(panel_rows, n - n0);
+    pool.parallel_for(rows, std::max<int64_t>(1, 16384 / k), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        simd::convert_row(w16 + (n0 + r) * k, dtype, k, panel + r * k);
+    });
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k), panel,
+                static_cast<int>(k), beta, y + n0, static_cast<int>(n));
+  }
+}
+
+}  // namespace
+
+void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+            const float* bias, float* y, ThreadPool& pool) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) {
+    for (int64_t j = 0; j < m; ++j)
+      for (int64_t r = 0; r < n; ++r) y[j * n + r] = bias ? bias[r] : 0.0f;
+    return;
+  }
+  if (m <= kGemvMaxRows) {
+    gemv_dispatch(x, m, k, w, w_dtype, n, bias, y, pool);
+  } else {
+    gemm(x, m, k, w, w_dtype, n, bias, y, pool);
+  }
+}
+
+}  // namespace pagoda::cpu

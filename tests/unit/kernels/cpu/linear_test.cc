@@ -1,0 +1,98 @@
+// Tests of cpu::linear against an fp64 reference.
+//
+// How to add a case: extend one of the grids below (kRows, kSizes, the dtype list) or add a
+// LinearCase to the list in LargeShapes. Every case is checked with the normalised error bound
+// max|y - ref| / max|ref| <= kTolerance, on pools of 1, 2 and 3 threads. The reference multiplies
+// the exact fp32 value of every bf16/f16 weight, so the bound measures accumulation error only.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "kernel_test_util.h"
+#include "kernels/cpu/linear.h"
+
+namespace pagoda::cpu {
+namespace {
+
+using testing::make_weights;
+using testing::normalised_error;
+using testing::random_floats;
+
+// fp32 accumulation over k <= 8192 random terms stays well below this; a wrong element, a missed
+// tail or bf16-rounded activations (error ~4e-3) would not.
+constexpr double kTolerance = 1e-5;
+
+struct LinearCase {
+  int64_t m, k, n;
+  DType dtype;
+  bool bias;
+};
+
+// Runs one case and returns the normalised error; the y buffer carries a canary after the end.
+double run_case(const LinearCase& c, ThreadPool& pool, uint32_t seed) {
+  const auto x = random_floats(static_cast<size_t>(c.m * c.k), seed);
+  const auto w = make_weights(static_cast<size_t>(c.n * c.k), c.dtype, seed + 1);
+  const auto bias = random_floats(static_cast<size_t>(c.n), seed + 2);
+  std::vector<float> y(static_cast<size_t>(c.m * c.n) + 1, 12345.0f);
+  linear(x.data(), c.m, c.k, w.bytes.data(), c.dtype, c.n, c.bias ? bias.data() : nullptr, y.data(),
+         pool);
+  EXPECT_EQ(y.back(), 12345.0f) << "wrote past the end of y";
+  y.pop_back();
+  std::vector<double> ref(static_cast<size_t>(c.m * c.n));
+  for (int64_t i = 0; i < c.m; ++i) {
+    for (int64_t j = 0; j < c.n; ++j) {
+      double acc = c.bias ? bias[j] : 0.0;
+      for (int64_t l = 0; l < c.k; ++l)
+        acc += static_cast<double>(x[i * c.k + l]) * w.values[j * c.k + l];
+      ref[i * c.n + j] = acc;
+    }
+  }
+  return normalised_error(y, ref);
+}
+
+std::string describe(const LinearCase& c) {
+  return "m=" + std::to_string(c.m) + " k=" + std::to_string(c.k) + " n=" + std::to_string(c.n) +
+         " dtype=" + std::string(dtype_name(c.dtype)) + (c.bias ? " bias" : "");
+}
+
+TEST(LinearTest, GridOfShapesDtypesAndBias) {
+  const int64_t kRows[] = {1, 2, 3, 7, 16, 17, 64, 200};
+  const int64_t kSizes[] = {1, 3, 31, 64, 172, 257};
+  ThreadPool pool(2);
+  int cases = 0;
+  uint32_t seed = 1;
+  for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
+    for (int64_t m : kRows) {
+      for (int64_t k : kSizes) {
+        for (int64_t n : kSizes) {
+          for (bool bias : {false, true}) {
+            const LinearCase c{m, k, n, dtype, bias};
+            EXPECT_LE(run_case(c, pool, seed += 3), kTolerance) << describe(c);
+            ++cases;
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(cases, 3 * 8 * 6 * 6 * 2);
+}
+
+TEST(LinearTest, LargeShapesOnOneTwoAndThreeThreads) {
+  const std::vector<LinearCase> cases = {
+      {1, 2048, 512, DType::kBF16, false},  {1, 8192, 96, DType::kBF16, true},
+      {16, 2048, 300, DType::kBF16, false}, {5, 1000, 333, DType::kF16, true},
+      {16, 2048, 130, DType::kF32, true},   {32, 2048, 256, DType::kBF16, true},
+      {100, 515, 1030, DType::kF16, false}, {129, 2048, 200, DType::kF32, false},
+      {512, 64, 17, DType::kBF16, true},
+  };
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    uint32_t seed = 1000;
+    for (const auto& c : cases) {
+      EXPECT_LE(run_case(c, pool, seed += 3), kTolerance) << describe(c) << " threads=" << threads;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::cpu
