@@ -1,0 +1,182 @@
+#include "kv/kv_cache_manager.h"
+
+#include <algorithm>
+
+#include "core/status.h"
+
+namespace pagoda::kv {
+
+namespace {
+
+const KVCacheConfig& validated(const KVCacheConfig& config) {
+  config.validate();
+  return config;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+KVCacheManager::KVCacheManager(const KVCacheConfig& config)
+    : config_(validated(config)), pool_(config.num_blocks, config.enable_prefix_caching) {}
+
+BlockHash KVCacheManager::hash_block(const KVRequestView& request, int64_t index,
+                                     const std::optional<BlockHash>& parent) const {
+  const int64_t block_size = config_.block_size;
+  // The salt enters the first block only: chaining carries it into every later block's hash.
+  const std::string_view extra_keys = index == 0 ? request.cache_salt : std::string_view{};
+  return hash_block_tokens(parent, request.token_ids.subspan(index * block_size, block_size),
+                           extra_keys);
+}
+
+ComputedBlocks KVCacheManager::get_computed_blocks(const KVRequestView& request) {
+  ComputedBlocks result;
+  if (!config_.enable_prefix_caching) return result;
+  const auto it = requests_.find(request.request_id);
+  PAGODA_CHECK(it == requests_.end() || it->second.block_ids.empty(),
+               "request {} already holds {} blocks; prefix lookups are for requests without any",
+               request.request_id, it->second.block_ids.size());
+
+  // Why stop at the first miss: a block's hash covers its whole prefix, so nothing after a miss
+  // can hit. Why cap at num_tokens - 1: the last token must be computed to get its logits.
+  const int64_t num_tokens = static_cast<int64_t>(request.token_ids.size());
+  const int64_t max_hit_blocks = std::max<int64_t>(num_tokens - 1, 0) / config_.block_size;
+  std::optional<BlockHash> parent;
+  for (int64_t i = 0; i < max_hit_blocks; ++i) {
+    const BlockHash hash = hash_block(request, i, parent);
+    const std::optional<BlockId> hit = pool_.get_cached_block(hash);
+    if (!hit) break;
+    result.block_ids.push_back(*hit);
+    result.block_hashes.push_back(hash);
+    parent = hash;
+  }
+  result.num_computed_tokens = static_cast<int>(result.block_ids.size()) * config_.block_size;
+  stats_.queries_tokens += num_tokens;
+  stats_.hits_tokens += result.num_computed_tokens;
+  return result;
+}
+
+std::optional<std::vector<BlockId>> KVCacheManager::allocate_slots(
+    const KVRequestView& request, int num_new_tokens, const ComputedBlocks& new_computed_blocks,
+    int num_lookahead_tokens) {
+  PAGODA_CHECK(num_new_tokens >= 0 && num_lookahead_tokens >= 0 && request.num_computed_tokens >= 0,
+               "request {}: num_new_tokens={} num_lookahead_tokens={} num_computed_tokens={}",
+               request.request_id, num_new_tokens, num_lookahead_tokens,
+               request.num_computed_tokens);
+  const auto it = requests_.find(request.request_id);
+  const size_t num_held = it == requests_.end() ? 0 : it->second.block_ids.size();
+  const std::vector<BlockId>& hits = new_computed_blocks.block_ids;
+  if (!hits.empty()) {
+    PAGODA_CHECK(config_.enable_prefix_caching, "prefix hits with prefix caching off");
+    PAGODA_CHECK(num_held == 0 && request.num_computed_tokens == 0,
+                 "request {} holds {} blocks and {} computed tokens; a prefix hit must come first",
+                 request.request_id, num_held, request.num_computed_tokens);
+    PAGODA_CHECK(new_computed_blocks.block_hashes.size() == hits.size() &&
+                     new_computed_blocks.num_computed_tokens ==
+                         static_cast<int64_t>(hits.size()) * config_.block_size,
+                 "malformed ComputedBlocks for request {}", request.request_id);
+    for (size_t i = 0; i < hits.size(); ++i) {
+      const std::optional<BlockHash>& hash = pool_.block(hits[i]).block_hash;
+      PAGODA_CHECK(hash && *hash == new_computed_blocks.block_hashes[i],
+                   "request {}: computed block {} was evicted since get_computed_blocks",
+                   request.request_id, hits[i]);
+    }
+  }
+
+  // Why count free hit blocks: touching them pulls them out of the free queue, so they compete
+  // with the new blocks for the same free slots. Checking everything before changing anything
+  // is what makes a failed allocation leave no trace.
+  const int64_t num_computed =
+      int64_t{request.num_computed_tokens} + new_computed_blocks.num_computed_tokens;
+  const int64_t num_required_blocks =
+      ceil_div(num_computed + num_new_tokens + num_lookahead_tokens, config_.block_size);
+  const int64_t num_new_blocks =
+      std::max<int64_t>(num_required_blocks - static_cast<int64_t>(num_held + hits.size()), 0);
+  const int64_t num_free_hits = std::count_if(
+      hits.begin(), hits.end(), [&](BlockId id) { return pool_.block(id).ref_count == 0; });
+  if (num_new_blocks + num_free_hits > pool_.num_free_blocks()) return std::nullopt;
+
+  RequestBlocks& state = it == requests_.end() ? requests_[request.request_id] : it->second;
+  pool_.touch(hits);
+  state.block_ids.insert(state.block_ids.end(), hits.begin(), hits.end());
+  state.block_hashes.insert(state.block_hashes.end(), new_computed_blocks.block_hashes.begin(),
+                            new_computed_blocks.block_hashes.end());
+  std::vector<BlockId> new_blocks = pool_.get_new_blocks(static_cast<int>(num_new_blocks));
+  state.block_ids.insert(state.block_ids.end(), new_blocks.begin(), new_blocks.end());
+
+  // Blocks this step fills are cached now, before the step runs (as vLLM does): a request that
+  // hits them is in the same or a later step, and the step writes KV before attention reads it.
+  if (config_.enable_prefix_caching) {
+    const int64_t num_known_tokens = static_cast<int64_t>(request.token_ids.size());
+    cache_full_blocks(state, request, std::min(num_computed + num_new_tokens, num_known_tokens));
+  }
+  return new_blocks;
+}
+
+void KVCacheManager::cache_full_blocks(RequestBlocks& state, const KVRequestView& request,
+                                       int64_t num_tokens) {
+  const size_t num_full =
+      std::min(static_cast<size_t>(num_tokens / config_.block_size), state.block_ids.size());
+  const size_t first = state.block_hashes.size();
+  if (num_full <= first) return;
+  for (size_t i = first; i < num_full; ++i) {
+    const std::optional<BlockHash> parent =
+        i == 0 ? std::nullopt : std::optional<BlockHash>(state.block_hashes[i - 1]);
+    state.block_hashes.push_back(hash_block(request, static_cast<int64_t>(i), parent));
+  }
+  pool_.cache_full_blocks(std::span(state.block_ids).subspan(first, num_full - first),
+                          std::span(state.block_hashes).subspan(first, num_full - first));
+}
+
+void KVCacheManager::free(RequestId request_id) {
+  const auto it = requests_.find(request_id);
+  if (it == requests_.end()) return;
+  const std::vector<BlockId> reversed(it->second.block_ids.rbegin(), it->second.block_ids.rend());
+  requests_.erase(it);
+  pool_.free_blocks(reversed);
+}
+
+std::optional<ForkResult> KVCacheManager::fork(RequestId parent_id, RequestId child_id,
+                                               int num_computed_tokens) {
+  const auto parent_it = requests_.find(parent_id);
+  PAGODA_CHECK(parent_it != requests_.end(), "fork of unknown request {}", parent_id);
+  PAGODA_CHECK(!requests_.contains(child_id), "fork into existing request {}", child_id);
+  const RequestBlocks& parent = parent_it->second;
+  const int64_t block_size = config_.block_size;
+  PAGODA_CHECK(
+      num_computed_tokens >= 0 &&
+          num_computed_tokens <= static_cast<int64_t>(parent.block_ids.size()) * block_size,
+      "request {} holds {} blocks, cannot fork at token {}", parent_id, parent.block_ids.size(),
+      num_computed_tokens);
+
+  const size_t num_full = static_cast<size_t>(num_computed_tokens / block_size);
+  const bool has_partial = num_computed_tokens % block_size != 0;
+  if (has_partial && pool_.num_free_blocks() < 1) return std::nullopt;
+
+  RequestBlocks child;
+  child.block_ids.assign(parent.block_ids.begin(), parent.block_ids.begin() + num_full);
+  child.block_hashes.assign(
+      parent.block_hashes.begin(),
+      parent.block_hashes.begin() + std::min(num_full, parent.block_hashes.size()));
+  ForkResult result;
+  pool_.touch(child.block_ids);
+  if (has_partial) {
+    const BlockId copy = pool_.get_new_blocks(1).front();
+    child.block_ids.push_back(copy);
+    result.copy_on_write = BlockCopy{parent.block_ids[num_full], copy};
+  }
+  requests_.emplace(child_id, std::move(child));
+  return result;
+}
+
+std::span<const BlockId> KVCacheManager::block_table(RequestId request_id) const {
+  const auto it = requests_.find(request_id);
+  PAGODA_CHECK(it != requests_.end(), "no blocks for request {}", request_id);
+  return it->second.block_ids;
+}
+
+bool KVCacheManager::has_request(RequestId request_id) const {
+  return requests_.contains(request_id);
+}
+
+}  // namespace pagoda::kv

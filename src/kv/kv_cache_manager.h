@@ -1,0 +1,145 @@
+#pragma once
+// Per-request KV block tables over one BlockPool, with prefix caching: the narrow handle the
+// scheduler allocates through and the model runner reads block tables from.
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "kv/block_hash.h"
+#include "kv/block_pool.h"
+#include "kv/kv_cache_config.h"
+#include "kv/types.h"
+
+namespace pagoda::kv {
+
+/// What the manager reads of a request, borrowed for the duration of one call.
+struct KVRequestView {
+  RequestId request_id = 0;
+  /// Prompt + output tokens so far. Leave out unverified speculative (draft) tokens: their KV may
+  /// be rejected, so the blocks holding them must never enter the prefix cache.
+  std::span<const TokenId> token_ids;
+  /// Tokens whose KV this request's blocks already hold, before this call's prefix hits.
+  int num_computed_tokens = 0;
+  /// Tenant isolation: requests with different salts never share blocks. Empty means no salt.
+  std::string_view cache_salt;
+};
+
+/// A request's longest cached prefix, from get_computed_blocks(), for allocate_slots().
+struct ComputedBlocks {
+  std::vector<BlockId> block_ids;       // logical block i of the request is block_ids[i]
+  std::vector<BlockHash> block_hashes;  // the hash each block was found by
+  int num_computed_tokens = 0;          // block_ids.size() * block_size
+
+  [[nodiscard]] bool empty() const { return block_ids.empty(); }
+};
+
+/// A block the model runner must copy before the step runs (copy-on-write of a fork).
+struct BlockCopy {
+  BlockId src = kNullBlockId;
+  BlockId dst = kNullBlockId;
+  friend bool operator==(const BlockCopy&, const BlockCopy&) = default;
+};
+
+/// The result of a successful fork().
+struct ForkResult {
+  /// Set when the fork point falls inside a block: the child's own copy of that partial block.
+  std::optional<BlockCopy> copy_on_write;
+};
+
+/// Prefix-cache counters in tokens, monotonic (Prometheus counters). Queries count every token of
+/// every request looked up; hits count the tokens found cached.
+struct PrefixCacheStats {
+  int64_t queries_tokens = 0;
+  int64_t hits_tokens = 0;
+
+  [[nodiscard]] double hit_rate() const {
+    return queries_tokens == 0 ? 0.0 : static_cast<double>(hits_tokens) / queries_tokens;
+  }
+};
+
+/// Owns every request's block table: finds cached prefixes, allocates blocks on demand as tokens
+/// are scheduled (never reserving for max length), caches full blocks, forks and frees.
+///
+/// Misuse by the engine (unknown parent, a prefix hit for a request that already holds blocks,
+/// stale computed blocks) is a bug in pagoda and fails a PAGODA_CHECK; user-facing config errors
+/// throw InvalidArgument. Single-threaded: the engine thread owns it.
+class KVCacheManager {
+ public:
+  /// Validates the config (InvalidArgument) and builds the pool.
+  explicit KVCacheManager(const KVCacheConfig& config);
+
+  /// The longest run of cached full blocks at the start of `request`'s tokens, for a request that
+  /// holds no blocks yet (new, or preempted and freed). Never the whole sequence: the last token
+  /// is always left to compute, since the step must produce its logits. Counts one query of
+  /// token_ids.size() tokens and the hit tokens. Empty (and uncounted) with prefix caching off.
+  /// The result is only valid until the next allocation: pass it straight to allocate_slots().
+  [[nodiscard]] ComputedBlocks get_computed_blocks(const KVRequestView& request);
+
+  /// Makes room for `num_new_tokens` more tokens (plus `num_lookahead_tokens` speculative slots)
+  /// after the request's computed tokens and `new_computed_blocks` (a prefix hit, only for a
+  /// request without blocks), and caches the blocks that this step fills completely.
+  /// Returns the newly allocated block ids (appended to the block table), or nullopt when the
+  /// pool cannot fit them; on nullopt nothing changed. Hit blocks that were free count against
+  /// the free blocks, since taking them removes them from the free queue.
+  [[nodiscard]] std::optional<std::vector<BlockId>> allocate_slots(
+      const KVRequestView& request, int num_new_tokens,
+      const ComputedBlocks& new_computed_blocks = {}, int num_lookahead_tokens = 0);
+
+  /// Releases every block of the request at once (finish, abort or preemption), last block first
+  /// so that a sequence's tail is evicted before its more shareable head. Cached blocks stay
+  /// findable until evicted. Idempotent: an unknown or already freed id is a no-op, so an abort
+  /// may race with a finish.
+  void free(RequestId request_id);
+
+  /// For n > 1: `child_id` (new) shares the parent's first num_computed_tokens / block_size blocks
+  /// (one more reference each) and gets a fresh block for the partial block after them, which the
+  /// model runner must copy from the parent's before the next step (`copy_on_write`). The copy is
+  /// made eagerly: both sequences write that block at their next step anyway. Returns nullopt,
+  /// changing nothing, when no block is free for the copy.
+  [[nodiscard]] std::optional<ForkResult> fork(RequestId parent_id, RequestId child_id,
+                                               int num_computed_tokens);
+
+  /// The request's block table, logical block i -> physical block. Valid until the next
+  /// mutating call. The request must be known (has_request).
+  [[nodiscard]] std::span<const BlockId> block_table(RequestId request_id) const;
+  [[nodiscard]] bool has_request(RequestId request_id) const;
+  [[nodiscard]] int num_requests() const { return static_cast<int>(requests_.size()); }
+
+  [[nodiscard]] int num_free_blocks() const { return pool_.num_free_blocks(); }
+  /// Fraction of usable blocks held by requests, in [0, 1] (cached free blocks count as free).
+  [[nodiscard]] double usage() const { return pool_.usage(); }
+  [[nodiscard]] const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
+  [[nodiscard]] int64_t queries_tokens() const { return stats_.queries_tokens; }
+  [[nodiscard]] int64_t hits_tokens() const { return stats_.hits_tokens; }
+  /// Forgets every cached block; false (nothing changed) while any request holds blocks.
+  [[nodiscard]] bool reset_prefix_cache() { return pool_.reset_prefix_cache(); }
+
+  [[nodiscard]] const KVCacheConfig& config() const { return config_; }
+  [[nodiscard]] int block_size() const { return config_.block_size; }
+  [[nodiscard]] bool prefix_caching_enabled() const { return config_.enable_prefix_caching; }
+  [[nodiscard]] const BlockPool& block_pool() const { return pool_; }
+
+ private:
+  // One request's blocks. block_hashes[i] is the hash of block_ids[i] for the leading blocks that
+  // have been full and offered to the cache (prefix caching only); it never outruns block_ids.
+  struct RequestBlocks {
+    std::vector<BlockId> block_ids;
+    std::vector<BlockHash> block_hashes;
+  };
+
+  // The hash of logical block `index` of `request`, chained on `parent`.
+  [[nodiscard]] BlockHash hash_block(const KVRequestView& request, int64_t index,
+                                     const std::optional<BlockHash>& parent) const;
+  // Hashes and caches the request's blocks that are full within its first `num_tokens` tokens.
+  void cache_full_blocks(RequestBlocks& state, const KVRequestView& request, int64_t num_tokens);
+
+  KVCacheConfig config_;
+  BlockPool pool_;
+  std::unordered_map<RequestId, RequestBlocks> requests_;
+  PrefixCacheStats stats_;
+};
+
+}  // namespace pagoda::kv
