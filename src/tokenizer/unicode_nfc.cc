@@ -1,0 +1,157 @@
+#include "tokenizer/unicode_nfc.h"
+
+#include <algorithm>
+#include <bitset>
+#include <cstdint>
+#include <vector>
+
+#include "tokenizer/utf8.h"
+
+namespace pagoda {
+
+namespace {
+
+struct NfcDecomposition {
+  char32_t code_point, first, second;  // second is 0 for singleton decompositions
+};
+struct NfcCombiningClass {
+  char32_t code_point;
+  uint8_t combining_class;
+};
+struct NfcComposition {
+  char32_t first, second, composite;
+};
+
+#include "tokenizer/nfc_tables.inc"
+
+constexpr char32_t kHangulSBase = 0xAC00, kHangulLBase = 0x1100, kHangulVBase = 0x1161,
+                   kHangulTBase = 0x11A7;
+constexpr char32_t kHangulLCount = 19, kHangulVCount = 21, kHangulTCount = 28;
+constexpr char32_t kHangulNCount = kHangulVCount * kHangulTCount;
+constexpr char32_t kHangulSCount = kHangulLCount * kHangulNCount;
+// Every code point that is not NFC-stable on its own lies below this bound.
+constexpr char32_t kQuickCheckLimit = 0x30000;
+
+uint8_t combining_class(char32_t cp) {
+  if (cp < 0x300) return 0;
+  const auto* end = std::end(kNfcCombiningClasses);
+  const auto* it =
+      std::lower_bound(std::begin(kNfcCombiningClasses), end, cp,
+                       [](const NfcCombiningClass& e, char32_t c) { return e.code_point < c; });
+  return it != end && it->code_point == cp ? it->combining_class : 0;
+}
+
+const NfcDecomposition* find_decomposition(char32_t cp) {
+  const auto* end = std::end(kNfcDecompositions);
+  const auto* it =
+      std::lower_bound(std::begin(kNfcDecompositions), end, cp,
+                       [](const NfcDecomposition& e, char32_t c) { return e.code_point < c; });
+  return it != end && it->code_point == cp ? it : nullptr;
+}
+
+char32_t compose_pair(char32_t a, char32_t b) {
+  if (a >= kHangulLBase && a < kHangulLBase + kHangulLCount && b >= kHangulVBase &&
+      b < kHangulVBase + kHangulVCount) {
+    return kHangulSBase + ((a - kHangulLBase) * kHangulVCount + (b - kHangulVBase)) * kHangulTCount;
+  }
+  if (a >= kHangulSBase && a < kHangulSBase + kHangulSCount &&
+      (a - kHangulSBase) % kHangulTCount == 0 && b > kHangulTBase &&
+      b < kHangulTBase + kHangulTCount) {
+    return a + (b - kHangulTBase);
+  }
+  const auto* end = std::end(kNfcCompositions);
+  const auto* it = std::lower_bound(std::begin(kNfcCompositions), end, std::pair(a, b),
+                                    [](const NfcComposition& e, std::pair<char32_t, char32_t> k) {
+                                      return std::pair(e.first, e.second) < k;
+                                    });
+  return it != end && it->first == a && it->second == b ? it->composite : 0;
+}
+
+void decompose(char32_t cp, std::vector<char32_t>& out) {
+  if (cp >= kHangulSBase && cp < kHangulSBase + kHangulSCount) {
+    const char32_t s = cp - kHangulSBase;
+    out.push_back(kHangulLBase + s / kHangulNCount);
+    out.push_back(kHangulVBase + (s % kHangulNCount) / kHangulTCount);
+    if (s % kHangulTCount != 0) out.push_back(kHangulTBase + s % kHangulTCount);
+    return;
+  }
+  if (const NfcDecomposition* d = find_decomposition(cp)) {
+    decompose(d->first, out);
+    if (d->second != 0) decompose(d->second, out);
+    return;
+  }
+  out.push_back(cp);
+}
+
+// Code points that may change under NFC or combine with a neighbour. Text without any of them is
+// already NFC, which is the common case and lets us skip the full algorithm.
+const std::bitset<kQuickCheckLimit>& unstable_code_points() {
+  static const std::bitset<kQuickCheckLimit> bits = [] {
+    std::bitset<kQuickCheckLimit> b;
+    for (const auto& e : kNfcCombiningClasses) b.set(e.code_point);
+    for (const auto& e : kNfcDecompositions) b.set(e.code_point);
+    for (const auto& e : kNfcCompositions) b.set(e.second);
+    for (char32_t c = kHangulVBase; c < kHangulVBase + kHangulVCount; ++c) b.set(c);
+    for (char32_t c = kHangulTBase + 1; c < kHangulTBase + kHangulTCount; ++c) b.set(c);
+    return b;
+  }();
+  return bits;
+}
+
+bool is_quick_nfc(std::string_view text) {
+  const auto& unstable = unstable_code_points();
+  size_t i = 0;
+  while (i < text.size()) {
+    if (static_cast<unsigned char>(text[i]) < 0xCC) {  // below U+0300: always stable
+      i += utf8::char_length(static_cast<unsigned char>(text[i]));
+      continue;
+    }
+    const char32_t cp = utf8::decode_at(text, i);
+    if (cp < kQuickCheckLimit && unstable.test(cp)) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::string nfc_normalize(std::string_view text) {
+  if (is_quick_nfc(text)) return std::string(text);
+  // Full algorithm (UAX #15): canonical decomposition, canonical ordering, canonical composition.
+  std::vector<char32_t> chars;
+  chars.reserve(text.size());
+  for (size_t i = 0; i < text.size();) decompose(utf8::decode_at(text, i), chars);
+  for (size_t i = 1; i < chars.size(); ++i) {
+    const uint8_t cc = combining_class(chars[i]);
+    if (cc == 0) continue;
+    for (size_t j = i; j > 0; --j) {
+      const uint8_t prev = combining_class(chars[j - 1]);
+      if (prev == 0 || prev <= cc) break;
+      std::swap(chars[j - 1], chars[j]);
+    }
+  }
+  std::vector<char32_t> result;
+  result.reserve(chars.size());
+  ptrdiff_t starter = -1;
+  for (const char32_t c : chars) {
+    const uint8_t cc = combining_class(c);
+    if (starter >= 0) {
+      const bool adjacent = static_cast<size_t>(starter) + 1 == result.size();
+      const uint8_t last_cc = combining_class(result.back());
+      const bool blocked = !adjacent && (last_cc == 0 || last_cc >= cc);
+      if (!blocked) {
+        if (const char32_t composite = compose_pair(result[starter], c)) {
+          result[starter] = composite;
+          continue;
+        }
+      }
+    }
+    if (cc == 0) starter = static_cast<ptrdiff_t>(result.size());
+    result.push_back(c);
+  }
+  std::string out;
+  out.reserve(text.size());
+  for (const char32_t c : result) utf8::append(out, c);
+  return out;
+}
+
+}  // namespace pagoda
