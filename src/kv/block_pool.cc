@@ -65,6 +65,7 @@ BlockPool::BlockPool(int num_blocks, bool enable_caching)
   PAGODA_CHECK(num_blocks >= 2, "a pool needs the null block and one usable block, got {}",
                num_blocks);
   for (int i = 0; i < num_blocks; ++i) blocks_[i].block_id = i;
+  cached_.reserve(num_blocks);  // at most one entry per block: never rehashes
   // Block 0 is the null block: never queued, so it is never handed out.
   for (int i = 1; i < num_blocks; ++i) free_queue_.push_back(i);
 }
