@@ -24,16 +24,26 @@ size_t dtype_size(DType dtype) {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "float32";
-    case DType::kBF16: return "bfloat16";
-    case DType::kF16: return "float16";
-    case DType::kF64: return "float64";
-    case DType::kI64: return "int64";
-    case DType::kI32: return "int32";
-    case DType::kI16: return "int16";
-    case DType::kI8: return "int8";
-    case DType::kU8: return "uint8";
-    case DType::kBool: return "bool";
+    case DType::kF32:
+      return "float32";
+    case DType::kBF16:
+      return "bfloat16";
+    case DType::kF16:
+      return "float16";
+    case DType::kF64:
+      return "float64";
+    case DType::kI64:
+      return "int64";
+    case DType::kI32:
+      return "int32";
+    case DType::kI16:
+      return "int16";
+    case DType::kI8:
+      return "int8";
+    case DType::kU8:
+      return "uint8";
+    case DType::kBool:
+      return "bool";
   }
   return "unknown";
 }

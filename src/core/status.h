@@ -1,7 +1,7 @@
 #pragma once
-// Errors, in the three regimes of docs/architecture.md: kernels return status codes, host code throws
-// the typed exceptions below (caught at the engine-thread and HTTP boundaries), and invariants are
-// checked by PAGODA_CHECK, which is always on.
+// Errors, in the three regimes of docs/architecture.md: kernels return status codes, host code
+// throws the typed exceptions below (caught at the engine-thread and HTTP boundaries), and
+// invariants are checked by PAGODA_CHECK, which is always on.
 #include <stdexcept>
 #include <string>
 
@@ -47,12 +47,12 @@ namespace detail {
 }  // namespace pagoda
 
 /// PAGODA_CHECK(cond, "fmt {}", args...): throws pagoda::Internal naming file, line and function.
-#define PAGODA_CHECK(cond, ...)                                                              \
-  do {                                                                                       \
-    if (!(cond)) [[unlikely]] {                                                              \
-      ::pagoda::detail::check_failed(__FILE__, __LINE__, __func__, #cond,                   \
-                                     ::fmt::format("" __VA_ARGS__));                         \
-    }                                                                                        \
+#define PAGODA_CHECK(cond, ...)                                           \
+  do {                                                                    \
+    if (!(cond)) [[unlikely]] {                                           \
+      ::pagoda::detail::check_failed(__FILE__, __LINE__, __func__, #cond, \
+                                     ::fmt::format("" __VA_ARGS__));      \
+    }                                                                     \
   } while (0)
 
 #ifdef NDEBUG

@@ -31,14 +31,20 @@ class Shape {
   int rank_ = 0;
 };
 
-/// A non-owning view: pointer, dtype and shape. Contiguous, row-major.
+/// Where a tensor's memory lives.
+enum class Device : uint8_t { kCPU, kCUDA };
+
+/// A non-owning view: pointer, dtype, shape and device. Contiguous, row-major.
 struct Tensor {
   void* data = nullptr;
   DType dtype = DType::kF32;
   Shape shape;
+  Device device = Device::kCPU;
 
   [[nodiscard]] int64_t num_elements() const { return shape.num_elements(); }
-  [[nodiscard]] size_t num_bytes() const { return static_cast<size_t>(num_elements()) * dtype_size(dtype); }
+  [[nodiscard]] size_t num_bytes() const {
+    return static_cast<size_t>(num_elements()) * dtype_size(dtype);
+  }
   template <typename T>
   [[nodiscard]] T* as() const {
     return static_cast<T*>(data);

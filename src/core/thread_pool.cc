@@ -5,8 +5,9 @@
 namespace pagoda {
 
 ThreadPool::ThreadPool(int num_threads)
-    : num_threads_(num_threads > 0 ? num_threads
-                                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
+    : num_threads_(num_threads > 0
+                       ? num_threads
+                       : std::max(1, static_cast<int>(std::thread::hardware_concurrency()))) {
   workers_.reserve(static_cast<size_t>(num_threads_ - 1));
   for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }

@@ -21,8 +21,9 @@ class ThreadPool {
 
   [[nodiscard]] int num_threads() const { return num_threads_; }
 
-  /// Splits [0, n) into contiguous ranges, at least `grain` items each, and calls fn(begin, end) for
-  /// each range, in parallel. Returns when all ranges are done. An exception in fn is rethrown here.
+  /// Splits [0, n) into contiguous ranges, at least `grain` items each, and calls fn(begin, end)
+  /// for each range, in parallel. Returns when all ranges are done. An exception in fn is rethrown
+  /// here.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
   /// Calls fn(thread_index, num_threads) once on every thread: for kernels that partition work

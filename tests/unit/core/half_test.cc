@@ -27,7 +27,7 @@ TEST(Half, F16RoundTripsEveryValue) {
 TEST(Half, RoundsToNearestEven) {
   EXPECT_EQ(bf16_to_float(float_to_bf16(1.0f + 1.0f / 256)), 1.0f);  // tie -> even
   EXPECT_EQ(f16_to_float(float_to_f16(65520.0f)), INFINITY);
-  EXPECT_EQ(f16_to_float(float_to_f16(1.0f + 1.0f / 2048)), 1.0f);  // tie -> even
+  EXPECT_EQ(f16_to_float(float_to_f16(1.0f + 1.0f / 2048)), 1.0f);        // tie -> even
   EXPECT_EQ(f16_to_float(float_to_f16(5.96046448e-8f)), 5.96046448e-8f);  // smallest subnormal
 }
 

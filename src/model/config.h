@@ -1,0 +1,80 @@
+#pragma once
+// ModelConfig: the shape and hyper-parameters of a decoder-only transformer, read from a Hugging
+// Face config.json (transformers v4 or v5 dialect) and the optional generation_config.json.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "core/dtype.h"
+
+namespace pagoda {
+
+/// How rotary frequencies are rescaled for long contexts.
+enum class RopeScalingType : uint8_t { kNone, kLinear, kLlama3 };
+
+/// RoPE parameters; the two config dialects (top-level rope_theta + rope_scaling, or
+/// rope_parameters) both land here.
+struct RopeConfig {
+  double theta = 10000.0;
+  RopeScalingType scaling = RopeScalingType::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;                  // llama3
+  double high_freq_factor = 4.0;                 // llama3
+  int64_t original_max_position_embeddings = 0;  // llama3
+};
+
+/// Defaults a checkpoint suggests for sampling (generation_config.json); unset fields stay empty.
+struct GenerationDefaults {
+  std::optional<float> temperature;
+  std::optional<float> top_p;
+  std::optional<int> top_k;
+  std::optional<float> repetition_penalty;
+};
+
+/// Everything the model code needs to know about a checkpoint's architecture.
+struct ModelConfig {
+  std::string architecture;  // architectures[0], the registry key
+  std::string model_type;
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int num_layers = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;  // may differ from hidden_size / num_heads (Qwen3, Llama 3.2)
+  int64_t max_position_embeddings = 0;
+  double rms_norm_eps = 1e-6;
+  RopeConfig rope;
+  bool tie_word_embeddings = false;
+  bool attention_bias = false;  // q/k/v (and o for Llama's attention_bias) biases
+  bool mlp_bias = false;
+  int sliding_window = 0;     // 0: full attention
+  DType dtype = DType::kF32;  // the checkpoint's declared dtype (torch_dtype / dtype)
+  std::optional<int32_t> bos_token_id;
+  std::vector<int32_t> eos_token_ids;
+  GenerationDefaults generation;
+
+  [[nodiscard]] int64_t q_size() const { return static_cast<int64_t>(num_heads) * head_dim; }
+  [[nodiscard]] int64_t kv_size() const { return static_cast<int64_t>(num_kv_heads) * head_dim; }
+};
+
+/// Parses config.json text; `source` names the file in error messages. Throws InvalidArgument
+/// naming the file and the field for malformed, incomplete or unsupported configs.
+[[nodiscard]] ModelConfig parse_model_config(const std::string& json_text,
+                                             const std::string& source);
+
+/// Merges generation_config.json (eos ids, sampling defaults) into config.
+void apply_generation_config(const std::string& json_text, const std::string& source,
+                             ModelConfig& config);
+
+/// Reads config.json and, when present, generation_config.json from a model directory.
+[[nodiscard]] ModelConfig load_model_config(const std::string& model_dir);
+
+/// The per-pair RoPE inverse frequencies for head_dim, with the configured scaling applied,
+/// computed as transformers computes them (in float64, then rounded to float32).
+[[nodiscard]] std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim);
+
+}  // namespace pagoda

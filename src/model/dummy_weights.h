@@ -1,0 +1,19 @@
+#pragma once
+// --load-format dummy: random weights of the right shapes for any config.json, for benchmarks.
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/loader/safetensors.h"
+#include "model/registry.h"
+
+namespace pagoda {
+
+/// Fills a WeightStore with deterministic pseudo-random tensors (a counter-based hash of seed,
+/// tensor index and element index, so the values do not depend on the thread count). Matrices are
+/// uniform in
+/// +-0.035 (std 0.02, the usual initializer_range); norm weights are uniform in [0.9, 1.1].
+[[nodiscard]] WeightStore make_dummy_weights(
+    const std::vector<ArchitectureEntry::TensorSpec>& specs, DType dtype, uint64_t seed,
+    ThreadPool& pool);
+
+}  // namespace pagoda

@@ -1,0 +1,27 @@
+#pragma once
+// The input of one forward pass: a flat batch of tokens from several sequences (the varlen layout),
+// with the paged-KV metadata that tells attention where each sequence's context lives.
+#include <cstdint>
+#include <span>
+
+namespace pagoda {
+
+/// One step's tokens. Sequence s owns the contiguous rows [query_start_loc[s],
+/// query_start_loc[s+1]) of the flat batch, so every token has a position and (implicitly) a
+/// sequence id. A prefill chunk, a whole prompt and a single decode token are all just rows.
+struct ForwardBatch {
+  std::span<const int32_t> token_ids;        // [num_tokens]
+  std::span<const int32_t> positions;        // [num_tokens], position of each token in its sequence
+  std::span<const int32_t> query_start_loc;  // [num_seqs + 1], row offsets of each sequence
+  std::span<const int32_t> seq_lens;         // [num_seqs], context length after this step
+  std::span<const int32_t> block_tables;     // [num_seqs, max_blocks_per_seq], physical block ids
+  int max_blocks_per_seq = 0;
+  std::span<const int64_t>
+      slot_mapping;  // [num_tokens], cache slot for each token's K/V (-1: skip)
+  std::span<const int32_t> logits_indices;  // rows whose next-token logits are wanted
+
+  [[nodiscard]] int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
+  [[nodiscard]] int num_seqs() const { return static_cast<int>(seq_lens.size()); }
+};
+
+}  // namespace pagoda

@@ -1,0 +1,68 @@
+#pragma once
+// Reading safetensors checkpoints in place: the file is memory-mapped and tensors are views into
+// it. Format: 8-byte little-endian header length N, N bytes of JSON header
+// ({name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}), then the data.
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mapped_file.h"
+#include "core/tensor.h"
+
+namespace pagoda {
+
+/// One memory-mapped .safetensors file with its validated tensor index.
+class SafetensorsFile {
+ public:
+  /// Maps and validates the file; throws InvalidArgument naming the file (and tensor) when the
+  /// header length runs past the end, the header is malformed, a dtype is unknown or a tensor's
+  /// bytes lie outside the file.
+  explicit SafetensorsFile(const std::string& path);
+
+  [[nodiscard]] const std::string& path() const { return file_.path(); }
+  /// name -> view into the mapped file.
+  [[nodiscard]] const std::map<std::string, Tensor>& tensors() const { return tensors_; }
+
+ private:
+  MappedFile file_;
+  std::map<std::string, Tensor> tensors_;
+};
+
+/// All weights of a checkpoint by name, wherever they live: one or many safetensors shards, or
+/// buffers pagoda made itself (--load-format dummy).
+class WeightStore {
+ public:
+  /// Opens model.safetensors, or every shard named by model.safetensors.index.json.
+  [[nodiscard]] static WeightStore open_directory(const std::string& model_dir);
+
+  /// Adds one file's tensors; a name present twice is an error naming both files.
+  void add_file(const std::string& path);
+  /// Adds a tensor that the store owns (dummy weights, converted tensors).
+  void add_owned(const std::string& name, DType dtype, const Shape& shape, Buffer buffer);
+
+  [[nodiscard]] bool contains(const std::string& name) const { return index_.count(name) != 0; }
+  /// The tensor `name`; throws InvalidArgument naming the checkpoint and the tensor when missing.
+  [[nodiscard]] const Tensor& get(const std::string& name) const;
+  /// Where tensor `name` came from, for error messages.
+  [[nodiscard]] std::string source_of(const std::string& name) const;
+  [[nodiscard]] const std::string& description() const { return description_; }
+  [[nodiscard]] std::vector<std::string> names() const;
+
+ private:
+  struct Entry {
+    Tensor tensor;
+    std::string source;
+  };
+  std::string description_;  // the directory or "dummy weights"
+  std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<Buffer> owned_;
+  std::map<std::string, Entry> index_;
+
+  friend WeightStore make_empty_weight_store(const std::string& description);
+};
+
+/// An empty store, for weights made in memory.
+[[nodiscard]] WeightStore make_empty_weight_store(const std::string& description);
+
+}  // namespace pagoda

@@ -1,0 +1,42 @@
+#pragma once
+// The model interface the runtime drives, and the entry point that builds one from a directory.
+#include <memory>
+#include <string>
+
+#include "core/thread_pool.h"
+#include "model/config.h"
+#include "model/forward_batch.h"
+#include "model/kv_cache_storage.h"
+
+namespace pagoda {
+
+/// A loaded causal language model that runs forward passes over flat token batches.
+class Model {
+ public:
+  virtual ~Model() = default;
+  [[nodiscard]] virtual const ModelConfig& config() const = 0;
+  /// Runs the batch, writing each token's K/V into kv at its slot, and fills
+  /// logits [batch.logits_indices.size(), vocab_size] (fp32, row-major). Not thread-safe: one
+  /// engine thread drives a model.
+  virtual void forward(const ForwardBatch& batch, KVCacheStorage& kv, float* logits) = 0;
+};
+
+/// How weights are obtained.
+enum class LoadFormat : uint8_t {
+  kSafetensors,  // the checkpoint's files
+  kDummy,        // random values of the right shapes (benchmarks), fixed seed
+};
+
+/// Options of load_model.
+struct LoadOptions {
+  LoadFormat format = LoadFormat::kSafetensors;
+  std::optional<DType> dtype;  // dummy weights' dtype; default: the config's
+  uint64_t seed = 0;           // dummy weights' seed
+};
+
+/// Reads the config, finds the architecture in the registry, loads and checks the weights.
+/// Throws NotFound / InvalidArgument naming the file and the field or tensor.
+[[nodiscard]] std::unique_ptr<Model> load_model(const std::string& model_dir,
+                                                const LoadOptions& options, ThreadPool& pool);
+
+}  // namespace pagoda

@@ -1,0 +1,167 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+#include "core/status.h"
+
+namespace pagoda {
+
+void log_softmax(std::span<const float> logits, std::span<float> out) {
+  PAGODA_CHECK(logits.size() == out.size());
+  const float max = *std::max_element(logits.begin(), logits.end());
+  double sum = 0;
+  for (float x : logits) sum += std::exp(static_cast<double>(x - max));
+  const float log_z = max + static_cast<float>(std::log(sum));
+  for (size_t i = 0; i < logits.size(); ++i) out[i] = logits[i] - log_z;
+}
+
+std::vector<TokenLogprob> top_k_entries(std::span<const float> values, int k) {
+  k = std::min<int>(k, static_cast<int>(values.size()));
+  std::vector<int32_t> idx(values.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  auto better = [&](int32_t a, int32_t b) {
+    return values[a] > values[b] || (values[a] == values[b] && a < b);
+  };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), better);
+  std::vector<TokenLogprob> out;
+  out.reserve(static_cast<size_t>(k));
+  for (int i = 0; i < k; ++i)
+    out.push_back({idx[static_cast<size_t>(i)], values[idx[static_cast<size_t>(i)]]});
+  return out;
+}
+
+RequestSampler::RequestSampler(const SamplingParams& params, std::vector<int32_t> eos_ids,
+                               uint64_t fallback_seed)
+    : params_(params), eos_ids_(std::move(eos_ids)), rng_(params.seed.value_or(fallback_seed)) {}
+
+void RequestSampler::apply_processors(std::span<float> logits, std::span<const int32_t> prompt,
+                                      std::span<const int32_t> output) const {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  auto in_vocab = [&](int32_t t) { return t >= 0 && t < vocab; };
+  if (params_.repetition_penalty != 1.0f) {
+    // As transformers and vLLM: every token seen in prompt or output has its logit divided by the
+    // penalty when positive and multiplied when negative, once however often it occurred.
+    std::vector<bool> seen(static_cast<size_t>(vocab), false);
+    for (auto list : {prompt, output}) {
+      for (int32_t t : list) {
+        if (in_vocab(t)) seen[static_cast<size_t>(t)] = true;
+      }
+    }
+    for (int32_t t = 0; t < vocab; ++t) {
+      if (!seen[static_cast<size_t>(t)]) continue;
+      float& x = logits[static_cast<size_t>(t)];
+      x = x > 0 ? x / params_.repetition_penalty : x * params_.repetition_penalty;
+    }
+  }
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+    // OpenAI's definition, over generated tokens only: logit -= count * frequency + (count > 0) *
+    // presence.
+    std::unordered_map<int32_t, int> counts;
+    for (int32_t t : output) {
+      if (in_vocab(t)) ++counts[t];
+    }
+    for (const auto& [t, count] : counts) {
+      logits[static_cast<size_t>(t)] -=
+          static_cast<float>(count) * params_.frequency_penalty + params_.presence_penalty;
+    }
+  }
+  for (const auto& [t, bias] : params_.logit_bias) {
+    if (in_vocab(t)) logits[static_cast<size_t>(t)] += bias;
+  }
+  if (static_cast<int>(output.size()) < params_.min_tokens) {
+    constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+    if (!params_.ignore_eos) {
+      for (int32_t t : eos_ids_) {
+        if (in_vocab(t)) logits[static_cast<size_t>(t)] = kNegInf;
+      }
+    }
+    for (int32_t t : params_.stop_token_ids) {
+      if (in_vocab(t)) logits[static_cast<size_t>(t)] = kNegInf;
+    }
+  }
+}
+
+int32_t RequestSampler::draw(std::span<const float> logits) {
+  const auto vocab = static_cast<int32_t>(logits.size());
+  if (params_.greedy()) {
+    // First maximum: ties go to the lowest id, as torch.argmax does.
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  // Candidates sorted by logit, descending; top-k cuts the list before any probability work.
+  order_.resize(static_cast<size_t>(vocab));
+  std::iota(order_.begin(), order_.end(), 0);
+  auto better = [&](int32_t a, int32_t b) {
+    return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+  };
+  int32_t count = vocab;
+  if (params_.top_k > 0 && params_.top_k < vocab) {
+    count = params_.top_k;
+    std::partial_sort(order_.begin(), order_.begin() + count, order_.end(), better);
+  } else {
+    std::sort(order_.begin(), order_.end(), better);
+  }
+  // Probabilities of the candidates at temperature T.
+  scratch_.resize(static_cast<size_t>(count));
+  const float inv_t = 1.0f / params_.temperature;
+  const float max = logits[order_[0]];
+  double sum = 0;
+  for (int32_t i = 0; i < count; ++i) {
+    const float x = logits[order_[static_cast<size_t>(i)]];
+    const double p =
+        std::isinf(x) && x < 0 ? 0.0 : std::exp(static_cast<double>((x - max) * inv_t));
+    scratch_[static_cast<size_t>(i)] = static_cast<float>(p);
+    sum += p;
+  }
+  // top-p: the shortest prefix whose mass reaches top_p (the first token always stays).
+  if (params_.top_p < 1.0f) {
+    double cum = 0;
+    int32_t keep = count;
+    for (int32_t i = 0; i < count; ++i) {
+      cum += scratch_[static_cast<size_t>(i)] / sum;
+      if (cum >= params_.top_p) {
+        keep = i + 1;
+        break;
+      }
+    }
+    count = keep;
+  }
+  // min-p: drop tokens whose probability is below min_p times the top probability.
+  if (params_.min_p > 0.0f) {
+    const float threshold = params_.min_p * scratch_[0];
+    int32_t keep = 1;
+    while (keep < count && scratch_[static_cast<size_t>(keep)] >= threshold) ++keep;
+    count = keep;
+  }
+  double mass = 0;
+  for (int32_t i = 0; i < count; ++i) mass += scratch_[static_cast<size_t>(i)];
+  // 53 random bits -> [0, mass).
+  const double u = static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0) * mass;
+  double cum = 0;
+  for (int32_t i = 0; i < count; ++i) {
+    cum += scratch_[static_cast<size_t>(i)];
+    if (u < cum) return order_[static_cast<size_t>(i)];
+  }
+  return order_[static_cast<size_t>(count - 1)];
+}
+
+SampledToken RequestSampler::sample(std::span<float> logits, std::span<const int32_t> prompt,
+                                    std::span<const int32_t> output) {
+  SampledToken result;
+  std::vector<float> logprobs;
+  if (params_.logprobs) {
+    // Log-probabilities of the raw model distribution, before any processor.
+    logprobs.resize(logits.size());
+    log_softmax(logits, logprobs);
+    if (*params_.logprobs > 0) result.top_logprobs = top_k_entries(logprobs, *params_.logprobs);
+  }
+  apply_processors(logits, prompt, output);
+  result.token = draw(logits);
+  if (params_.logprobs) result.logprob = logprobs[static_cast<size_t>(result.token)];
+  return result;
+}
+
+}  // namespace pagoda

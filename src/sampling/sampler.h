@@ -1,0 +1,58 @@
+#pragma once
+// Choosing the next token from one row of logits: logits processors (bias, penalties, min_tokens),
+// then greedy or temperature/top-k/top-p/min-p sampling, plus log-probabilities of the raw model
+// distribution (as vLLM reports them by default).
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "sampling/sampling_params.h"
+
+namespace pagoda {
+
+/// A token with its log-probability.
+struct TokenLogprob {
+  int32_t token = 0;
+  float logprob = 0;
+};
+
+/// The chosen token, its log-probability and the top-k alternatives (when requested).
+struct SampledToken {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<TokenLogprob> top_logprobs;  // descending
+};
+
+/// log_softmax of one row, in fp32 with a max-shifted, double-accumulated normaliser.
+void log_softmax(std::span<const float> logits, std::span<float> out);
+
+/// The k largest entries of values, descending (ties: lower index first).
+[[nodiscard]] std::vector<TokenLogprob> top_k_entries(std::span<const float> values, int k);
+
+/// One request's sampler. Its random stream belongs to the request alone, so a seeded request
+/// draws the same numbers whatever else runs in the batch.
+class RequestSampler {
+ public:
+  /// eos_ids are masked while fewer than min_tokens have been generated (unless ignore_eos).
+  RequestSampler(const SamplingParams& params, std::vector<int32_t> eos_ids,
+                 uint64_t fallback_seed);
+
+  /// Samples from logits (modified in place by the processors). prompt and output are the token
+  /// history that penalties look at.
+  [[nodiscard]] SampledToken sample(std::span<float> logits, std::span<const int32_t> prompt,
+                                    std::span<const int32_t> output);
+
+ private:
+  void apply_processors(std::span<float> logits, std::span<const int32_t> prompt,
+                        std::span<const int32_t> output) const;
+  [[nodiscard]] int32_t draw(std::span<const float> logits);
+
+  SamplingParams params_;
+  std::vector<int32_t> eos_ids_;
+  std::mt19937_64 rng_;
+  std::vector<float> scratch_;
+  std::vector<int32_t> order_;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,69 @@
+#include "sampling/sampling_params.h"
+
+#include <cmath>
+
+#include "core/status.h"
+
+namespace pagoda {
+namespace {
+
+[[noreturn]] void reject(const char* param, const std::string& why) {
+  throw InvalidArgument(fmt::format("{} {}", param, why));
+}
+
+}  // namespace
+
+void SamplingParams::validate(int64_t vocab_size) const {
+  if (n < 1 || n > 128) reject("n", fmt::format("must be in [1, 128], got {}", n));
+  if (!std::isfinite(temperature) || temperature < 0) {
+    reject("temperature", fmt::format("must be a finite number >= 0, got {}", temperature));
+  }
+  if (!std::isfinite(top_p) || top_p <= 0 || top_p > 1)
+    reject("top_p", fmt::format("must be in (0, 1], got {}", top_p));
+  if (top_k < -1)
+    reject("top_k", fmt::format("must be -1 (off), 0 (off) or positive, got {}", top_k));
+  if (!std::isfinite(min_p) || min_p < 0 || min_p > 1)
+    reject("min_p", fmt::format("must be in [0, 1], got {}", min_p));
+  if (!std::isfinite(presence_penalty) || presence_penalty < -2 || presence_penalty > 2) {
+    reject("presence_penalty", fmt::format("must be in [-2, 2], got {}", presence_penalty));
+  }
+  if (!std::isfinite(frequency_penalty) || frequency_penalty < -2 || frequency_penalty > 2) {
+    reject("frequency_penalty", fmt::format("must be in [-2, 2], got {}", frequency_penalty));
+  }
+  if (!std::isfinite(repetition_penalty) || repetition_penalty <= 0 || repetition_penalty > 2) {
+    reject("repetition_penalty", fmt::format("must be in (0, 2], got {}", repetition_penalty));
+  }
+  for (const auto& [token, bias] : logit_bias) {
+    if (token < 0 || token >= vocab_size) {
+      reject("logit_bias",
+             fmt::format("token id {} is outside the vocabulary [0, {})", token, vocab_size));
+    }
+    if (!std::isfinite(bias) || bias < -100 || bias > 100) {
+      reject("logit_bias",
+             fmt::format("bias for token {} must be in [-100, 100], got {}", token, bias));
+    }
+  }
+  for (int32_t token : stop_token_ids) {
+    if (token < 0 || token >= vocab_size) {
+      reject("stop_token_ids",
+             fmt::format("token id {} is outside the vocabulary [0, {})", token, vocab_size));
+    }
+  }
+  for (const std::string& s : stop) {
+    if (s.empty()) reject("stop", "must not contain empty strings");
+  }
+  if (max_tokens < 1) reject("max_tokens", fmt::format("must be >= 1, got {}", max_tokens));
+  if (min_tokens < 0 || min_tokens > max_tokens) {
+    reject("min_tokens",
+           fmt::format("must be in [0, max_tokens={}], got {}", max_tokens, min_tokens));
+  }
+  if (logprobs && (*logprobs < 0 || *logprobs > kMaxLogprobs)) {
+    reject("logprobs", fmt::format("must be in [0, {}], got {}", kMaxLogprobs, *logprobs));
+  }
+  if (prompt_logprobs && (*prompt_logprobs < 0 || *prompt_logprobs > kMaxLogprobs)) {
+    reject("prompt_logprobs",
+           fmt::format("must be in [0, {}], got {}", kMaxLogprobs, *prompt_logprobs));
+  }
+}
+
+}  // namespace pagoda

@@ -1,0 +1,38 @@
+#pragma once
+// Per-request sampling parameters, with the names and defaults of vLLM's SamplingParams.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+/// How one request's tokens are chosen and when it stops.
+struct SamplingParams {
+  static constexpr int kMaxLogprobs = 20;
+
+  int n = 1;                        // completions per prompt
+  float temperature = 1.0f;         // 0: greedy
+  float top_p = 1.0f;               // (0, 1]
+  int top_k = 0;                    // 0 or -1: all tokens
+  float min_p = 0.0f;               // [0, 1]
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float repetition_penalty = 1.0f;  // > 0; 1: off
+  std::map<int32_t, float> logit_bias;
+  std::optional<uint64_t> seed;
+  std::vector<std::string> stop;
+  std::vector<int32_t> stop_token_ids;
+  bool ignore_eos = false;
+  int max_tokens = 16;
+  int min_tokens = 0;
+  std::optional<int> logprobs;         // top-k log-probabilities per generated token, <= 20
+  std::optional<int> prompt_logprobs;  // the same for prompt tokens
+
+  /// Throws InvalidArgument naming the first invalid parameter. vocab_size bounds logit_bias keys.
+  void validate(int64_t vocab_size) const;
+  [[nodiscard]] bool greedy() const { return temperature < 1e-5f; }
+};
+
+}  // namespace pagoda
