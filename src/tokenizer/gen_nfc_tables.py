@@ -10,10 +10,13 @@ import unicodedata as ud
 decomp = []  # (code point, first, second or 0): canonical decompositions, one level
 ccc = []  # (code point, combining class) for nonzero classes
 compose = []  # (first, second, composite): primary composites
+changed = []  # code points that NFC rewrites even alone (singletons, exclusions)
 for cp in range(0x110000):
     if 0xAC00 <= cp <= 0xD7A3 or 0xD800 <= cp <= 0xDFFF:
         continue
     c = chr(cp)
+    if ud.normalize("NFC", c) != c:
+        changed.append(cp)
     cls = ud.combining(c)
     if cls:
         ccc.append((cp, cls))
@@ -38,4 +41,7 @@ for cp, cls in ccc:
 out.write("};\nconstexpr NfcComposition kNfcCompositions[] = {\n")
 for a, b, cp in compose:
     out.write("{0x%X,0x%X,0x%X},\n" % (a, b, cp))
+out.write("};\nconstexpr char32_t kNfcChangedAlone[] = {\n")
+for cp in changed:
+    out.write("0x%X,\n" % cp)
 out.write("};\n// clang-format on\n")

@@ -83,13 +83,14 @@ void decompose(char32_t cp, std::vector<char32_t>& out) {
   out.push_back(cp);
 }
 
-// Code points that may change under NFC or combine with a neighbour. Text without any of them is
-// already NFC, which is the common case and lets us skip the full algorithm.
+// Code points that may change under NFC or combine with a neighbour (the NFC_QC "No" and "Maybe"
+// sets, plus every non-starter to be safe about ordering). Precomposed letters such as "ệ" are
+// stable. Text without any of these is already NFC and skips the full algorithm.
 const std::bitset<kQuickCheckLimit>& unstable_code_points() {
   static const std::bitset<kQuickCheckLimit> bits = [] {
     std::bitset<kQuickCheckLimit> b;
     for (const auto& e : kNfcCombiningClasses) b.set(e.code_point);
-    for (const auto& e : kNfcDecompositions) b.set(e.code_point);
+    for (const char32_t c : kNfcChangedAlone) b.set(c);
     for (const auto& e : kNfcCompositions) b.set(e.second);
     for (char32_t c = kHangulVBase; c < kHangulVBase + kHangulVCount; ++c) b.set(c);
     for (char32_t c = kHangulTBase + 1; c < kHangulTBase + kHangulTCount; ++c) b.set(c);
