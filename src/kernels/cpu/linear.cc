@@ -11,8 +11,11 @@
 #include <cblas.h>
 
 #include <algorithm>
+#include <cctype>
+#include <string>
 #include <vector>
 
+#include "kernels/cpu/linear_paths.h"
 #include "kernels/cpu/simd.h"
 
 namespace pagoda::cpu {
@@ -25,8 +28,8 @@ constexpr int64_t kGemvMaxRows = 16;
 // of the pool costs more than the work.
 constexpr int64_t kGemvMinElementsPerThread = 1 << 15;
 // Target size in bytes of one fp32 weight panel in the sgemm path: large enough that OpenBLAS runs
-// efficiently, small enough to stay in L2/L3.
-constexpr int64_t kPanelBytes = 4 << 20;
+// efficiently, small enough to stay in one core's L2 (2 MiB here).
+constexpr int64_t kPanelBytes = 1 << 20;
 
 // Scratch memory reused across calls on the same calling thread, so the hot path does not allocate.
 // Each calling thread has its own, so concurrent linear() calls from different threads are safe.
@@ -275,60 +278,98 @@ void gemv_dispatch(const float* x, int64_t m, int64_t k, const void* w, DType dt
 // The sgemm path.
 // ---------------------------------------------------------------------------------------------
 
-// OpenBLAS runs its own threads. It is only ever called from the calling thread while our pool's
-// workers sleep on their condition variable, so matching its thread count to the pool's keeps the
-// machine at one busy thread per core.
-void match_blas_threads(const ThreadPool& pool) {
-  if (openblas_get_num_threads() != pool.num_threads())
-    openblas_set_num_threads(pool.num_threads());
+// OpenBLAS is used single-threaded, called from every thread of our pool on its own range of
+// output columns. Why not OpenBLAS's own threads: after each call they busy-wait (sched_yield) for
+// ~0.1 s, and on a 2-core machine that halved-to-quartered the speed of every pool-based kernel
+// that ran next (measured: the streaming kernel fell from ~60 to ~14 GFLOP/s). One busy thread per
+// core, ours, avoids the two pools fighting, and also parallelises the bf16/f16 widening.
+void use_single_threaded_blas() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
+// Columns per task: at least one full panel's worth of work so threads never share a panel.
 void gemm(const float* x, int64_t m, int64_t k, const void* w, DType dtype, int64_t n,
           const float* bias, float* y, ThreadPool& pool) {
-  match_blas_threads(pool);
-  // With a bias, y starts as the bias broadcast over rows and sgemm accumulates on top (beta = 1).
-  const float beta = bias ? 1.0f : 0.0f;
-  if (bias) {
-    pool.parallel_for(m, std::max<int64_t>(1, 16384 / n), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) std::copy(bias, bias + n, y + r * n);
-    });
-  }
-  if (dtype == DType::kF32) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m), static_cast<int>(n),
-                static_cast<int>(k), 1.0f, x, static_cast<int>(k), static_cast<const float*>(w),
-                static_cast<int>(k), beta, y, static_cast<int>(n));
-    return;
-  }
-  const int64_t panel_rows =
-      std::clamp<int64_t>(kPanelBytes / (k * static_cast<int64_t>(sizeof(float))) / 16 * 16, 16, n);
-  float* panel = scratch(1, panel_rows * k);
-  const auto* w16 = static_cast<const uint16_t*>(w);
-  for (int64_t n0 = 0; n0 < n; n0 += panel_rows) {
-    const int64_t rows = std::min(panel_rows, n - n0);
-    pool.parallel_for(rows, std::max<int64_t>(1, 16384 / k), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r)
+  use_single_threaded_blas();
+  const int64_t panel_rows = std::min(
+      n, std::max<int64_t>(16, kPanelBytes / (k * static_cast<int64_t>(sizeof(float))) / 16 * 16));
+  // Split n into 16-column groups so that every thread's range starts on a vector boundary.
+  const int64_t groups = (n + 15) / 16;
+  const int64_t grain = std::max<int64_t>(1, (1 << 22) / std::max<int64_t>(1, m * k * 16));
+  pool.parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {
+    const int64_t c0 = g0 * 16, c1 = std::min(n, g1 * 16);
+    // With a bias, y starts as the bias and sgemm accumulates on top (beta = 1).
+    const float beta = bias ? 1.0f : 0.0f;
+    if (bias) {
+      for (int64_t r = 0; r < m; ++r) std::copy(bias + c0, bias + c1, y + r * n + c0);
+    }
+    if (dtype == DType::kF32) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                  static_cast<int>(c1 - c0), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
+                  static_cast<const float*>(w) + c0 * k, static_cast<int>(k), beta, y + c0,
+                  static_cast<int>(n));
+      return;
+    }
+    float* panel = scratch(1, std::min(panel_rows, c1 - c0) * k);
+    const auto* w16 = static_cast<const uint16_t*>(w);
+    for (int64_t n0 = c0; n0 < c1; n0 += panel_rows) {
+      const int64_t rows = std::min(panel_rows, c1 - n0);
+      for (int64_t r = 0; r < rows; ++r)
         simd::convert_row(w16 + (n0 + r) * k, dtype, k, panel + r * k);
-    });
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k), panel,
-                static_cast<int>(k), beta, y + n0, static_cast<int>(n));
-  }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
+                  static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k), panel,
+                  static_cast<int>(k), beta, y + n0, static_cast<int>(n));
+    }
+  });
+}
+
+// OpenBLAS 0.3.21 does not recognise Sapphire/Emerald Rapids and falls back to its "Prescott"
+// (SSE3) kernels unless OPENBLAS_CORETYPE is set, and those lose to the streaming kernel at every
+// m. So sgemm is only used when OpenBLAS runs AVX2/AVX-512 kernels.
+bool blas_is_fast() {
+  static const bool fast = [] {
+    const std::string name = openblas_get_corename();
+    for (const char* good : {"haswell", "skylake", "cooperlake", "sapphirerapids", "zen"}) {
+      std::string lower(name.size(), ' ');
+      std::transform(name.begin(), name.end(), lower.begin(),
+                     [](char c) { return std::tolower(c); });
+      if (lower.find(good) != std::string::npos) return true;
+    }
+    return false;
+  }();
+  return fast;
+}
+
+// y = bias (or 0) broadcast over rows: the product with an empty k.
+void fill_bias(int64_t m, int64_t n, const float* bias, float* y) {
+  for (int64_t j = 0; j < m; ++j)
+    for (int64_t r = 0; r < n; ++r) y[j * n + r] = bias ? bias[r] : 0.0f;
 }
 
 }  // namespace
 
+int64_t linear_streaming_max_rows() { return kGemvMaxRows; }
+
+void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+                      const float* bias, float* y, ThreadPool& pool) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return fill_bias(m, n, bias, y);
+  gemv_dispatch(x, m, k, w, w_dtype, n, bias, y, pool);
+}
+
+void linear_blas(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+                 const float* bias, float* y, ThreadPool& pool) {
+  if (m <= 0 || n <= 0) return;
+  if (k <= 0) return fill_bias(m, n, bias, y);
+  gemm(x, m, k, w, w_dtype, n, bias, y, pool);
+}
+
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) {
-    for (int64_t j = 0; j < m; ++j)
-      for (int64_t r = 0; r < n; ++r) y[j * n + r] = bias ? bias[r] : 0.0f;
-    return;
-  }
-  if (m <= kGemvMaxRows) {
-    gemv_dispatch(x, m, k, w, w_dtype, n, bias, y, pool);
+  if (m <= kGemvMaxRows || !blas_is_fast()) {
+    linear_streaming(x, m, k, w, w_dtype, n, bias, y, pool);
   } else {
-    gemm(x, m, k, w, w_dtype, n, bias, y, pool);
+    linear_blas(x, m, k, w, w_dtype, n, bias, y, pool);
   }
 }
 

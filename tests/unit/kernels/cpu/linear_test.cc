@@ -2,14 +2,17 @@
 //
 // How to add a case: extend one of the grids below (kRows, kSizes, the dtype list) or add a
 // LinearCase to the list in LargeShapes. Every case is checked with the normalised error bound
-// max|y - ref| / max|ref| <= kTolerance, on pools of 1, 2 and 3 threads. The reference multiplies
+// max|y - ref| / max|ref| <= kTolerance, through linear() and through each of its two paths
+// (streaming and BLAS) whatever m is, on pools of 1, 2 and 3 threads. The reference multiplies
 // the exact fp32 value of every bf16/f16 weight, so the bound measures accumulation error only.
 #include <gtest/gtest.h>
 
-#include <memory>
+#include <string>
+#include <utility>
 
 #include "kernel_test_util.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/linear_paths.h"
 
 namespace pagoda::cpu {
 namespace {
@@ -28,14 +31,21 @@ struct LinearCase {
   bool bias;
 };
 
+using LinearFn = void (*)(const float*, int64_t, int64_t, const void*, DType, int64_t, const float*,
+                         float*, ThreadPool&);
+
+// linear() itself, then each of its two paths on every shape, whatever m.
+const std::pair<const char*, LinearFn> kPaths[] = {
+    {"linear", &linear}, {"streaming", &linear_streaming}, {"blas", &linear_blas}};
+
 // Runs one case and returns the normalised error; the y buffer carries a canary after the end.
-double run_case(const LinearCase& c, ThreadPool& pool, uint32_t seed) {
+double run_case(const LinearCase& c, ThreadPool& pool, uint32_t seed, LinearFn fn = &linear) {
   const auto x = random_floats(static_cast<size_t>(c.m * c.k), seed);
   const auto w = make_weights(static_cast<size_t>(c.n * c.k), c.dtype, seed + 1);
   const auto bias = random_floats(static_cast<size_t>(c.n), seed + 2);
   std::vector<float> y(static_cast<size_t>(c.m * c.n) + 1, 12345.0f);
-  linear(x.data(), c.m, c.k, w.bytes.data(), c.dtype, c.n, c.bias ? bias.data() : nullptr, y.data(),
-         pool);
+  fn(x.data(), c.m, c.k, w.bytes.data(), c.dtype, c.n, c.bias ? bias.data() : nullptr, y.data(),
+     pool);
   EXPECT_EQ(y.back(), 12345.0f) << "wrote past the end of y";
   y.pop_back();
   std::vector<double> ref(static_cast<size_t>(c.m * c.n));
@@ -66,15 +76,17 @@ TEST(LinearTest, GridOfShapesDtypesAndBias) {
       for (int64_t k : kSizes) {
         for (int64_t n : kSizes) {
           for (bool bias : {false, true}) {
-            const LinearCase c{m, k, n, dtype, bias};
-            EXPECT_LE(run_case(c, pool, seed += 3), kTolerance) << describe(c);
-            ++cases;
+            for (auto [name, fn] : kPaths) {
+              const LinearCase c{m, k, n, dtype, bias};
+              EXPECT_LE(run_case(c, pool, seed += 3, fn), kTolerance) << describe(c) << " " << name;
+              ++cases;
+            }
           }
         }
       }
     }
   }
-  EXPECT_EQ(cases, 3 * 8 * 6 * 6 * 2);
+  EXPECT_EQ(cases, 3 * 8 * 6 * 6 * 2 * 3);
 }
 
 TEST(LinearTest, LargeShapesOnOneTwoAndThreeThreads) {
@@ -89,7 +101,10 @@ TEST(LinearTest, LargeShapesOnOneTwoAndThreeThreads) {
     ThreadPool pool(threads);
     uint32_t seed = 1000;
     for (const auto& c : cases) {
-      EXPECT_LE(run_case(c, pool, seed += 3), kTolerance) << describe(c) << " threads=" << threads;
+      for (auto [name, fn] : kPaths) {
+        EXPECT_LE(run_case(c, pool, seed += 3, fn), kTolerance)
+            << describe(c) << " " << name << " threads=" << threads;
+      }
     }
   }
 }
