@@ -27,6 +27,9 @@ constexpr int64_t kGemvMaxRows = 16;
 // Minimum weight elements per thread before a GEMV is split across threads: below that the wake-up
 // of the pool costs more than the work.
 constexpr int64_t kGemvMinElementsPerThread = 1 << 15;
+// Bytes of packed activations the streaming kernel keeps hot while it sweeps its weight rows: a
+// fraction of the 2 MiB per-core L2, leaving room for the weight rows and prefetch.
+constexpr int64_t kActivationBlockBytes = 512 << 10;
 // Target size in bytes of one fp32 weight panel in the sgemm path: large enough that OpenBLAS runs
 // efficiently, small enough to stay in one core's L2 (2 MiB here).
 constexpr int64_t kPanelBytes = 1 << 20;
@@ -228,15 +231,26 @@ void gemv(const float* x, int64_t m, int64_t k, const void* w, int64_t n, const 
   constexpr int64_t kBlock = 4;
   const int64_t num_blocks = (n + kBlock - 1) / kBlock;
   const int64_t grain = std::max<int64_t>(1, kGemvMinElementsPerThread / (kBlock * k));
+  // For larger m the packed activations outgrow L2; walking them in blocks of rows that fit keeps
+  // every re-read of x in L2 (W is then re-read once per block instead, from L3 or memory).
+  const int64_t m_block =
+      std::max<int64_t>(8, kActivationBlockBytes / (kp * static_cast<int64_t>(sizeof(float))));
   pool.parallel_for(num_blocks, grain, [&](int64_t b0, int64_t b1) {
     const int64_t row_end = std::min(n, b1 * kBlock);
-    int64_t row = b0 * kBlock;
-    if (m <= 4) {
-      for (; row + 4 <= row_end; row += 4) gemv_rows<D, 4>(w, k, xp, kp, m, row, n, bias, y);
-    } else {
-      for (; row + 2 <= row_end; row += 2) gemv_rows<D, 2>(w, k, xp, kp, m, row, n, bias, y);
+    for (int64_t mb = 0; mb < m; mb += m_block) {
+      const int64_t rows_m = std::min(m_block, m - mb);
+      const float* xb = xp + mb * kp;
+      float* yb = y + mb * n;
+      int64_t row = b0 * kBlock;
+      if (rows_m <= 4) {
+        for (; row + 4 <= row_end; row += 4)
+          gemv_rows<D, 4>(w, k, xb, kp, rows_m, row, n, bias, yb);
+      } else {
+        for (; row + 2 <= row_end; row += 2)
+          gemv_rows<D, 2>(w, k, xb, kp, rows_m, row, n, bias, yb);
+      }
+      for (; row < row_end; ++row) gemv_rows<D, 1>(w, k, xb, kp, rows_m, row, n, bias, yb);
     }
-    for (; row < row_end; ++row) gemv_rows<D, 1>(w, k, xp, kp, m, row, n, bias, y);
   });
 }
 
