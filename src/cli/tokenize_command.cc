@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/parse_ids.h"
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
 
@@ -58,36 +59,9 @@ void run_tokenize(const TokenizeOptions& opts) {
   }
 }
 
-std::vector<int32_t> parse_ids(const std::string& text) {
-  std::vector<int32_t> ids;
-  size_t pos = 0;
-  while (pos <= text.size()) {
-    const size_t comma = std::min(text.find(',', pos), text.size());
-    std::string item = text.substr(pos, comma - pos);
-    const size_t first = item.find_first_not_of(" \t[]");
-    const size_t last = item.find_last_not_of(" \t[]");
-    item = first == std::string::npos ? "" : item.substr(first, last - first + 1);
-    if (!item.empty()) {
-      size_t used = 0;
-      long long value = 0;
-      try {
-        value = std::stoll(item, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      if (used != item.size() || value < INT32_MIN || value > INT32_MAX) {
-        throw InvalidArgument("--ids: '" + item + "' is not an integer token id");
-      }
-      ids.push_back(static_cast<int32_t>(value));
-    }
-    pos = comma + 1;
-  }
-  return ids;
-}
-
 void run_detokenize(const DetokenizeOptions& opts) {
   const Tokenizer tok = Tokenizer::load(opts.tokenizer);
-  const std::string text = tok.decode(parse_ids(opts.ids), opts.skip_special_tokens);
+  const std::string text = tok.decode(parse_ids(opts.ids, "--ids"), opts.skip_special_tokens);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
 }
