@@ -68,6 +68,7 @@ double measure_bandwidth(ThreadPool& pool, size_t bytes) {
   const double seconds = time_best(5, [&] {
     pool.run_on_all([&](int t, int nt) {
       const size_t begin = count * t / nt / 64 * 64, end = count * (t + 1) / nt / 64 * 64;
+#if defined(__AVX512F__)
       __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
       for (size_t i = begin; i < end; i += 64) {
         a0 = _mm512_add_ps(a0, _mm512_loadu_ps(&buf[i]));
@@ -76,6 +77,12 @@ double measure_bandwidth(ThreadPool& pool, size_t bytes) {
         a3 = _mm512_add_ps(a3, _mm512_loadu_ps(&buf[i + 48]));
       }
       sums[t] = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+#else
+      float acc[16] = {};
+      for (size_t i = begin; i < end; i += 16)
+        for (int j = 0; j < 16; ++j) acc[j] += buf[i + j];
+      sums[t] = acc[0] + acc[15];
+#endif
     });
   });
   if (sums[0] == 12345.678f) std::printf(" ");  // keep the sums alive
@@ -87,8 +94,10 @@ struct Shape {
   int64_t n, k;
 };
 
-const Shape kShapes[] = {{"q/o 2048x2048", 2048, 2048},     {"k/v 512x2048", 512, 2048},
-                         {"gate/up 8192x2048", 8192, 2048}, {"down 2048x8192", 2048, 8192},
+const Shape kShapes[] = {{"q/o 2048x2048", 2048, 2048},
+                         {"k/v 512x2048", 512, 2048},
+                         {"gate/up 8192x2048", 8192, 2048},
+                         {"down 2048x8192", 2048, 8192},
                          {"lm_head 128256x2048", 128256, 2048}};
 
 // Weight bytes for all the copies; lives for the whole run.
@@ -103,8 +112,10 @@ struct WeightPool {
   }
 };
 
-void bench_decode_linear(ThreadPool& pool, const WeightPool& weights, double bandwidth, bool quick) {
-  std::printf("\n== linear, decode sizes, bf16 weights (GB/s of weight bytes; %% of measured BW)\n");
+void bench_decode_linear(ThreadPool& pool, const WeightPool& weights, double bandwidth,
+                         bool quick) {
+  std::printf(
+      "\n== linear, decode sizes, bf16 weights (GB/s of weight bytes; %% of measured BW)\n");
   std::printf("%-22s %5s %10s %10s %8s\n", "shape", "m", "us/call", "GB/s", "of BW");
   for (const auto& s : kShapes) {
     const size_t matrix_bytes = static_cast<size_t>(s.n * s.k) * 2;
@@ -130,7 +141,8 @@ void bench_decode_linear(ThreadPool& pool, const WeightPool& weights, double ban
 
 void bench_prefill_linear(ThreadPool& pool, bool quick) {
   std::printf("\n== linear, prefill m=512 (GFLOP/s)\n");
-  std::printf("%-22s %8s %12s %12s %14s\n", "shape", "dtype", "ms/call", "GFLOP/s", "streaming GF/s");
+  std::printf("%-22s %8s %12s %12s %14s\n", "shape", "dtype", "ms/call", "GFLOP/s",
+              "streaming GF/s");
   const int64_t m = 512;
   for (const auto& s : kShapes) {
     if (s.n > 8192) continue;  // lm_head runs on the last token only
@@ -142,12 +154,10 @@ void bench_prefill_linear(ThreadPool& pool, bool quick) {
     const double flops = 2.0 * m * s.n * s.k;
     for (DType dt : {DType::kF32, DType::kBF16}) {
       const void* w = dt == DType::kF32 ? static_cast<const void*>(wf.data()) : wb.data();
-      const double t = time_best(quick ? 1 : 3, [&] {
-        linear(x.data(), m, s.k, w, dt, s.n, nullptr, y.data(), pool);
-      });
-      const double ts = time_best(1, [&] {
-        linear_streaming(x.data(), m, s.k, w, dt, s.n, nullptr, y.data(), pool);
-      });
+      const double t = time_best(
+          quick ? 1 : 3, [&] { linear(x.data(), m, s.k, w, dt, s.n, nullptr, y.data(), pool); });
+      const double ts = time_best(
+          1, [&] { linear_streaming(x.data(), m, s.k, w, dt, s.n, nullptr, y.data(), pool); });
       std::printf("%-22s %8s %12.2f %12.1f %14.1f\n", s.name, dt == DType::kF32 ? "f32" : "bf16",
                   t * 1e3, flops / t / 1e9, flops / ts / 1e9);
     }
@@ -155,10 +165,11 @@ void bench_prefill_linear(ThreadPool& pool, bool quick) {
 }
 
 void bench_crossover(ThreadPool& pool, bool quick) {
-  // Where the streaming kernel hands over to sgemm: time both on gate/up with bf16 weights, with the
-  // weights L3-resident (32 MiB), so the comparison is of compute, as it is near the crossover.
-  std::printf("\n== streaming vs BLAS crossover, bf16 8192x2048 (us/call; linear() switches above m=%ld)\n",
-              static_cast<long>(linear_streaming_max_rows()));
+  // Where the streaming kernel hands over to sgemm: time both on gate/up with bf16 weights, with
+  // the weights L3-resident (32 MiB), so the comparison is of compute, as it is near the crossover.
+  std::printf(
+      "\n== streaming vs BLAS crossover, bf16 8192x2048 (us/call; linear() switches above m=%ld)\n",
+      static_cast<long>(linear_streaming_max_rows()));
   std::printf("%5s %12s %12s\n", "m", "streaming", "blas");
   const int64_t n = 8192, k = 2048;
   const auto wf = random_floats(static_cast<size_t>(n * k), 4);
@@ -232,12 +243,15 @@ void bench_attention(ThreadPool& pool, bool quick) {
 int main(int argc, char** argv) {
   using namespace pagoda;
   bool quick = false;
-  int threads = 0;    // 0: one per core
+  int threads = 0;   // 0: one per core
   std::string only;  // one of bw, decode, prefill, crossover, attention; empty: all
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) quick = true;
-    else if (std::strncmp(argv[i], "--only=", 7) == 0) only = argv[i] + 7;
-    else if (std::strncmp(argv[i], "--threads=", 10) == 0) threads = std::atoi(argv[i] + 10);
+    if (std::strcmp(argv[i], "--quick") == 0)
+      quick = true;
+    else if (std::strncmp(argv[i], "--only=", 7) == 0)
+      only = argv[i] + 7;
+    else if (std::strncmp(argv[i], "--threads=", 10) == 0)
+      threads = std::atoi(argv[i] + 10);
   }
   auto want = [&](const char* section) { return only.empty() || only == section; };
   ThreadPool pool(threads);
@@ -245,7 +259,8 @@ int main(int argc, char** argv) {
   double bw = 0.0;
   if (want("bw") || want("decode")) {
     bw = cpu::measure_bandwidth(pool, size_t{1} << 30);
-    std::printf("\n== memory read bandwidth (1 GiB, %d threads): %.2f GB/s\n", pool.num_threads(), bw);
+    std::printf("\n== memory read bandwidth (1 GiB, %d threads): %.2f GB/s\n", pool.num_threads(),
+                bw);
   }
   if (want("decode")) {
     const cpu::WeightPool weights(size_t{1} << 30);

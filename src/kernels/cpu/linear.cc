@@ -21,9 +21,10 @@
 namespace pagoda::cpu {
 namespace {
 
-// Above this many activation rows, sgemm wins over the streaming kernel (measured on
-// Sapphire Rapids with bench_kernels_cpu; see the report in bench/kernels).
-constexpr int64_t kGemvMaxRows = 16;
+// Above this many activation rows, sgemm (with OpenBLAS's AVX-512 kernels) wins over the streaming
+// kernel: bench_kernels_cpu --only=crossover, on 2 Emerald Rapids cores, put the crossover between
+// m = 32 and m = 48 for the 8192x2048 bf16 projection.
+constexpr int64_t kGemvMaxRows = 32;
 // Minimum weight elements per thread before a GEMV is split across threads: below that the wake-up
 // of the pool costs more than the work.
 constexpr int64_t kGemvMinElementsPerThread = 1 << 15;

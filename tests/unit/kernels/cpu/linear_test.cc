@@ -32,7 +32,7 @@ struct LinearCase {
 };
 
 using LinearFn = void (*)(const float*, int64_t, int64_t, const void*, DType, int64_t, const float*,
-                         float*, ThreadPool&);
+                          float*, ThreadPool&);
 
 // linear() itself, then each of its two paths on every shape, whatever m.
 const std::pair<const char*, LinearFn> kPaths[] = {
