@@ -56,8 +56,8 @@ SamplingParams sampling_params(const GenerateOptions& o, const ModelConfig& conf
   return p;
 }
 
-nlohmann::json logprobs_json(const SampledToken& t) {
-  nlohmann::json entry = nlohmann::json::object();
+nlohmann::ordered_json logprobs_json(const SampledToken& t) {
+  nlohmann::ordered_json entry = nlohmann::ordered_json::object();
   entry[std::to_string(t.token)] = t.logprob;
   for (const TokenLogprob& alt : t.top_logprobs) entry[std::to_string(alt.token)] = alt.logprob;
   return entry;
@@ -97,10 +97,10 @@ int run_generate(const GenerateOptions& o) {
   if (stream) {
     std::cout << tokenizer->decode(requests[0].prompt_ids, /*skip_special_tokens=*/true)
               << std::flush;
-    detok.emplace(*tokenizer, requests[0].prompt_ids);
+    detok.emplace(*tokenizer, /*skip_special_tokens=*/true);
   }
   const auto results = generator.generate(requests, [&](size_t, const SampledToken& t) {
-    if (stream) std::cout << detok->push(t.token) << std::flush;
+    if (stream) std::cout << detok->add(t.token) << std::flush;
   });
   if (stream) {
     std::cout << detok->flush() << std::endl;
@@ -109,14 +109,14 @@ int run_generate(const GenerateOptions& o) {
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
     if (o.json) {
-      nlohmann::json j;
+      nlohmann::ordered_json j;
       j["prompt_token_ids"] = requests[i].prompt_ids;
       j["token_ids"] = r.token_ids;
       j["text"] = tokenizer ? nlohmann::json(tokenizer->decode(r.token_ids, true))
                             : nlohmann::json(nullptr);
       j["finish_reason"] = r.finish_reason;
       if (o.logprobs) {
-        j["logprobs"] = nlohmann::json::array();
+        j["logprobs"] = nlohmann::ordered_json::array();
         for (const SampledToken& t : r.sampled) j["logprobs"].push_back(logprobs_json(t));
       } else {
         j["logprobs"] = nullptr;

@@ -101,40 +101,42 @@ int32_t RequestSampler::draw(std::span<const float> logits) {
   if (params_.top_k > 0 && params_.top_k < vocab) {
     count = params_.top_k;
     std::partial_sort(order_.begin(), order_.begin() + count, order_.end(), better);
-  } else {
+  } else if (params_.top_p < 1.0f || params_.min_p > 0.0f) {
     std::sort(order_.begin(), order_.end(), better);
+  } else {
+    // No filter: the order does not matter, only the maximum must come first (for scaling).
+    std::iter_swap(order_.begin(), std::max_element(order_.begin(), order_.end(), better));
   }
   // Probabilities of the candidates at temperature T.
   scratch_.resize(static_cast<size_t>(count));
   const float inv_t = 1.0f / params_.temperature;
   const float max = logits[order_[0]];
-  double sum = 0;
   for (int32_t i = 0; i < count; ++i) {
     const float x = logits[order_[static_cast<size_t>(i)]];
     const double p =
         std::isinf(x) && x < 0 ? 0.0 : std::exp(static_cast<double>((x - max) * inv_t));
     scratch_[static_cast<size_t>(i)] = static_cast<float>(p);
-    sum += p;
   }
-  // top-p: the shortest prefix whose mass reaches top_p (the first token always stays).
-  if (params_.top_p < 1.0f) {
-    double cum = 0;
-    int32_t keep = count;
-    for (int32_t i = 0; i < count; ++i) {
-      cum += scratch_[static_cast<size_t>(i)] / sum;
-      if (cum >= params_.top_p) {
-        keep = i + 1;
-        break;
-      }
-    }
-    count = keep;
-  }
-  // min-p: drop tokens whose probability is below min_p times the top probability.
+  // vLLM's order: min-p (relative to the top probability, so independent of normalisation), then
+  // top-k (already applied to the candidate list), then top-p over the renormalised remainder.
   if (params_.min_p > 0.0f) {
     const float threshold = params_.min_p * scratch_[0];
     int32_t keep = 1;
     while (keep < count && scratch_[static_cast<size_t>(keep)] >= threshold) ++keep;
     count = keep;
+  }
+  if (params_.top_p < 1.0f) {
+    double remaining = 0;
+    for (int32_t i = 0; i < count; ++i) remaining += scratch_[static_cast<size_t>(i)];
+    double cum = 0;
+    for (int32_t i = 0; i < count; ++i) {
+      cum += scratch_[static_cast<size_t>(i)];
+      if (cum >=
+          params_.top_p * remaining) {  // the shortest prefix reaching top_p; the first stays
+        count = i + 1;
+        break;
+      }
+    }
   }
   double mass = 0;
   for (int32_t i = 0; i < count; ++i) mass += scratch_[static_cast<size_t>(i)];

@@ -1,0 +1,152 @@
+// CPU decode throughput for a real model shape with dummy weights, next to the memory-bandwidth
+// bound: a decode step must stream every weight once, so tokens/s <= bandwidth / weight bytes *
+// batch.
+//
+//   bench_decode [CONFIG_DIR] [--dtype bfloat16] [--batches 1,16] [--steps 16] [--context 64]
+//
+// Default CONFIG_DIR: ../shared/configs/llama-3.2-1b.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "model/model.h"
+#include "model/registry.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+/// Read bandwidth of this machine: all threads summing a 1 GiB buffer, best of 5.
+double measure_read_bandwidth(pagoda::ThreadPool& pool) {
+  const size_t n = (1ull << 30) / sizeof(float);
+  std::vector<float> data(n);
+  pool.parallel_for(static_cast<int64_t>(n), 1 << 20, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) data[static_cast<size_t>(i)] = static_cast<float>(i & 1023);
+  });
+  double best = 0;
+  volatile float sink = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    std::vector<float> partial(static_cast<size_t>(pool.num_threads()), 0.0f);
+    const auto t0 = Clock::now();
+    pool.run_on_all([&](int t, int nt) {
+      const size_t begin = n * static_cast<size_t>(t) / static_cast<size_t>(nt);
+      const size_t end = n * static_cast<size_t>(t + 1) / static_cast<size_t>(nt);
+      float acc[16] = {};
+      for (size_t i = begin; i + 16 <= end; i += 16) {
+        for (int j = 0; j < 16; ++j) acc[j] += data[i + static_cast<size_t>(j)];
+      }
+      partial[static_cast<size_t>(t)] = std::accumulate(acc, acc + 16, 0.0f);
+    });
+    best = std::max(best, static_cast<double>(n * sizeof(float)) / seconds_since(t0) / 1e9);
+    sink = sink + partial[0];
+  }
+  return best;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string dir = std::string(PAGODA_SHARED_DIR) + "/configs/llama-3.2-1b";
+  std::string dtype_name = "bfloat16";
+  std::vector<int> batches{1, 16};
+  int steps = 16, context = 64;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
+    if (a == "--dtype") {
+      dtype_name = next();
+    } else if (a == "--steps") {
+      steps = std::stoi(next());
+    } else if (a == "--context") {
+      context = std::stoi(next());
+    } else if (a == "--batches") {
+      batches.clear();
+      const std::string list = next();
+      for (size_t p = 0; p < list.size();) {
+        const size_t q = std::min(list.find(',', p), list.size());
+        batches.push_back(std::stoi(list.substr(p, q - p)));
+        p = q + 1;
+      }
+    } else {
+      dir = a;
+    }
+  }
+  pagoda::ThreadPool pool(0);
+  std::printf("machine: %d threads\n", pool.num_threads());
+  const double bandwidth = measure_read_bandwidth(pool);
+  std::printf("memory read bandwidth: %.1f GB/s (1 GiB sum, best of 5)\n", bandwidth);
+
+  pagoda::LoadOptions options;
+  options.format = pagoda::LoadFormat::kDummy;
+  options.dtype = pagoda::dtype_from_torch_name(dtype_name);
+  const auto t_load = Clock::now();
+  auto model = pagoda::load_model(dir, options, pool);
+  const auto& c = model->config();
+  std::printf("model: %s (%s dummy weights), built in %.1f s\n", dir.c_str(), dtype_name.c_str(),
+              seconds_since(t_load));
+
+  // Bytes a decode step streams: every matrix once (the embedding table only as the LM head when
+  // tied).
+  double weight_bytes = 0;
+  for (const auto& spec :
+       pagoda::ArchitectureRegistry::global().find(c.architecture, dir).expected_tensors(c)) {
+    if (spec.name == "model.embed_tokens.weight" && !c.tie_word_embeddings) continue;
+    weight_bytes += static_cast<double>(spec.shape.num_elements()) *
+                    static_cast<double>(pagoda::dtype_size(*options.dtype));
+  }
+  std::printf("weights read per step: %.2f GB -> bound %.2f steps/s\n\n", weight_bytes / 1e9,
+              bandwidth * 1e9 / weight_bytes);
+  std::printf(
+      "| batch | context | decode ms/step | tokens/s | weight GB/s | %% of bandwidth "
+      "|\n|---|---|---|---|---|---|\n");
+
+  for (int batch : batches) {
+    const int max_len = context + steps + 1;
+    const int block_size = 16;
+    const int blocks_per_seq = (max_len + block_size - 1) / block_size;
+    pagoda::KVCacheStorage kv(c, static_cast<int64_t>(batch) * blocks_per_seq, block_size);
+    std::vector<int32_t> tables(static_cast<size_t>(batch * blocks_per_seq));
+    std::iota(tables.begin(), tables.end(), 0);
+    std::vector<float> logits(static_cast<size_t>(batch) * static_cast<size_t>(c.vocab_size));
+    // One step over `len` new tokens per sequence starting at `start`.
+    auto step = [&](int start, int len) {
+      std::vector<int32_t> ids, pos, qsl{0}, seq_lens, rows;
+      std::vector<int64_t> slots;
+      for (int s = 0; s < batch; ++s) {
+        for (int p = start; p < start + len; ++p) {
+          ids.push_back((s * 7919 + p * 104729) % static_cast<int32_t>(c.vocab_size));
+          pos.push_back(p);
+          slots.push_back(static_cast<int64_t>(s) * blocks_per_seq * block_size + p);
+        }
+        qsl.push_back(static_cast<int32_t>(ids.size()));
+        seq_lens.push_back(start + len);
+        rows.push_back(static_cast<int32_t>(ids.size()) - 1);
+      }
+      pagoda::ForwardBatch fb{ids, pos, qsl, seq_lens, tables, blocks_per_seq, slots, rows};
+      model->forward(fb, kv, logits.data());
+    };
+    step(0, context);  // prefill
+    step(context, 1);  // warm-up decode
+    std::vector<double> times;
+    for (int i = 0; i < steps; ++i) {
+      const auto t0 = Clock::now();
+      step(context + 1 + i, 1);
+      times.push_back(seconds_since(t0));
+    }
+    std::sort(times.begin(), times.end());
+    const double median = times[times.size() / 2];
+    std::printf("| %d | %d | %.1f (min %.1f, max %.1f) | %.2f | %.2f | %.0f%% |\n", batch, context,
+                median * 1e3, times.front() * 1e3, times.back() * 1e3, batch / median,
+                weight_bytes / median / 1e9, 100 * weight_bytes / median / 1e9 / bandwidth);
+  }
+  return 0;
+}
