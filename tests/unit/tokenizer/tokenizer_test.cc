@@ -236,6 +236,18 @@ TEST(TokenizerTest, MalformedFilesAreInvalidArgument) {
                     "regex");
 }
 
+TEST(TokenizerTest, Llama3LoadsQuickly) {
+  const auto start = std::chrono::steady_clock::now();
+  const Tokenizer tok = Tokenizer::load(testing::tokenizer_path("llama3"));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::printf("llama3 tokenizer.json loaded in %.2f s\n", seconds);
+#ifdef NDEBUG
+  EXPECT_LT(seconds, 2.0);  // about 0.7 s on the 2-core dev box; the limit absorbs load spikes
+#endif
+  EXPECT_EQ(tok.vocab_size(), 128256);
+}
+
 TEST(TokenizerTest, MissingFileIsNotFound) {
   EXPECT_THROW((void)Tokenizer::load("/nonexistent/tokenizer.json"), NotFound);
 }
