@@ -164,8 +164,8 @@ class FakeRunner {
         const std::span<const int32_t> tokens = other->all_token_ids().first(their_pos + 1);
         const Slot expected{their_pos, tokens.back(), prefix_hash(tokens)};
         if (fresh != expected) {
-          ADD_FAILURE() << "request " << writer << " overwrote block " << block
-                        << " that request " << id << " holds as computed";
+          ADD_FAILURE() << "request " << writer << " overwrote block " << block << " that request "
+                        << id << " holds as computed";
         }
       }
     }

@@ -171,9 +171,10 @@ class Simulation {
     const std::span<const int32_t> got = r->output_token_ids();
     ASSERT_LE(got.size(), want.size());
     EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin()))
-        << "request " << id << ": got " << ::testing::PrintToString(std::vector(got.begin(), got.end()))
-        << " want " << ::testing::PrintToString(want) << " prompt " << r->num_prompt_tokens()
-        << " preemptions " << r->num_preemptions();
+        << "request " << id << ": got "
+        << ::testing::PrintToString(std::vector(got.begin(), got.end())) << " want "
+        << ::testing::PrintToString(want) << " prompt " << r->num_prompt_tokens() << " preemptions "
+        << r->num_preemptions();
   }
 
   void step() {
@@ -235,7 +236,9 @@ class Simulation {
       EXPECT_FALSE(seen.contains(id)) << "request " << id << " preempted and scheduled";
     }
     // Work conservation: an idle step with unfinished requests would be a deadlock.
-    if (scheduler_->has_unfinished_requests()) EXPECT_FALSE(out.scheduled.empty());
+    if (scheduler_->has_unfinished_requests()) {
+      EXPECT_FALSE(out.scheduled.empty());
+    }
   }
 
   // Every block's reference count equals the number of block tables that hold it, and the free

@@ -105,7 +105,9 @@ TEST_P(SchedulerBudgetSweep, NeverExceedsTheBudgetOrMaxNumSeqs) {
         // A running request gets everything it has left, or all the budget that was left.
         ASSERT_TRUE(remaining.contains(s.id));
         EXPECT_EQ(s.num_new_tokens, std::min(remaining[s.id], budget - used));
-        if (remaining[s.id] == 1) EXPECT_EQ(s.num_new_tokens, 1);  // a decode
+        if (remaining[s.id] == 1) {
+          EXPECT_EQ(s.num_new_tokens, 1);  // a decode
+        }
       }
       if (s.num_new_tokens > 1 && !s.samples) saw_chunk = true;
       used += s.num_new_tokens;
@@ -121,7 +123,9 @@ TEST_P(SchedulerBudgetSweep, NeverExceedsTheBudgetOrMaxNumSeqs) {
     }
   }
   EXPECT_TRUE(saw_mixed);
-  if (budget < 700) EXPECT_TRUE(saw_chunk);
+  if (budget < 700) {
+    EXPECT_TRUE(saw_chunk);
+  }
   f.drain();
   EXPECT_EQ(f.outputs.size(), 12u);
 }
