@@ -359,8 +359,7 @@ Value Evaluator::eval_impl(const Expr& expr) {
       auto d = std::make_shared<Dict>();
       for (size_t i = 0; i < expr.keys.size(); ++i) {
         Value key = eval(*expr.keys[i]);
-        if (!key.is_string()) fail("dict keys must be strings, got " + key.type_name());
-        d->set(key.str(), eval(*expr.items[i]));
+        d->set(key, eval(*expr.items[i]));
       }
       return Value(std::move(d));
     }

@@ -23,6 +23,7 @@ int64_t length_of(const Value& v) {
     case Value::Kind::kString:
       return static_cast<int64_t>(utf8_length(v.str()));
     case Value::Kind::kList:
+      if (v.list().is_generator) fail("object of type 'generator' has no len()");
       return static_cast<int64_t>(v.items().size());
     case Value::Kind::kDict:
       return static_cast<int64_t>(v.dict().size());
@@ -225,10 +226,10 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
   }
   if (name == "list") return Value::list(iterate(v));
   if (name == "items") {
-    if (v.is_undefined()) return Value::list({});
+    if (v.is_undefined()) return Value::generator({});
     if (!v.is_dict()) fail("items filter expects a mapping, got " + v.type_name());
     CallArgs none;
-    return ev.call(get_attr(v, "items"), none);
+    return Value::generator(ev.call(get_attr(v, "items"), none).items());
   }
   if (name == "dictsort") {
     ArgReader a(args, name, {"case_sensitive", "by", "reverse"});
@@ -236,7 +237,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
     const bool by_value = a.has(1) && to_str(a.get(1)) == "value";
     std::vector<Value> pairs;
     for (const auto& [key, value] : v.dict().items())
-      pairs.push_back(Value::list({Value(key), value}, true));
+      pairs.push_back(Value::list({key, value}, true));
     const bool cs = a.get(0).truthy();
     std::stable_sort(pairs.begin(), pairs.end(), [&](const Value& x, const Value& y) {
       const size_t k = by_value ? 1 : 0;
@@ -268,7 +269,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
         out.push_back(item);
       }
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "reverse") {
     if (v.is_string()) {
@@ -279,11 +280,11 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
     }
     std::vector<Value> items = iterate(v);
     std::reverse(items.begin(), items.end());
-    return Value::list(std::move(items));
+    return Value::generator(std::move(items));
   }
   if (name == "map") {
     std::vector<Value> out;
-    if (!v.truthy()) return Value::list({});  // Jinja2 maps over nothing for falsy input
+    if (!v.truthy()) return Value::generator({});  // Jinja2 maps over nothing for falsy input
     const bool by_attribute = args.args.empty();
     Value attribute, fallback;
     for (const auto& [key, value] : args.kwargs) {
@@ -305,7 +306,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
         out.push_back(apply_filter(ev, to_str(args.args[0]), item, rest));
       }
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "select" || name == "reject" || name == "selectattr" || name == "rejectattr") {
     const bool by_attr = name == "selectattr" || name == "rejectattr";
@@ -313,7 +314,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
     const size_t test_pos = by_attr ? 1 : 0;
     if (by_attr && args.args.empty()) fail(name + "() needs an attribute");
     std::vector<Value> out;
-    if (!v.truthy()) return Value::list({});  // as Jinja2: falsy input (None) selects nothing
+    if (!v.truthy()) return Value::generator({});  // as Jinja2: falsy input (None) selects nothing
     for (const Value& item : iterate(v)) {
       Value subject = by_attr ? get_path(item, args.args[0]) : item;
       bool ok;
@@ -325,7 +326,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
       }
       if (ok == keep_if) out.push_back(item);
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "indent") {
     ArgReader a(args, name, {"width", "first", "blank"});
@@ -402,7 +403,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
       }
       out.push_back(Value::list(std::move(row)));
     }
-    return Value::list(std::move(out));
+    return Value::generator(std::move(out));
   }
   if (name == "wordcount") {
     CallArgs none;

@@ -73,7 +73,8 @@ class Lexer {
         lex_tag(kind == '{', body);
       }
     }
-    tokens_.push_back({TokenType::kEof, "", line_at_pos_});
+    // As in Jinja2, the end of the template reports the line of the last token.
+    tokens_.push_back({TokenType::kEof, "", tokens_.empty() ? 1 : tokens_.back().line});
     return std::move(tokens_);
   }
 
@@ -361,7 +362,20 @@ class Lexer {
 }  // namespace
 
 std::vector<Token> tokenize(std::string_view source, const LexerOptions& options) {
-  return Lexer(source, options).run();
+  // As Jinja2 does before lexing: every line break (\r\n, \r, \n) becomes \n, and one trailing
+  // line break is dropped (keep_trailing_newline=False).
+  std::string normalized;
+  normalized.reserve(source.size());
+  for (size_t i = 0; i < source.size(); ++i) {
+    if (source[i] == '\r') {
+      normalized += '\n';
+      if (i + 1 < source.size() && source[i + 1] == '\n') ++i;
+    } else {
+      normalized += source[i];
+    }
+  }
+  if (!normalized.empty() && normalized.back() == '\n') normalized.pop_back();
+  return Lexer(normalized, options).run();
 }
 
 std::string describe_token(const Token& token) {

@@ -315,18 +315,16 @@ Value dict_method(const Value& self, const std::string& name, CallArgs& args) {
     std::vector<Value> out;
     for (const auto& [key, value] : d.items()) {
       if (name == "items") {
-        out.push_back(Value::list({Value(key), value}, true));
+        out.push_back(Value::list({key, value}, true));
       } else {
-        out.push_back(name == "keys" ? Value(key) : value);
+        out.push_back(name == "keys" ? key : value);
       }
     }
     return Value::list(std::move(out));
   }
   if (name == "get") {
     ArgReader a(args, name, {"key", "default"});
-    if (a.get(0).is_string()) {
-      if (const Value* v = d.find(a.get(0).str())) return *v;
-    }
+    if (const Value* v = d.find(a.get(0))) return *v;
     return a.has(1) ? a.get(1) : Value::none();
   }
   if (name == "copy") {
@@ -430,14 +428,12 @@ Value get_item(const Value& obj, const Value& key) {
     case Value::Kind::kUndefined:
       fail_undefined(obj);
     case Value::Kind::kDict:
-      if (key.is_string()) {
-        if (const Value* v = obj.dict().find(key.str())) return *v;
-        if (obj.dict().is_namespace) break;
-        return get_attr(obj, key.str());
-      }
+      if (const Value* v = obj.dict().find(key)) return *v;
+      if (key.is_string() && !obj.dict().is_namespace) return get_attr(obj, key.str());
       break;
     case Value::Kind::kList:
     case Value::Kind::kString:
+      if (obj.is_list() && obj.list().is_generator) break;
       if (key.is_int() || key.is_bool()) {
         int64_t i = key.as_int();
         if (obj.is_string()) {

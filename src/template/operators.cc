@@ -130,7 +130,8 @@ Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Valu
       }
       return Value(a.str() + b.str());
     }
-    if (a.is_list() && b.is_list() && a.list().is_tuple == b.list().is_tuple) {
+    if (a.is_list() && b.is_list() && a.list().is_tuple == b.list().is_tuple &&
+        !a.list().is_generator && !b.list().is_generator) {
       ev.count_iterations(static_cast<int64_t>(b.items().size()));
       std::vector<Value> out = a.items();
       out.insert(out.end(), b.items().begin(), b.items().end());
@@ -218,7 +219,7 @@ bool contains(const Value& container, const Value& item) {
       }
       return false;
     case Value::Kind::kDict:
-      return item.is_string() && container.dict().find(item.str()) != nullptr;
+      return container.dict().find(item) != nullptr;
     default:
       fail("argument of type '" + container.type_name() + "' is not iterable");
   }

@@ -46,7 +46,7 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, CallArgs
            (v.is_dict() && !v.dict().is_namespace);
   }
   if (name == "sequence") {
-    return v.is_undefined() || v.is_string() || v.is_list() ||
+    return v.is_undefined() || v.is_string() || (v.is_list() && !v.list().is_generator) ||
            (v.is_dict() && !v.dict().is_namespace);
   }
   if (name == "callable") return v.is_function();

@@ -57,6 +57,10 @@ void append_repr(std::string& out, const Value& v, int depth) {
       return;
     case Value::Kind::kList: {
       const List& l = v.list();
+      if (l.is_generator) {
+        out += "<generator object>";
+        return;
+      }
       out += l.is_tuple ? '(' : '[';
       for (size_t i = 0; i < l.items.size(); ++i) {
         if (i > 0) out += ", ";
@@ -74,7 +78,7 @@ void append_repr(std::string& out, const Value& v, int depth) {
       for (const auto& [key, item] : d.items()) {
         if (!first) out += ", ";
         first = false;
-        append_str_repr(out, key);
+        append_repr(out, key, depth + 1);
         out += ": ";
         append_repr(out, item, depth + 1);
       }
@@ -144,6 +148,66 @@ void append_json_string(std::string& out, const std::string& s, bool ensure_asci
   out += '"';
 }
 
+// json.dumps turns int, float, bool and None keys into strings and refuses the rest.
+std::string json_key(const Value& key) {
+  switch (key.kind()) {
+    case Value::Kind::kString:
+      return key.str();
+    case Value::Kind::kNone:
+      return "null";
+    case Value::Kind::kBool:
+      return key.as_bool() ? "true" : "false";
+    case Value::Kind::kInt:
+      return std::to_string(key.as_int());
+    case Value::Kind::kFloat: {
+      const double d = key.as_double();
+      if (std::isnan(d)) return "NaN";
+      if (std::isinf(d)) return d > 0 ? "Infinity" : "-Infinity";
+      return float_repr(d);
+    }
+    default:
+      type_error("keys must be str, int, float, bool or None, not " + key.type_name());
+  }
+}
+
+// The identity of a dict key, equal for keys Python considers equal (1, 1.0 and True).
+bool hash_key(const Value& key, std::string& out, int depth = 0) {
+  switch (key.kind()) {
+    case Value::Kind::kString:
+      out += 's';
+      out += key.str();
+      return true;
+    case Value::Kind::kNone:
+      out += 'N';
+      return true;
+    case Value::Kind::kBool:
+    case Value::Kind::kInt:
+      out += 'i' + std::to_string(key.as_int());
+      return true;
+    case Value::Kind::kFloat: {
+      const double d = key.as_double();
+      if (std::floor(d) == d && std::fabs(d) < 9e18) {
+        out += 'i' + std::to_string(static_cast<int64_t>(d));
+      } else {
+        out += 'f' + float_repr(d);
+      }
+      return true;
+    }
+    case Value::Kind::kList:
+      if (!key.list().is_tuple || depth > kMaxValueDepth) return false;
+      out += "t" + std::to_string(key.items().size()) + "(";
+      for (const auto& item : key.items()) {
+        std::string part;
+        if (!hash_key(item, part, depth + 1)) return false;
+        out += std::to_string(part.size()) + ":" + part;
+      }
+      out += ')';
+      return true;
+    default:
+      return false;
+  }
+}
+
 void append_json(std::string& out, const Value& v, const JsonDumpOptions& o, int depth) {
   check_depth(depth);
   const bool indented = o.indent >= 0 || !o.indent_str.empty();
@@ -185,6 +249,7 @@ void append_json(std::string& out, const Value& v, const JsonDumpOptions& o, int
       append_json_string(out, v.str(), o.ensure_ascii);
       return;
     case Value::Kind::kList: {
+      if (v.list().is_generator) type_error("Object of type generator is not JSON serializable");
       const auto& items = v.items();
       if (items.empty()) {
         out += "[]";
@@ -207,17 +272,17 @@ void append_json(std::string& out, const Value& v, const JsonDumpOptions& o, int
         out += "{}";
         return;
       }
-      std::vector<const std::pair<std::string, Value>*> entries;
+      std::vector<const std::pair<Value, Value>*> entries;
       for (const auto& entry : d.items()) entries.push_back(&entry);
       if (o.sort_keys) {
         std::stable_sort(entries.begin(), entries.end(),
-                         [](auto* a, auto* b) { return a->first < b->first; });
+                         [](auto* a, auto* b) { return compare_values(a->first, b->first) < 0; });
       }
       out += '{';
       for (size_t i = 0; i < entries.size(); ++i) {
         if (i > 0) out += item_sep;
         newline(depth + 1);
-        append_json_string(out, entries[i]->first, o.ensure_ascii);
+        append_json_string(out, json_key(entries[i]->first), o.ensure_ascii);
         out += key_sep;
         append_json(out, entries[i]->second, o, depth + 1);
       }
@@ -269,12 +334,27 @@ Value from_json_at(const nlohmann::ordered_json& j, int depth) {
 }  // namespace
 
 const Value* Dict::find(std::string_view key) const {
-  auto it = index_.find(std::string(key));
+  std::string h = "s";
+  h += key;
+  auto it = index_.find(h);
   return it == index_.end() ? nullptr : &items_[it->second].second;
 }
 
-void Dict::set(const std::string& key, Value value) {
-  auto [it, inserted] = index_.try_emplace(key, items_.size());
+const Value* Dict::find(const Value& key) const {
+  std::string h;
+  if (!hash_key(key, h)) return nullptr;
+  auto it = index_.find(h);
+  return it == index_.end() ? nullptr : &items_[it->second].second;
+}
+
+void Dict::set(const std::string& key, Value value) { set(Value(key), std::move(value)); }
+
+void Dict::set(const char* key, Value value) { set(Value(key), std::move(value)); }
+
+void Dict::set(const Value& key, Value value) {
+  std::string h;
+  if (!hash_key(key, h)) type_error("unhashable type: '" + key.type_name() + "'");
+  auto [it, inserted] = index_.try_emplace(std::move(h), items_.size());
   if (inserted) {
     items_.emplace_back(key, std::move(value));
   } else {
@@ -335,6 +415,13 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
+Value Value::generator(std::vector<Value> items) {
+  auto l = std::make_shared<List>();
+  l->items = std::move(items);
+  l->is_generator = true;
+  return Value(std::move(l));
+}
+
 Value Value::list(std::vector<Value> items, bool is_tuple) {
   auto l = std::make_shared<List>();
   l->items = std::move(items);
@@ -378,7 +465,7 @@ bool Value::truthy() const {
     case Kind::kString:
       return !str().empty();
     case Kind::kList:
-      return !items().empty();
+      return list().is_generator || !items().empty();
     case Kind::kDict:
       return dict().is_namespace || dict().size() > 0;
     case Kind::kFunction:
@@ -402,7 +489,7 @@ std::string Value::type_name() const {
     case Kind::kString:
       return "str";
     case Kind::kList:
-      return list().is_tuple ? "tuple" : "list";
+      return list().is_generator ? "generator" : list().is_tuple ? "tuple" : "list";
     case Kind::kDict:
       return dict().is_namespace ? "Namespace" : "dict";
     case Kind::kFunction:
@@ -503,6 +590,7 @@ bool equal_at(const Value& a, const Value& b, int depth) {
       return a.str() == b.str();
     case Value::Kind::kList: {
       if (a.list().is_tuple != b.list().is_tuple) return false;
+      if (a.list().is_generator || b.list().is_generator) return &a.list() == &b.list();
       const auto& x = a.items();
       const auto& y = b.items();
       if (x.size() != y.size()) return false;
@@ -544,7 +632,8 @@ int compare_at(const Value& a, const Value& b, const char* op, int depth) {
     const int c = a.str().compare(b.str());
     return c < 0 ? -1 : c > 0 ? 1 : 0;
   }
-  if (a.is_list() && b.is_list() && a.list().is_tuple == b.list().is_tuple) {
+  if (a.is_list() && b.is_list() && a.list().is_tuple == b.list().is_tuple &&
+      !a.list().is_generator && !b.list().is_generator) {
     const auto& x = a.items();
     const auto& y = b.items();
     for (size_t i = 0; i < x.size() && i < y.size(); ++i) {

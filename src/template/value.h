@@ -21,25 +21,37 @@ class Value;
 class Evaluator;
 struct CallArgs;
 
-/// A list or tuple.
+/// A list, a tuple, or the generator that filters such as map and select return in Jinja2
+/// (iterable, but with no len(), no indexing and no JSON form).
 struct List {
   std::vector<Value> items;
   bool is_tuple = false;
+  bool is_generator = false;
 };
 
-/// An insertion-ordered dict with string keys; also the storage of namespace() objects.
+/// An insertion-ordered dict with hashable keys (str, int, float, bool, None, tuple), as
+/// Python's; also the storage of namespace() objects.
 class Dict {
  public:
   [[nodiscard]] const Value* find(std::string_view key) const;
+  [[nodiscard]] const Value* find(const std::string& key) const {
+    return find(std::string_view(key));
+  }
+  [[nodiscard]] const Value* find(const char* key) const { return find(std::string_view(key)); }
+  /// nullptr when absent or when the key is unhashable.
+  [[nodiscard]] const Value* find(const Value& key) const;
   void set(const std::string& key, Value value);
-  [[nodiscard]] const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
+  void set(const char* key, Value value);
+  /// Throws TemplateError for unhashable keys (lists, dicts).
+  void set(const Value& key, Value value);
+  [[nodiscard]] const std::vector<std::pair<Value, Value>>& items() const { return items_; }
   [[nodiscard]] size_t size() const { return items_.size(); }
   void clear();
 
   bool is_namespace = false;
 
  private:
-  std::vector<std::pair<std::string, Value>> items_;
+  std::vector<std::pair<Value, Value>> items_;
   std::unordered_map<std::string, size_t> index_;
 };
 
@@ -72,6 +84,7 @@ class Value {
   /// the plain one, as Jinja2 does even with autoescaping off.
   static Value safe_string(std::string s);
   static Value list(std::vector<Value> items, bool is_tuple = false);
+  static Value generator(std::vector<Value> items);
   static Value function(std::string name, std::function<Value(Evaluator&, CallArgs&)> fn);
 
   [[nodiscard]] Kind kind() const { return kind_; }

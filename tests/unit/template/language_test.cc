@@ -1,0 +1,243 @@
+// Unit tests of the Jinja language itself.
+//
+// Most cases are data: data/language_cases.json holds {template, vars, expected} rows whose
+// expected text was produced by Jinja2 configured as transformers configures it, plus error rows
+// (message substring) and syntax-error rows (line). To add a case, add a row to the CASES,
+// ERROR_CASES or SYNTAX_ERRORS lists in data/generate_language_cases.py and rerun it (it needs
+// Python with jinja2, a developer tool only) - or, without Python, add a row to the JSON by hand
+// with output you have checked against Jinja2's documented behaviour.
+//
+// The hand-written tests below cover what a table cannot: line numbers of runtime errors, limits
+// against hostile templates and inputs, thread safety and the chat layer.
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "template/chat_template.h"
+#include "template/template.h"
+#include "test_util.h"
+
+namespace pagoda::tmpl {
+namespace {
+
+using testing::fixed_clock_options;
+using testing::kDataDir;
+using testing::read_json;
+
+const nlohmann::ordered_json& cases() {
+  static const nlohmann::ordered_json doc = read_json(kDataDir + "language_cases.json");
+  return doc;
+}
+
+std::string render(const std::string& source, const nlohmann::ordered_json& vars = {},
+                   const RenderOptions& options = fixed_clock_options()) {
+  return Template(source).render(vars.is_null() ? nlohmann::ordered_json::object() : vars, options);
+}
+
+TEST(LanguageCases, RenderLikeJinja2) {
+  ASSERT_GT(cases()["cases"].size(), 50u);
+  for (const auto& c : cases()["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["template"].get<std::string>());
+    try {
+      EXPECT_EQ(render(c["template"], c["vars"]), c["expected"].get<std::string>());
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "threw: " << e.what();
+    }
+  }
+}
+
+TEST(LanguageCases, RuntimeErrorsLikeJinja2) {
+  ASSERT_GT(cases()["errors"].size(), 10u);
+  for (const auto& c : cases()["errors"]) {
+    SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["template"].get<std::string>());
+    try {
+      (void)render(c["template"], c["vars"]);
+      ADD_FAILURE() << "expected an error";
+    } catch (const TemplateError& e) {
+      EXPECT_NE(e.message().find(c["error"].get<std::string>()), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(LanguageCases, SyntaxErrorsCarryTheLine) {
+  ASSERT_GT(cases()["syntax_errors"].size(), 5u);
+  for (const auto& c : cases()["syntax_errors"]) {
+    SCOPED_TRACE(c["name"].get<std::string>() + ": " + c["template"].get<std::string>());
+    try {
+      Template tpl(c["template"].get<std::string>());
+      ADD_FAILURE() << "expected a syntax error";
+    } catch (const TemplateError& e) {
+      EXPECT_EQ(e.line(), c["line"].get<int>()) << e.what();
+      EXPECT_NE(std::string(e.what()).find("syntax error"), std::string::npos);
+    }
+  }
+}
+
+TEST(Errors, RuntimeErrorsNameTheLine) {
+  try {
+    (void)render("line 1\n{% for m in messages %}\n{{ m.content + 1 }}\n{% endfor %}",
+                 {{"messages", {{{"content", "x"}}}}});
+    FAIL();
+  } catch (const TemplateError& e) {
+    EXPECT_EQ(e.line(), 3);
+    EXPECT_STREQ(e.what(), "can only concatenate str (not \"int\") to str (template line 3)");
+  }
+}
+
+TEST(Errors, RaiseExceptionKeepsTheTemplatesMessageExactly) {
+  try {
+    (void)render("a\n{{ raise_exception('Only user and assistant roles are supported!') }}");
+    FAIL();
+  } catch (const TemplateRaised& e) {
+    EXPECT_STREQ(e.what(), "Only user and assistant roles are supported!");
+    EXPECT_EQ(e.line(), 2);
+  }
+  // TemplateError is an InvalidArgument, so the HTTP layer answers 400.
+  EXPECT_THROW((void)render("{{ raise_exception('x') }}"), InvalidArgument);
+}
+
+// ---- hostile templates and inputs: an error, never a crash or a hang ----
+
+TEST(Hostile, DeeplyNestedExpressionIsASyntaxError) {
+  const std::string deep =
+      "{{ " + std::string(100000, '(') + "1" + std::string(100000, ')') + " }}";
+  EXPECT_THROW(Template{deep}, TemplateError);
+  std::string lists = "{{ " + std::string(50000, '[') + std::string(50000, ']') + " }}";
+  EXPECT_THROW(Template{lists}, TemplateError);
+  std::string nots = "{{ ";
+  for (int i = 0; i < 50000; ++i) nots += "not ";
+  EXPECT_THROW(Template{nots + "1 }}"}, TemplateError);
+}
+
+TEST(Hostile, DeeplyNestedBlocksAreASyntaxError) {
+  std::string s;
+  for (int i = 0; i < 20000; ++i) s += "{% if true %}";
+  EXPECT_THROW(Template{s}, TemplateError);
+}
+
+TEST(Hostile, InfiniteMacroRecursionIsBounded) {
+  try {
+    (void)render("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}");
+    FAIL();
+  } catch (const TemplateError& e) {
+    EXPECT_NE(e.message().find("maximum macro call depth"), std::string::npos) << e.what();
+  }
+  // Mutual recursion through a call block's caller too.
+  EXPECT_THROW((void)render("{% macro a() %}{{ b() }}{% endmacro %}"
+                            "{% macro b() %}{{ a() }}{% endmacro %}{{ a() }}"),
+               TemplateError);
+}
+
+TEST(Hostile, HugeLoopsAreBounded) {
+  RenderOptions options;
+  options.limits.max_loop_iterations = 100000;
+  EXPECT_THROW((void)render("{% for i in range(1000000000) %}{% endfor %}", {}, options),
+               TemplateError);
+  EXPECT_THROW((void)render("{% for i in range(1000) %}{% for j in range(1000) %}"
+                            "{% endfor %}{% endfor %}",
+                            {}, options),
+               TemplateError);
+  EXPECT_THROW((void)render("{{ ([1] * 1000000000) | length }}", {}, options), TemplateError);
+}
+
+TEST(Hostile, OutputAndStringGrowthAreBounded) {
+  RenderOptions options;
+  options.limits.max_output_bytes = 1 << 20;
+  EXPECT_THROW((void)render("{% set ns = namespace(s='xx') %}{% for i in range(40) %}"
+                            "{% set ns.s = ns.s + ns.s %}{% endfor %}",
+                            {}, options),
+               TemplateError);
+  EXPECT_THROW((void)render("{{ 'x' * 100000000 }}", {}, options), TemplateError);
+  EXPECT_THROW(
+      (void)render("{% for i in range(100000) %}0123456789abcdef{% endfor %}", {}, options),
+      TemplateError);
+}
+
+TEST(Hostile, DeeplyNestedInputIsRejected) {
+  nlohmann::ordered_json deep = 1;
+  for (int i = 0; i < 5000; ++i) deep = nlohmann::ordered_json::array({deep});
+  EXPECT_THROW((void)render("{{ x }}", {{"x", deep}}), TemplateError);
+}
+
+TEST(Hostile, SelfReferenceIsAnErrorNotAStackOverflow) {
+  EXPECT_THROW((void)render("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}"),
+               TemplateError);
+  EXPECT_THROW((void)render("{% set ns = namespace(l=[]) %}{% for i in range(10000) %}"
+                            "{% set ns.l = [ns.l] %}{% endfor %}{{ ns.l | tojson }}"),
+               TemplateError);
+}
+
+// ---- thread safety: one parsed template, many concurrent renders ----
+
+TEST(Concurrency, OneTemplateRendersOnManyThreads) {
+  const Template tpl(
+      "{% set ns = namespace(n=0) %}{% for m in messages %}{% set ns.n = ns.n + 1 %}"
+      "{{ m.role }}:{{ m.content | upper }};{% endfor %}{{ ns.n }}");
+  std::vector<std::thread> threads;
+  std::vector<int> ok(8, 0);
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 200; ++i) {
+        nlohmann::ordered_json vars = {
+            {"messages", {{{"role", "user"}, {"content", "hi" + std::to_string(t)}}}}};
+        if (tpl.render(vars) == "user:HI" + std::to_string(t) + ";1") ++ok[t];
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 8; ++t) EXPECT_EQ(ok[t], 200);
+}
+
+// ---- the chat layer ----
+
+TEST(ChatLayer, PassesTransformersVariables) {
+  const ChatTemplate chat(
+      "{{ bos_token }}|{{ tools is none }}|{{ documents is none }}|{{ add_generation_prompt }}|"
+      "{{ messages | length }}|{{ eos_token }}|{{ enable_thinking }}");
+  ChatTemplateInputs inputs;
+  inputs.messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "x"}])");
+  inputs.bos_token = "<s>";
+  inputs.eos_token = "</s>";
+  inputs.add_generation_prompt = true;
+  inputs.extra = {{"enable_thinking", false}};
+  EXPECT_EQ(chat.render(inputs), "<s>|True|True|True|1|</s>|False");
+  inputs.tools = nlohmann::ordered_json::array();
+  inputs.extra = {{"bos_token", "[BOS]"}};
+  EXPECT_EQ(chat.render(inputs), "[BOS]|False|True|True|1|</s>|");
+}
+
+TEST(ChatLayer, ReservedKwargsAreRejected) {
+  const ChatTemplate chat("{{ messages }}");
+  ChatTemplateInputs inputs;
+  inputs.extra = {{"messages", 1}};
+  EXPECT_THROW((void)chat.render(inputs), InvalidArgument);
+  inputs.extra = nlohmann::ordered_json::object();
+  inputs.messages = "not a list";
+  EXPECT_THROW((void)chat.render(inputs), InvalidArgument);
+}
+
+TEST(ChatLayer, DefaultTemplate) {
+  const ChatTemplate chat("");
+  ChatTemplateInputs inputs;
+  inputs.messages = nlohmann::ordered_json::parse(R"([
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": [{"type": "text", "text": "Hi "}, {"type": "image"},
+                                 {"type": "text", "text": "there"}]},
+    {"role": "assistant", "content": null}])");
+  EXPECT_EQ(chat.render(inputs), "system: Be brief.\nuser: Hi there\nassistant: \n");
+  inputs.messages.erase(2);
+  inputs.add_generation_prompt = true;
+  EXPECT_EQ(chat.render(inputs), "system: Be brief.\nuser: Hi there\nassistant:");
+  EXPECT_EQ(std::string(kDefaultChatTemplate).empty(), false);
+}
+
+TEST(ChatLayer, StrftimeNowUsesTheInjectedClock) {
+  ChatTemplateInputs inputs;
+  inputs.render = fixed_clock_options();
+  EXPECT_EQ(render_chat_template("{{ strftime_now('%d %b %Y') }}", inputs), "26 Jul 2024");
+  ChatTemplateInputs wall;
+  EXPECT_EQ(render_chat_template("{{ strftime_now('%Y') | length }}", wall), "4");
+}
+
+}  // namespace
+}  // namespace pagoda::tmpl
