@@ -227,7 +227,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
   if (name == "list") return Value::list(iterate(v));
   if (name == "items") {
     if (v.is_undefined()) return Value::generator({});
-    if (!v.is_dict()) fail("items filter expects a mapping, got " + v.type_name());
+    if (!v.is_dict()) fail("Can only get item pairs from a mapping.");
     CallArgs none;
     return Value::generator(ev.call(get_attr(v, "items"), none).items());
   }
@@ -429,7 +429,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
     return Value(percent_format(to_str(v), Value::list(args.args, true)));
   }
   if (name == "pprint") return Value(to_repr(v));
-  fail("no filter named '" + name + "'");
+  fail("No filter named '" + name + "' found.");
 }
 
 bool to_int(const Value& v, int64_t& out) {

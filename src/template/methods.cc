@@ -361,6 +361,15 @@ Value bind_method(const Value& self, const std::string& name,
 
 std::string object_type(const Value& v) { return v.is_none() ? "None" : v.type_name() + " object"; }
 
+// Jinja2's wording: "'dict object' has no attribute 'x'" for string keys, "list object has no
+// element 0" for the others.
+Value missing_item(const Value& obj, const Value& key) {
+  if (key.is_string()) {
+    return Value::undefined("'" + object_type(obj) + "' has no attribute " + to_repr(key));
+  }
+  return Value::undefined(object_type(obj) + " has no element " + to_repr(key));
+}
+
 }  // namespace
 
 ArgReader::ArgReader(const CallArgs& args, const std::string& function,
@@ -446,14 +455,14 @@ Value get_item(const Value& obj, const Value& key) {
           if (i < 0) i += n;
           if (i >= 0 && i < n) return obj.items()[static_cast<size_t>(i)];
         }
-        return Value::undefined("'" + object_type(obj) + "' has no element " + to_str(key));
+        return missing_item(obj, key);
       }
       if (key.is_string()) return get_attr(obj, key.str());
       break;
     default:
       break;
   }
-  return Value::undefined("'" + object_type(obj) + "' has no attribute '" + to_str(key) + "'");
+  return missing_item(obj, key);
 }
 
 }  // namespace pagoda::tmpl

@@ -81,7 +81,7 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, CallArgs
     if (v.is_string()) return v.str_ptr() == other.str_ptr() || v.str() == other.str();
     return values_equal(v, other);
   }
-  fail("no test named '" + name + "'");
+  fail("No test named '" + name + "' found.");
 }
 
 }  // namespace pagoda::tmpl
