@@ -8,6 +8,24 @@ namespace pagoda {
 StreamingDetokenizer::StreamingDetokenizer(Tokenizer tokenizer, bool skip_special_tokens)
     : tokenizer_(std::move(tokenizer)), skip_special_tokens_(skip_special_tokens) {}
 
+StreamingDetokenizer::StreamingDetokenizer(Tokenizer tokenizer, bool skip_special_tokens,
+                                           std::span<const int32_t> context)
+    : StreamingDetokenizer(std::move(tokenizer), skip_special_tokens) {
+  // vLLM keeps five ids of left context: enough for every decoder that looks at its neighbours.
+  constexpr size_t kContextIds = 5;
+  const size_t begin = context.size() > kContextIds ? context.size() - kContextIds : 0;
+  for (size_t i = begin; i < context.size(); ++i) {
+    const int32_t id = context[i];
+    if (id < 0 || id >= tokenizer_.vocab_size()) {
+      throw InvalidArgument(fmt::format("token id {} is outside the vocabulary [0, {})", id,
+                                        tokenizer_.vocab_size()));
+    }
+    ids_.push_back(id);
+  }
+  num_context_ids_ = ids_.size();
+  read_offset_ = ids_.size();
+}
+
 // A byte-fallback token ("<0xXX>") may still join the bytes that follow it: HF decodes a whole run
 // of byte tokens at once and turns an invalid run into one U+FFFD per byte, so even a valid
 // character can turn into replacement characters when a stray continuation byte follows.
@@ -50,9 +68,18 @@ std::string StreamingDetokenizer::flush() {
   PAGODA_CHECK(!flushed_, "StreamingDetokenizer::flush called twice");
   flushed_ = true;
   // Decoding everything once makes the total exact whatever was held back.
-  const std::string full = tokenizer_.decode(ids_, skip_special_tokens_);
-  PAGODA_CHECK(full.size() >= emitted_bytes_, "streamed more text than the full decode");
-  return full.substr(emitted_bytes_);
+  const std::span<const int32_t> all(ids_);
+  std::string full = tokenizer_.decode(all, skip_special_tokens_);
+  if (num_context_ids_ > 0) {
+    const std::string context =
+        tokenizer_.decode(all.first(num_context_ids_), skip_special_tokens_);
+    // A byte run split by the context boundary decodes differently on each side: then the output
+    // is taken on its own.
+    full = full.starts_with(context)
+               ? full.substr(context.size())
+               : tokenizer_.decode(all.subspan(num_context_ids_), skip_special_tokens_);
+  }
+  return full.size() > emitted_bytes_ ? full.substr(emitted_bytes_) : std::string();
 }
 
 }  // namespace pagoda

@@ -15,6 +15,11 @@ namespace pagoda {
 class StreamingDetokenizer {
  public:
   StreamingDetokenizer(Tokenizer tokenizer, bool skip_special_tokens);
+  /// Starts after `context` (the prompt): its last few ids are left context only, never emitted, so
+  /// that a completion's first word keeps the space a sentencepiece "▁" gives it after the prompt
+  /// (as vLLM's completions do). The output then equals decode(context + ids) - decode(context).
+  StreamingDetokenizer(Tokenizer tokenizer, bool skip_special_tokens,
+                       std::span<const int32_t> context);
 
   /// Adds one id and returns the newly completed text (often empty). Throws InvalidArgument for
   /// an id outside the vocabulary.
@@ -25,6 +30,7 @@ class StreamingDetokenizer {
   /// No ids may be added afterwards.
   [[nodiscard]] std::string flush();
 
+  /// The ids added so far, after the context ids when there is a context.
   [[nodiscard]] const std::vector<int32_t>& ids() const { return ids_; }
 
  private:
@@ -39,6 +45,7 @@ class StreamingDetokenizer {
   size_t prefix_offset_ = 0;
   size_t read_offset_ = 0;
   size_t emitted_bytes_ = 0;
+  size_t num_context_ids_ = 0;       // leading ids_ that are context, not output
   bool last_is_byte_token_ = false;  // the last id that reaches the decoder is "<0xXX>"
   bool flushed_ = false;
 };

@@ -104,6 +104,40 @@ TEST_P(StreamingTest, EmitsCompleteCharactersPromptly) {
   EXPECT_GE(non_empty, 3u);  // text streams out as it completes rather than only at flush
 }
 
+TEST_P(StreamingTest, PromptContextKeepsTheJoiningSpace) {
+  const Tokenizer& tok = shared_tokenizer(GetParam());
+  std::mt19937 rng(7);
+  const auto sequences = make_sequences(tok, rng);
+  int checked = 0;
+  for (size_t i = 0; i + 1 < sequences.size(); i += 2) {
+    const auto& context = sequences[i];
+    const auto& ids = sequences[i + 1];
+    StreamingDetokenizer stream(tok, true, context);
+    std::string text;
+    for (const int32_t id : ids) text += stream.add(id);
+    text += stream.flush();
+    // The promise: decode(tail + ids) minus decode(tail), tail = the last five context ids.
+    std::vector<int32_t> tail(context.end() - std::min<ptrdiff_t>(5, std::ssize(context)),
+                              context.end());
+    const std::string tail_text = tok.decode(tail, true);
+    tail.insert(tail.end(), ids.begin(), ids.end());
+    const std::string full = tok.decode(tail, true);
+    if (!full.starts_with(tail_text)) continue;  // a byte run split by the boundary: no promise
+    EXPECT_EQ(text, full.substr(tail_text.size())) << GetParam();
+    ++checked;
+  }
+  EXPECT_GT(checked, 40);
+  // A sentencepiece word after a prompt keeps its space, which a decode of the word alone strips.
+  auto prompt = tok.encode("The big dog was", true);
+  const std::vector<int32_t> word{prompt.back()};
+  prompt.pop_back();
+  StreamingDetokenizer stream(tok, true, prompt);
+  std::string text;
+  for (const int32_t id : word) text += stream.add(id);
+  text += stream.flush();
+  EXPECT_EQ(text, " was") << GetParam();
+}
+
 TEST_P(StreamingTest, RejectsBadIds) {
   StreamingDetokenizer stream(shared_tokenizer(GetParam()), false);
   EXPECT_THROW((void)stream.add(-1), InvalidArgument);

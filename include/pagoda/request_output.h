@@ -1,0 +1,46 @@
+#pragma once
+// What the engine streams back for a request.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pagoda {
+
+/// Why a completion ended.
+enum class FinishReason : uint8_t {
+  kStop,    // an end-of-sequence token, a stop token or a stop string
+  kLength,  // max_tokens (or the model length)
+  kAbort,   // aborted by the caller, or failed (error is set)
+};
+
+[[nodiscard]] constexpr const char* to_string(FinishReason r) {
+  return r == FinishReason::kStop ? "stop" : r == FinishReason::kLength ? "length" : "abort";
+}
+
+/// A token's log-probability with the top alternatives (descending), as OpenAI's logprobs report.
+struct TokenLogprobs {
+  int32_t token = 0;
+  float logprob = 0;
+  std::vector<std::pair<int32_t, float>> top;
+};
+
+/// One streamed update of one completion of a request: the tokens and text that are new since the
+/// previous update of the same completion. The last update of a completion has finish_reason set.
+struct RequestOutput {
+  std::string request_id;
+  int index = 0;                        // which of the request's n completions
+  std::vector<int32_t> token_ids;       // new tokens
+  std::string text;                     // new text (stop strings excluded, partial matches held)
+  std::vector<TokenLogprobs> logprobs;  // per new token, when SamplingParams::logprobs is set
+  std::optional<FinishReason> finish_reason;
+  std::string stop_reason;  // the stop string or token id that ended it, if any
+  std::string error;        // why an abort happened inside the engine, if it did
+  int num_prompt_tokens = 0;
+  int num_cached_tokens = 0;  // prompt tokens served by the prefix cache
+  /// With prompt_logprobs, on the first update of completion 0: one entry per prompt token (the
+  /// first is empty: nothing predicts it).
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
+};
+
+}  // namespace pagoda

@@ -1,0 +1,515 @@
+#include "engine/engine_core.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <random>
+
+#include "core/logging.h"
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/stop_checker.h"
+#include "kv/kv_cache_config.h"
+#include "kv/kv_cache_manager.h"
+#include "model/model.h"
+#include "runtime/model_runner.h"
+#include "sampling/sampler.h"
+#include "scheduler/scheduler.h"
+#include "tokenizer/streaming_detokenizer.h"
+
+namespace pagoda {
+namespace {
+
+using scheduler::RequestStatus;
+
+/// A request as the engine tracks it: parameters, output channel, and its n completions.
+struct ActiveRequest {
+  std::string id;
+  SamplingParams params;
+  std::vector<int32_t> prompt;
+  int priority = 0;
+  std::string cache_salt;
+  std::shared_ptr<OutputStream> stream;
+  std::vector<kv::RequestId> completion_ids;  // index -> kv id (grows when forks happen)
+  int num_unfinished = 1;
+  bool forked = false;
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
+};
+
+/// One of a request's completions: its sampler, detokenizer and stop strings.
+struct Completion {
+  std::shared_ptr<ActiveRequest> request;
+  int index = 0;
+  RequestSampler sampler;
+  std::optional<StreamingDetokenizer> detok;
+  StopChecker stop;
+  int num_output_tokens = 0;
+  int num_cached_tokens = 0;
+};
+
+TokenLogprobs to_token_logprobs(const SampledToken& t) {
+  TokenLogprobs out{t.token, t.logprob, {}};
+  for (const TokenLogprob& alt : t.top_logprobs) out.top.emplace_back(alt.token, alt.logprob);
+  return out;
+}
+
+}  // namespace
+
+struct EngineCore::Impl {
+  EngineArgs args;
+  ThreadPool pool;
+  std::unique_ptr<Model> model;
+  std::unique_ptr<KVCacheStorage> kv_storage;
+  std::unique_ptr<kv::KVCacheManager> kv_manager;
+  std::unique_ptr<scheduler::Scheduler> scheduler;
+  std::unique_ptr<ModelRunner> runner;
+  const std::optional<Tokenizer>* tokenizer = nullptr;
+
+  // Shared with client threads.
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::pair<std::shared_ptr<ActiveRequest>, std::vector<int32_t>>> incoming;
+  std::vector<std::string> aborts;
+  std::unordered_map<std::string, bool> live_ids;  // ids submitted and not yet finished
+  bool stopping = false;
+  EngineStats stats;
+  uint64_t next_request_number = 0;
+
+  // Engine-thread state.
+  std::unordered_map<std::string, std::shared_ptr<ActiveRequest>> requests;
+  std::unordered_map<kv::RequestId, Completion> completions;
+  kv::RequestId next_kv_id = 1;
+  std::mt19937_64 seed_source;
+  int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
+  std::thread thread;
+
+  explicit Impl(const EngineArgs& a) : args(a), pool(a.num_threads), seed_source(a.seed) {}
+
+  void loop();
+  void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
+  void step();
+  void emit_token(kv::RequestId id, const SampledToken& token, bool length_finished);
+  void finish(kv::RequestId id, FinishReason reason, std::string stop_reason, std::string error,
+              RequestOutput out);
+  void abort_request(const std::string& id, const std::string& error);
+  void publish_stats();
+};
+
+EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(args)) {
+  namespace fs = std::filesystem;
+  Impl& e = *impl_;
+  LoadOptions load;
+  if (args.load_format == "dummy") {
+    load.format = LoadFormat::kDummy;
+  } else if (args.load_format != "auto" && args.load_format != "safetensors") {
+    throw InvalidArgument(
+        fmt::format("--load-format '{}' must be auto, safetensors or dummy", args.load_format));
+  }
+  if (args.dtype != "auto") {
+    load.dtype = dtype_from_torch_name(args.dtype);
+    if (!load.dtype)
+      throw InvalidArgument(
+          fmt::format("--dtype '{}' must be auto, float32, bfloat16 or float16", args.dtype));
+  }
+  load.seed = args.seed;
+  e.model = load_model(args.model, load, e.pool);
+  const ModelConfig& config = e.model->config();
+  if (!args.tokenizer.empty()) {
+    tokenizer_ = Tokenizer::load(args.tokenizer);
+  } else if (fs::exists(fs::path(args.model) / "tokenizer.json")) {
+    tokenizer_ = Tokenizer::load(args.model);
+  }
+  e.tokenizer = &tokenizer_;
+
+  max_model_len_ = args.max_model_len > 0 ? args.max_model_len : config.max_position_embeddings;
+  if (max_model_len_ > config.max_position_embeddings) {
+    throw InvalidArgument(
+        fmt::format("--max-model-len {} exceeds the model's max_position_embeddings {}",
+                    max_model_len_, config.max_position_embeddings));
+  }
+  if (args.block_size < 1 || args.block_size > 1024) {
+    throw InvalidArgument(
+        fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
+  }
+  const int num_blocks = kv::num_blocks_for_memory(args.kv_cache_memory_bytes, args.block_size,
+                                                   KVCacheStorage::bytes_per_token(config));
+  kv::KVCacheConfig kv_config{num_blocks, args.block_size, args.enable_prefix_caching};
+  e.kv_manager = std::make_unique<kv::KVCacheManager>(kv_config);
+  e.kv_storage = std::make_unique<KVCacheStorage>(config, num_blocks, args.block_size);
+  kv_capacity_tokens_ =
+      static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
+
+  scheduler::SchedulerConfig sched;
+  sched.max_num_batched_tokens = args.max_num_batched_tokens;
+  sched.max_num_seqs = args.max_num_seqs;
+  sched.max_model_len = max_model_len_;
+  if (args.scheduling_policy == "priority") {
+    sched.policy = scheduler::SchedulingPolicy::kPriority;
+  } else if (args.scheduling_policy != "fcfs") {
+    throw InvalidArgument(
+        fmt::format("--scheduling-policy '{}' must be fcfs or priority", args.scheduling_policy));
+  }
+  e.scheduler = std::make_unique<scheduler::Scheduler>(sched, *e.kv_manager);
+  e.runner = std::make_unique<ModelRunner>(*e.model, *e.kv_storage);
+  spdlog::info("KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB), max model length {}",
+               num_blocks - 1, args.block_size, kv_capacity_tokens_,
+               static_cast<double>(num_blocks) * args.block_size *
+                   KVCacheStorage::bytes_per_token(config) / (1 << 20),
+               max_model_len_);
+  e.thread = std::thread([this] { impl_->loop(); });
+}
+
+EngineCore::~EngineCore() { shutdown(); }
+
+void EngineCore::shutdown() {
+  if (!impl_ || !impl_->thread.joinable()) return;
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->stopping = true;
+  }
+  impl_->wake.notify_all();
+  impl_->thread.join();
+}
+
+const ModelConfig& EngineCore::model_config() const { return impl_->model->config(); }
+
+EngineStats EngineCore::stats() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->stats;
+}
+
+std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
+  const ModelConfig& config = model_config();
+  std::vector<int32_t> prompt;
+  if (r.prompt) {
+    if (!tokenizer_)
+      throw InvalidArgument("prompt: this model has no tokenizer; send prompt_token_ids");
+    prompt = tokenizer_->encode(*r.prompt, r.add_special_tokens);
+  } else {
+    prompt = std::move(r.prompt_token_ids);
+  }
+  if (prompt.empty()) throw InvalidArgument("prompt must contain at least one token");
+  for (int32_t id : prompt) {
+    if (id < 0 || id >= config.vocab_size) {
+      throw InvalidArgument(fmt::format("prompt token id {} is outside the vocabulary [0, {})", id,
+                                        config.vocab_size));
+    }
+  }
+  r.params.validate(config.vocab_size);
+  if (!r.params.stop.empty() && !tokenizer_)
+    throw InvalidArgument("stop: strings need a tokenizer; use stop_token_ids");
+  const int64_t total = static_cast<int64_t>(prompt.size()) + r.params.max_tokens;
+  if (total > max_model_len_) {
+    throw InvalidArgument(
+        fmt::format("this model's maximum context length is {} tokens, but the request asks for {} "
+                    "tokens ({} in the prompt + "
+                    "{} max_tokens)",
+                    max_model_len_, total, prompt.size(), r.params.max_tokens));
+  }
+  auto request = std::make_shared<ActiveRequest>();
+  request->params = std::move(r.params);
+  request->priority = r.priority;
+  request->cache_salt = std::move(r.cache_salt);
+  request->stream = std::make_shared<OutputStream>();
+  request->num_unfinished = request->params.n;
+  {
+    std::lock_guard lock(impl_->mutex);
+    if (impl_->stopping) throw Unavailable("the engine is shutting down");
+    request->id =
+        r.request_id.empty() ? fmt::format("req-{}", impl_->next_request_number++) : r.request_id;
+    if (!impl_->live_ids.emplace(request->id, true).second) {
+      throw InvalidArgument(fmt::format("request_id '{}' is already in use", request->id));
+    }
+    impl_->incoming.emplace_back(request, std::move(prompt));
+  }
+  impl_->wake.notify_all();
+  return request->stream;
+}
+
+void EngineCore::abort(const std::string& request_id) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    impl_->aborts.push_back(request_id);
+  }
+  impl_->wake.notify_all();
+}
+
+void EngineCore::Impl::loop() {
+  for (;;) {
+    decltype(incoming) new_requests;
+    std::vector<std::string> new_aborts;
+    bool stop = false;
+    {
+      std::unique_lock lock(mutex);
+      wake.wait(lock, [&] {
+        return stopping || !incoming.empty() || !aborts.empty() ||
+               scheduler->has_unfinished_requests();
+      });
+      new_requests.swap(incoming);
+      new_aborts.swap(aborts);
+      stop = stopping;
+    }
+    for (auto& [request, prompt] : new_requests) admit(std::move(request), std::move(prompt));
+    for (const std::string& id : new_aborts) abort_request(id, "");
+    if (stop) {
+      std::vector<std::string> ids;
+      for (const auto& [id, r] : requests) ids.push_back(id);
+      for (const std::string& id : ids) abort_request(id, "the engine shut down");
+      publish_stats();
+      return;
+    }
+    if (scheduler->has_unfinished_requests()) {
+      try {
+        step();
+      } catch (const std::exception& e) {
+        // A failed step fails the requests in flight, never the engine.
+        spdlog::error("engine step failed: {}", e.what());
+        std::vector<std::string> ids;
+        for (const auto& [id, r] : requests) ids.push_back(id);
+        for (const std::string& id : ids)
+          abort_request(id, fmt::format("engine error: {}", e.what()));
+      }
+    }
+    publish_stats();
+  }
+}
+
+void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt) {
+  request->prompt = std::move(prompt);
+  const kv::RequestId kv_id = next_kv_id++;
+  std::string salt = request->cache_salt;
+  // Prompt log-probabilities need every prompt position computed, so such a request reads no
+  // cached blocks: a salt of its own keeps it apart (vLLM skips the cache for them too).
+  if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
+  auto r = std::make_unique<scheduler::Request>(kv_id, request->prompt, request->params.max_tokens,
+                                                request->priority, salt);
+  Completion c{request, 0,
+               RequestSampler(request->params, model->config().eos_token_ids, seed_source()),
+               std::nullopt, StopChecker(request->params.stop)};
+  if (tokenizer->has_value()) c.detok.emplace(**tokenizer, true, request->prompt);
+  try {
+    scheduler->add_request(std::move(r));
+  } catch (const Error& e) {
+    RequestOutput failed;
+    failed.request_id = request->id;
+    failed.finish_reason = FinishReason::kAbort;
+    failed.error = e.what();
+    request->stream->push(std::move(failed));
+    request->stream->close();
+    std::lock_guard lock(mutex);
+    live_ids.erase(request->id);
+    return;
+  }
+  request->completion_ids.push_back(kv_id);
+  requests[request->id] = request;
+  completions.emplace(kv_id, std::move(c));
+}
+
+void EngineCore::Impl::step() {
+  const scheduler::SchedulerOutput out = scheduler->schedule();
+  if (out.scheduled.empty()) {
+    // Nothing fits right now (it can only be transient); avoid spinning.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return;
+  }
+  std::vector<SequenceStep> steps;
+  steps.reserve(out.scheduled.size());
+  for (const auto& s : out.scheduled) {
+    const scheduler::Request* r = scheduler->get(s.id);
+    PAGODA_CHECK(r != nullptr, "scheduled request {} is unknown", s.id);
+    const ActiveRequest& a = *completions.at(s.id).request;
+    const bool prompt_logits =
+        a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
+    steps.push_back({r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens,
+                     kv_manager->block_table(s.id), s.samples, prompt_logits});
+    if (s.num_computed_tokens < r->num_prompt_tokens()) {
+      prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
+    }
+  }
+  StepLogits logits = runner->execute(steps, out.block_copies);
+  ++num_steps;
+
+  // Prompt log-probabilities: row j of a chunk predicts prompt token num_computed + j + 1.
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (logits.first_token_row[i] < 0) continue;
+    const auto& s = out.scheduled[i];
+    ActiveRequest& a = *completions.at(s.id).request;
+    const int k = *a.params.prompt_logprobs;
+    a.prompt_logprobs.resize(a.prompt.size());
+    std::vector<float> lp(static_cast<size_t>(logits.vocab));
+    for (int j = 0; j < s.num_new_tokens; ++j) {
+      const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
+      if (target >= a.prompt.size()) break;
+      log_softmax(logits.row(logits.first_token_row[i] + j), lp);
+      TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
+      if (k > 0) {
+        for (const TokenLogprob& alt : top_k_entries(lp, k))
+          t.top.emplace_back(alt.token, alt.logprob);
+      }
+      a.prompt_logprobs[target] = std::move(t);
+    }
+  }
+
+  // Sample, remembering the raw rows of parents that fork (n > 1) at their first token.
+  std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
+  std::vector<std::pair<kv::RequestId, SampledToken>> sampled;
+  std::vector<std::pair<kv::RequestId, std::vector<float>>> fork_rows;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const auto& s = out.scheduled[i];
+    if (logits.sample_row[i] < 0) continue;
+    Completion& c = completions.at(s.id);
+    const scheduler::Request* r = scheduler->get(s.id);
+    std::span<float> row = logits.row(logits.sample_row[i]);
+    if (c.request->params.n > 1 && !c.request->forked)
+      fork_rows.emplace_back(s.id, std::vector<float>(row.begin(), row.end()));
+    SampledToken t = c.sampler.sample(row, r->prompt_token_ids(), r->output_token_ids());
+    new_tokens.push_back({s.id, {t.token}});
+    sampled.emplace_back(s.id, std::move(t));
+  }
+  const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
+  generation_tokens += static_cast<int64_t>(sampled.size());
+
+  // n > 1: each further completion samples its own first token from the parent's logits (its
+  // own seed) and shares the parent's prompt blocks.
+  for (auto& [parent_id, row] : fork_rows) {
+    std::shared_ptr<ActiveRequest> a = completions.at(parent_id).request;
+    a->forked = true;
+    for (int index = 1; index < a->params.n; ++index) {
+      SamplingParams child_params = a->params;
+      if (child_params.seed) child_params.seed = *child_params.seed + static_cast<uint64_t>(index);
+      Completion child{a, index,
+                       RequestSampler(child_params, model->config().eos_token_ids, seed_source()),
+                       std::nullopt, StopChecker(a->params.stop)};
+      if (tokenizer->has_value()) child.detok.emplace(**tokenizer, true, a->prompt);
+      std::vector<float> child_row = row;
+      SampledToken t = child.sampler.sample(child_row, a->prompt, {});
+      const kv::RequestId child_id = next_kv_id++;
+      auto r = std::make_unique<scheduler::Request>(
+          child_id, a->prompt, a->params.max_tokens, a->priority,
+          scheduler->get(parent_id) ? std::string(scheduler->get(parent_id)->cache_salt())
+                                    : a->cache_salt);
+      r->append_output_tokens(std::span<const int32_t>(&t.token, 1));
+      a->completion_ids.push_back(child_id);
+      completions.emplace(child_id, std::move(child));
+      (void)scheduler->fork_request(parent_id, std::move(r));
+      ++generation_tokens;
+      sampled.emplace_back(child_id, std::move(t));
+    }
+  }
+
+  for (auto& [id, token] : sampled) {
+    const bool length =
+        std::find(length_finished.begin(), length_finished.end(), id) != length_finished.end();
+    emit_token(id, token, length);
+  }
+}
+
+void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
+                                  bool length_finished) {
+  auto it = completions.find(id);
+  if (it == completions.end()) return;
+  Completion& c = it->second;
+  ActiveRequest& a = *c.request;
+  const SamplingParams& p = a.params;
+  ++c.num_output_tokens;
+  if (const scheduler::Request* r = scheduler->get(id))
+    c.num_cached_tokens = r->num_cached_prompt_tokens();
+
+  RequestOutput out;
+  out.request_id = a.id;
+  out.index = c.index;
+  out.token_ids = {token.token};
+  if (p.logprobs) out.logprobs.push_back(to_token_logprobs(token));
+  out.num_prompt_tokens = static_cast<int>(a.prompt.size());
+  out.num_cached_tokens = c.num_cached_tokens;
+  if (c.index == 0 && !a.prompt_logprobs_sent && p.prompt_logprobs) {
+    out.prompt_logprobs = a.prompt_logprobs;
+    out.prompt_logprobs.resize(a.prompt.size());
+    a.prompt_logprobs_sent = true;
+  }
+  if (c.detok) out.text = c.stop.add(c.detok->add(token.token));
+
+  const auto& eos = model->config().eos_token_ids;
+  const bool min_reached = c.num_output_tokens >= p.min_tokens;
+  const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token.token) != eos.end();
+  const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(),
+                                       token.token) != p.stop_token_ids.end();
+  if (c.stop.matched()) {
+    finish(id, FinishReason::kStop, *c.stop.matched(), "", std::move(out));
+  } else if (min_reached && (is_eos || is_stop_token)) {
+    finish(id, FinishReason::kStop, is_stop_token ? std::to_string(token.token) : "", "",
+           std::move(out));
+  } else if (length_finished || c.num_output_tokens >= p.max_tokens) {
+    finish(id, FinishReason::kLength, "", "", std::move(out));
+  } else {
+    a.stream->push(std::move(out));
+  }
+}
+
+void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string stop_reason,
+                              std::string error, RequestOutput out) {
+  auto it = completions.find(id);
+  if (it == completions.end()) return;
+  Completion& c = it->second;
+  std::shared_ptr<ActiveRequest> a = c.request;
+  const RequestStatus status = reason == FinishReason::kStop     ? RequestStatus::kFinishedStopped
+                               : reason == FinishReason::kLength ? RequestStatus::kFinishedLength
+                                                                 : RequestStatus::kFinishedAborted;
+  scheduler->finish_request(id, status);  // frees its KV blocks now (no-op if already finished)
+  if (c.detok && !c.stop.matched()) {
+    // The text held back for a possible stop string or an incomplete character comes out now,
+    // unless the rest completes a stop string.
+    out.text += c.stop.add(c.detok->flush());
+    if (c.stop.matched()) {
+      reason = FinishReason::kStop;
+      stop_reason = *c.stop.matched();
+    } else {
+      out.text += c.stop.flush();
+    }
+  }
+  out.request_id = a->id;
+  out.index = c.index;
+  out.finish_reason = reason;
+  out.stop_reason = std::move(stop_reason);
+  out.error = std::move(error);
+  out.num_prompt_tokens = static_cast<int>(a->prompt.size());
+  out.num_cached_tokens = c.num_cached_tokens;
+  a->stream->push(std::move(out));
+  completions.erase(it);
+  if (--a->num_unfinished == 0) {
+    publish_stats();  // a caller that saw its stream close sees the blocks freed too
+    a->stream->close();
+    requests.erase(a->id);
+    std::lock_guard lock(mutex);
+    live_ids.erase(a->id);
+  }
+}
+
+void EngineCore::Impl::abort_request(const std::string& id, const std::string& error) {
+  auto it = requests.find(id);
+  if (it == requests.end()) return;
+  std::shared_ptr<ActiveRequest> a = it->second;
+  // Completions that were never forked (n > 1 aborted before its first token) finish too.
+  a->num_unfinished =
+      static_cast<int>(a->completion_ids.size()) -
+      static_cast<int>(std::count_if(a->completion_ids.begin(), a->completion_ids.end(),
+                                     [&](kv::RequestId k) { return completions.count(k) == 0; }));
+  const std::vector<kv::RequestId> ids = a->completion_ids;
+  for (kv::RequestId k : ids) finish(k, FinishReason::kAbort, "", error, RequestOutput{});
+}
+
+void EngineCore::Impl::publish_stats() {
+  const auto prefix = kv_manager->prefix_cache_stats();
+  std::lock_guard lock(mutex);
+  stats.num_running = scheduler->num_running();
+  stats.num_waiting = scheduler->num_waiting();
+  stats.kv_cache_usage = kv_manager->usage();
+  stats.num_preemptions = scheduler->num_preemptions_total();
+  stats.prefix_cache_queries_tokens = prefix.queries_tokens;
+  stats.prefix_cache_hits_tokens = prefix.hits_tokens;
+  stats.prompt_tokens = prompt_tokens;
+  stats.generation_tokens = generation_tokens;
+  stats.num_steps = num_steps;
+}
+
+}  // namespace pagoda

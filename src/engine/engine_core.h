@@ -1,0 +1,82 @@
+#pragma once
+// EngineCore: one thread owns the scheduler, the KV cache manager, the model runner and the
+// samplers, and loops schedule -> execute -> sample -> update -> emit. Any thread may submit
+// requests (each gets its own OutputStream) and abort them.
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/output_stream.h"
+#include "pagoda/engine_args.h"
+#include "sampling/sampling_params.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda {
+
+class Model;
+struct ModelConfig;
+
+/// One request as callers submit it: a text prompt or token ids, and how to sample.
+struct EngineRequest {
+  std::string request_id;  // empty: the engine names it
+  std::optional<std::string> prompt;
+  std::vector<int32_t> prompt_token_ids;  // used when prompt is empty
+  bool add_special_tokens = true;         // for text prompts: BOS as the tokenizer configures it
+  SamplingParams params;
+  int priority = 0;        // lower runs first under --scheduling-policy priority
+  std::string cache_salt;  // requests with different salts never share cached KV blocks
+};
+
+/// Counters and gauges of the engine, readable from any thread.
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  double kv_cache_usage = 0;  // fraction of KV blocks in use
+  int64_t num_preemptions = 0;
+  int64_t prefix_cache_queries_tokens = 0;
+  int64_t prefix_cache_hits_tokens = 0;
+  int64_t prompt_tokens = 0;      // computed prompt tokens (cache hits excluded)
+  int64_t generation_tokens = 0;  // sampled tokens
+  int64_t num_steps = 0;
+};
+
+/// The engine: continuous batching over a paged KV cache on one model.
+class EngineCore {
+ public:
+  /// Loads the model and tokenizer, sizes the KV cache and starts the engine thread.
+  explicit EngineCore(const EngineArgs& args);
+  ~EngineCore();
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+
+  /// Validates the request on the calling thread (InvalidArgument naming the field, nothing
+  /// queued) and queues it. The stream yields the request's updates and closes when it finishes.
+  [[nodiscard]] std::shared_ptr<OutputStream> submit(EngineRequest request);
+  /// Aborts a request at any moment; its KV blocks are freed at the next loop turn. Unknown or
+  /// finished ids are ignored.
+  void abort(const std::string& request_id);
+  /// Stops the engine thread; unfinished requests end with finish_reason abort.
+  void shutdown();
+
+  [[nodiscard]] const ModelConfig& model_config() const;
+  [[nodiscard]] const std::optional<Tokenizer>& tokenizer() const { return tokenizer_; }
+  [[nodiscard]] int64_t max_model_len() const { return max_model_len_; }
+  [[nodiscard]] int64_t kv_capacity_tokens() const { return kv_capacity_tokens_; }
+  [[nodiscard]] EngineStats stats() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::optional<Tokenizer> tokenizer_;
+  int64_t max_model_len_ = 0;
+  int64_t kv_capacity_tokens_ = 0;
+};
+
+}  // namespace pagoda

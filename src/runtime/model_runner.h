@@ -1,0 +1,55 @@
+#pragma once
+// ModelRunner: turns one scheduled step (which tokens of which requests, and where their KV
+// blocks are) into the flat varlen ForwardBatch, runs the model and hands back the logits rows
+// that sampling and prompt log-probabilities need.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "model/model.h"
+
+namespace pagoda {
+
+/// One request's slice of a step: compute token_ids[num_computed, num_computed + num_new).
+struct SequenceStep {
+  std::span<const int32_t> token_ids;        // all of the request's tokens (drafts included)
+  int num_computed = 0;                      // tokens already in its KV blocks
+  int num_new = 0;                           // tokens to compute now
+  std::span<const kv::BlockId> block_table;  // logical -> physical blocks, covering the new tokens
+  bool sample = false;                       // wants the logits of its last new token
+  bool prompt_logits = false;                // wants the logits of every new token
+};
+
+/// Logits of one step: rows [num_rows, vocab] and, per SequenceStep, where its rows are.
+struct StepLogits {
+  std::vector<float> rows;
+  int64_t vocab = 0;
+  std::vector<int> sample_row;  // per sequence: the row to sample from, or -1
+  std::vector<int>
+      first_token_row;  // per sequence with prompt_logits: row of its first new token, else -1
+
+  [[nodiscard]] std::span<float> row(int r) {
+    return {rows.data() + static_cast<size_t>(r) * static_cast<size_t>(vocab),
+            static_cast<size_t>(vocab)};
+  }
+};
+
+/// Runs steps of one model over one KV cache storage. Not thread-safe: the engine thread owns it.
+class ModelRunner {
+ public:
+  ModelRunner(Model& model, KVCacheStorage& kv);
+
+  /// Performs the copy-on-write block copies, then the forward pass of `steps` as one flat batch.
+  [[nodiscard]] StepLogits execute(std::span<const SequenceStep> steps,
+                                   std::span<const kv::BlockCopy> copies);
+
+ private:
+  Model& model_;
+  KVCacheStorage& kv_;
+  // Reused between steps so a step allocates nothing once warm.
+  std::vector<int32_t> ids_, positions_, query_start_, seq_lens_, tables_, logits_rows_;
+  std::vector<int64_t> slots_;
+};
+
+}  // namespace pagoda

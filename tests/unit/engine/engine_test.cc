@@ -1,0 +1,334 @@
+// EngineCore end to end on stories260K: batch invariance under continuous batching (chunked
+// prefill, prefix caching, preemption), prefix-cache reuse, stop strings, n > 1 forks, seeds,
+// abort. To add a case: build an EngineArgs with small_engine(), submit EngineRequests, and compare
+// collect_result() outputs with a reference run of the request alone.
+#include <chrono>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "core/status.h"
+#include "engine/engine_core.h"
+#include "pagoda/llm.h"
+#include "scheduler/request.h"
+
+namespace pagoda {
+namespace {
+
+const std::string kStories = std::string(PAGODA_SOURCE_DIR) + "/models/stories260K";
+
+EngineArgs small_engine(int budget = 2048, bool prefix_caching = true,
+                        int64_t kv_bytes = 64 << 20) {
+  EngineArgs args;
+  args.model = kStories;
+  args.num_threads = 2;
+  args.max_num_batched_tokens = budget;
+  args.enable_prefix_caching = prefix_caching;
+  args.kv_cache_memory_bytes = kv_bytes;
+  return args;
+}
+
+SamplingParams greedy(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  return p;
+}
+
+struct Workload {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> max_tokens;
+};
+
+/// 64 requests of random lengths; some share long prefixes so that prefix caching has work.
+Workload make_workload(uint32_t seed) {
+  std::mt19937 rng(seed);
+  Workload w;
+  std::vector<int32_t> shared;
+  for (int i = 0; i < 40; ++i) shared.push_back(3 + static_cast<int32_t>(rng() % 500));
+  for (int i = 0; i < 64; ++i) {
+    std::vector<int32_t> p{1};
+    if (i % 4 == 0)
+      p.insert(p.end(), shared.begin(), shared.begin() + 20 + static_cast<int>(rng() % 20));
+    const int len = 1 + static_cast<int>(rng() % 60);
+    for (int j = 0; j < len; ++j) p.push_back(3 + static_cast<int32_t>(rng() % 500));
+    w.prompts.push_back(std::move(p));
+    w.max_tokens.push_back(1 + static_cast<int>(rng() % 40));
+  }
+  return w;
+}
+
+/// Runs the workload with requests arriving in random waves while the engine is stepping.
+std::vector<std::vector<int32_t>> run_batched(EngineCore& engine, const Workload& w,
+                                              uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::shared_ptr<OutputStream>> streams;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    EngineRequest r;
+    r.prompt_token_ids = w.prompts[i];
+    r.params = greedy(w.max_tokens[i]);
+    streams.push_back(engine.submit(std::move(r)));
+    if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 2000));
+  }
+  std::vector<std::vector<int32_t>> out;
+  for (auto& s : streams) {
+    const GenerateResult r = collect_result(*s);
+    EXPECT_EQ(r.outputs.size(), 1u);
+    EXPECT_EQ(r.outputs[0].finish_reason, FinishReason::kLength);
+    out.push_back(r.outputs[0].token_ids);
+  }
+  return out;
+}
+
+class EngineBatchInvariance : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    workload_ = new Workload(make_workload(11));
+    reference_ = new std::vector<std::vector<int32_t>>();
+    // The reference: each request alone, one after the other, with an unlimited budget.
+    EngineCore engine(small_engine(2048, false));
+    for (size_t i = 0; i < workload_->prompts.size(); ++i) {
+      EngineRequest r;
+      r.prompt_token_ids = workload_->prompts[i];
+      r.params = greedy(workload_->max_tokens[i]);
+      reference_->push_back(collect_result(*engine.submit(std::move(r))).outputs.at(0).token_ids);
+    }
+  }
+  static void TearDownTestSuite() {
+    delete workload_;
+    delete reference_;
+  }
+  static Workload* workload_;
+  static std::vector<std::vector<int32_t>>* reference_;
+};
+Workload* EngineBatchInvariance::workload_ = nullptr;
+std::vector<std::vector<int32_t>>* EngineBatchInvariance::reference_ = nullptr;
+
+TEST_F(EngineBatchInvariance, ChunkBudgetsAndPrefixCaching) {
+  for (int budget : {16, 64, 512}) {
+    for (bool caching : {true, false}) {
+      SCOPED_TRACE(fmt::format("budget {} prefix caching {}", budget, caching));
+      EngineCore engine(small_engine(budget, caching));
+      const auto out = run_batched(engine, *workload_, static_cast<uint32_t>(budget) + caching);
+      for (size_t i = 0; i < out.size(); ++i)
+        EXPECT_EQ(out[i], (*reference_)[i]) << "request " << i;
+      const EngineStats s = engine.stats();
+      if (caching) {
+        EXPECT_GT(s.prefix_cache_hits_tokens, 0);
+      } else {
+        EXPECT_EQ(s.prefix_cache_hits_tokens, 0);
+      }
+      EXPECT_EQ(s.kv_cache_usage, 0.0);
+    }
+  }
+}
+
+TEST_F(EngineBatchInvariance, UnderPreemption) {
+  // 9 usable blocks of 16 = 144 tokens: one request of the longest length (141 tokens) fits, many
+  // do not, so requests are preempted and recomputed.
+  EngineArgs args = small_engine(64, true, 10 * 16 * 1280);
+  args.max_model_len = 144;
+  EngineCore engine(args);
+  const auto out = run_batched(engine, *workload_, 5);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], (*reference_)[i]) << "request " << i;
+  EXPECT_GT(engine.stats().num_preemptions, 0);
+  EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
+}
+
+TEST(Engine, PrefixCacheComputesOnlyTheSuffix) {
+  EngineCore engine(small_engine());
+  std::vector<int32_t> prefix{1};
+  for (int i = 0; i < 95; ++i) prefix.push_back(3 + (i * 37) % 500);
+  auto with_suffix = [&](int32_t a, int32_t b) {
+    auto p = prefix;
+    p.push_back(a);
+    p.push_back(b);
+    return p;
+  };
+  auto run = [&](std::vector<int32_t> prompt, std::string salt) {
+    EngineRequest r;
+    r.prompt_token_ids = std::move(prompt);
+    r.params = greedy(8);
+    r.cache_salt = std::move(salt);
+    return collect_result(*engine.submit(std::move(r)));
+  };
+  const GenerateResult first = run(with_suffix(10, 11), "");
+  const int64_t computed_before = engine.stats().prompt_tokens;
+  const GenerateResult second = run(with_suffix(12, 13), "");
+  // 96 prefix tokens = 6 full blocks are reused: only the 2-token suffix is computed.
+  EXPECT_EQ(second.num_cached_tokens, 96);
+  EXPECT_EQ(engine.stats().prompt_tokens - computed_before, 2);
+  EngineCore fresh(small_engine(2048, false));
+  EngineRequest alone;
+  alone.prompt_token_ids = with_suffix(12, 13);
+  alone.params = greedy(8);
+  EXPECT_EQ(second.outputs[0].token_ids,
+            collect_result(*fresh.submit(std::move(alone))).outputs[0].token_ids);
+  // Another tenant (salt) shares nothing.
+  const int64_t before_salted = engine.stats().prompt_tokens;
+  const GenerateResult salted = run(with_suffix(12, 13), "tenant-b");
+  EXPECT_EQ(salted.num_cached_tokens, 0);
+  EXPECT_EQ(engine.stats().prompt_tokens - before_salted, 98);
+  EXPECT_EQ(salted.outputs[0].token_ids, second.outputs[0].token_ids);
+}
+
+TEST(Engine, StopStringsSpanningTokensAreFoundAndRemoved) {
+  LLM llm(small_engine());
+  SamplingParams p = greedy(48);
+  PromptInput prompt{"Once upon a time", {}};
+  const CompletionOutput full = llm.generate({prompt}, p)[0].outputs[0];
+  ASSERT_EQ(full.text.substr(0, 30), ", there was a little girl name");
+  // "le gi" spans the tokens " little" and " girl".
+  p.stop = {"le gi", "never matches"};
+  const CompletionOutput stopped = llm.generate({prompt}, p)[0].outputs[0];
+  EXPECT_EQ(stopped.text, ", there was a litt");
+  EXPECT_EQ(stopped.finish_reason, FinishReason::kStop);
+  EXPECT_EQ(stopped.stop_reason, "le gi");
+  // Streaming never shows a partial match: every delta concatenated is the final text.
+  EngineRequest r;
+  r.prompt = "Once upon a time";
+  r.params = p;
+  auto stream = llm.engine().submit(std::move(r));
+  std::string streamed;
+  while (auto out = stream->next()) {
+    EXPECT_EQ(out->text.find("le g"), std::string::npos);
+    streamed += out->text;
+  }
+  EXPECT_EQ(streamed, stopped.text);
+}
+
+TEST(Engine, CompletionTextKeepsTheSpaceAfterThePrompt) {
+  LLM llm(small_engine());
+  const CompletionOutput out =
+      llm.generate({PromptInput{"The big dog", {}}}, greedy(4))[0].outputs[0];
+  EXPECT_EQ(out.text, " was a big,");  // transformers' decode of the ids alone strips the space
+}
+
+TEST(Engine, ForksShareThePromptAndGiveIndependentCompletions) {
+  EngineCore engine(small_engine(2048, /*prefix_caching=*/false));
+  std::vector<int32_t> prompt{1};
+  for (int i = 0; i < 70; ++i) prompt.push_back(3 + (i * 13) % 500);
+  EngineRequest r;
+  r.prompt_token_ids = prompt;
+  r.params.n = 4;
+  r.params.temperature = 1.0f;
+  r.params.max_tokens = 24;
+  r.params.ignore_eos = true;
+  r.params.seed = 42;
+  const GenerateResult result = collect_result(*engine.submit(r));
+  ASSERT_EQ(result.outputs.size(), 4u);
+  // Without prefix caching, only forks can share: the prompt was computed once, not four times.
+  EXPECT_EQ(engine.stats().prompt_tokens, 71);
+  int distinct = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(result.outputs[i].token_ids.size(), 24u);
+    EXPECT_EQ(result.outputs[i].index, static_cast<int>(i));
+    distinct += i == 0 || result.outputs[i].token_ids != result.outputs[0].token_ids;
+  }
+  EXPECT_EQ(distinct, 4);
+  EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
+  // Seeded: the same request gives the same four completions.
+  r.request_id = "again";
+  const GenerateResult again = collect_result(*engine.submit(r));
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(again.outputs[i].token_ids, result.outputs[i].token_ids);
+}
+
+TEST(Engine, SeedGivesTheSameOutputWhateverElseRuns) {
+  EngineCore engine(small_engine(32));
+  auto seeded = [] {
+    EngineRequest r;
+    r.prompt_token_ids = {1, 403, 407, 261, 378};
+    r.params.temperature = 0.9f;
+    r.params.top_p = 0.95f;
+    r.params.max_tokens = 40;
+    r.params.seed = 1234;
+    return r;
+  };
+  const auto alone = collect_result(*engine.submit(seeded())).outputs[0].token_ids;
+  std::vector<std::shared_ptr<OutputStream>> noise;
+  for (int i = 0; i < 12; ++i) {
+    EngineRequest r;
+    r.prompt_token_ids = {1, static_cast<int32_t>(300 + i), 261};
+    r.params.temperature = 1.2f;
+    r.params.max_tokens = 30 + i;
+    noise.push_back(engine.submit(std::move(r)));
+  }
+  const auto batched = collect_result(*engine.submit(seeded())).outputs[0].token_ids;
+  for (auto& s : noise) (void)collect_result(*s);
+  EXPECT_EQ(batched, alone);
+}
+
+TEST(Engine, AbortFreesBlocksAtOnce) {
+  EngineCore engine(small_engine());
+  EngineRequest r;
+  r.request_id = "long";
+  r.prompt_token_ids = {1, 403, 407};
+  r.params = greedy(400);
+  auto stream = engine.submit(std::move(r));
+  ASSERT_TRUE(stream->next().has_value());  // it is running
+  engine.abort("long");
+  std::optional<FinishReason> reason;
+  while (auto out = stream->next()) {
+    if (out->finish_reason) reason = out->finish_reason;
+  }
+  EXPECT_EQ(reason, FinishReason::kAbort);
+  EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
+  engine.abort("long");  // unknown by now: ignored
+  engine.abort("never-existed");
+}
+
+TEST(Engine, RejectsInvalidRequestsNamingTheField) {
+  EngineCore engine(small_engine());
+  auto error = [&](EngineRequest r) {
+    try {
+      (void)engine.submit(std::move(r));
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EngineRequest too_long;
+  too_long.prompt_token_ids = std::vector<int32_t>(500, 5);
+  too_long.params.max_tokens = 100;
+  const std::string message = error(too_long);
+  EXPECT_NE(message.find("512"), std::string::npos) << message;
+  EXPECT_NE(message.find("500 in the prompt"), std::string::npos) << message;
+  EXPECT_NE(message.find("100 max_tokens"), std::string::npos) << message;
+  EngineRequest empty;
+  EXPECT_NE(error(empty).find("prompt"), std::string::npos);
+  EngineRequest bad_id;
+  bad_id.prompt_token_ids = {1, 512};
+  EXPECT_NE(error(bad_id).find("512"), std::string::npos);
+  EngineRequest bad_temp;
+  bad_temp.prompt_token_ids = {1};
+  bad_temp.params.temperature = -1;
+  EXPECT_EQ(error(bad_temp).rfind("temperature", 0), 0u);
+  // The engine still serves after rejecting.
+  EngineRequest ok;
+  ok.prompt_token_ids = {1, 403};
+  ok.params = greedy(3);
+  EXPECT_EQ(collect_result(*engine.submit(std::move(ok))).outputs[0].token_ids.size(), 3u);
+}
+
+TEST(Engine, PromptLogprobsAndLogprobs) {
+  LLM llm(small_engine());
+  SamplingParams p = greedy(3);
+  p.logprobs = 5;
+  p.prompt_logprobs = 2;
+  const GenerateResult r = llm.generate({PromptInput{std::nullopt, {1, 403, 407, 261, 378}}}, p)[0];
+  ASSERT_EQ(r.prompt_logprobs.size(), 5u);
+  EXPECT_FALSE(r.prompt_logprobs[0].has_value());
+  ASSERT_TRUE(r.prompt_logprobs[1].has_value());
+  EXPECT_EQ(r.prompt_logprobs[1]->token, 403);
+  EXPECT_NEAR(r.prompt_logprobs[1]->logprob, -0.243743, 1e-4);  // golden.json prefill_top10[0]
+  EXPECT_EQ(r.prompt_logprobs[1]->top.size(), 2u);
+  ASSERT_EQ(r.outputs[0].logprobs.size(), 3u);
+  EXPECT_EQ(r.outputs[0].logprobs[0].token, 432);
+  EXPECT_NEAR(r.outputs[0].logprobs[0].logprob, -0.031703, 1e-4);
+  EXPECT_EQ(r.outputs[0].logprobs[0].top.size(), 5u);
+}
+
+}  // namespace
+}  // namespace pagoda
