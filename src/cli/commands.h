@@ -8,5 +8,6 @@ namespace pagoda::cli {
 void register_generate_command(CLI::App& app, int& exit_code);
 void register_tokenize_commands(CLI::App& app, int& exit_code);  // tokenize, detokenize
 void register_chat_template_command(CLI::App& app, int& exit_code);
+void register_bench_commands(CLI::App& app, int& exit_code);  // bench throughput
 
 }  // namespace pagoda::cli

@@ -1,27 +1,30 @@
-// `pagoda generate`: complete one or more prompts on the CPU and stream or print the result.
-#include <cstdio>
-#include <filesystem>
+// `pagoda generate`: complete prompts offline with the engine, streaming one prompt's text, or
+// printing JSON per prompt, or turning a JSONL file of requests into a JSONL file of results.
+#include <fstream>
 #include <iostream>
 #include <optional>
 
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
 #include "cli/parse_ids.h"
 #include "core/status.h"
-#include "engine/static_batch_generator.h"
-#include "model/model.h"
-#include "tokenizer/streaming_detokenizer.h"
-#include "tokenizer/tokenizer.h"
+#include "engine/engine_core.h"
+#include "model/config.h"
+#include "pagoda/llm.h"
+#include "sampling/params_json.h"
 
 namespace pagoda::cli {
 namespace {
 
+using ordered_json = nlohmann::ordered_json;
+
 struct GenerateOptions {
-  std::string model;
-  std::string tokenizer;
+  EngineFlags engine;
   std::vector<std::string> prompts;
   std::vector<std::string> prompt_ids;
+  std::string input, output;
   int max_tokens = 16;
   std::optional<float> temperature, top_p, min_p;
   std::optional<int> top_k;
@@ -29,20 +32,9 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool json = false;
   std::optional<int> logprobs;
-  std::string load_format = "auto";
-  std::string dtype = "auto";
-  int threads = 0;
-  int block_size = 16;
 };
 
-std::optional<Tokenizer> open_tokenizer(const GenerateOptions& o) {
-  namespace fs = std::filesystem;
-  if (!o.tokenizer.empty()) return Tokenizer::load(o.tokenizer);
-  if (fs::exists(fs::path(o.model) / "tokenizer.json")) return Tokenizer::load(o.model);
-  return std::nullopt;
-}
-
-SamplingParams sampling_params(const GenerateOptions& o, const ModelConfig& config) {
+SamplingParams flag_params(const GenerateOptions& o, const ModelConfig& config) {
   SamplingParams p;
   p.max_tokens = o.max_tokens;
   // Flags win over the checkpoint's generation_config.json, which wins over vLLM's defaults.
@@ -56,79 +48,184 @@ SamplingParams sampling_params(const GenerateOptions& o, const ModelConfig& conf
   return p;
 }
 
-nlohmann::ordered_json logprobs_json(const SampledToken& t) {
-  nlohmann::ordered_json entry = nlohmann::ordered_json::object();
-  entry[std::to_string(t.token)] = t.logprob;
-  for (const TokenLogprob& alt : t.top_logprobs) entry[std::to_string(alt.token)] = alt.logprob;
-  return entry;
+ordered_json logprobs_json(const std::vector<TokenLogprobs>& list) {
+  ordered_json out = ordered_json::array();
+  for (const TokenLogprobs& t : list) {
+    ordered_json entry = ordered_json::object();
+    entry[std::to_string(t.token)] = t.logprob;
+    for (const auto& [token, lp] : t.top) entry[std::to_string(token)] = lp;
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+ordered_json completion_json(const CompletionOutput& c, bool with_logprobs) {
+  ordered_json j;
+  j["token_ids"] = c.token_ids;
+  j["text"] = c.text;
+  j["finish_reason"] = to_string(c.finish_reason);
+  j["logprobs"] = with_logprobs ? logprobs_json(c.logprobs) : ordered_json(nullptr);
+  if (!c.error.empty()) j["error"] = c.error;
+  return j;
+}
+
+/// One result line: completion 0's fields flat (as vLLM's single-completion output), plus all n
+/// completions under "outputs" when n > 1.
+ordered_json result_json(const std::vector<int32_t>& prompt_ids, const GenerateResult& r,
+                         const SamplingParams& p) {
+  ordered_json j;
+  j["prompt_token_ids"] = prompt_ids;
+  const ordered_json first = completion_json(r.outputs.at(0), p.logprobs.has_value());
+  for (const auto& [k, v] : first.items()) j[k] = v;
+  if (p.n > 1) {
+    j["outputs"] = ordered_json::array();
+    for (const CompletionOutput& c : r.outputs) {
+      ordered_json o = completion_json(c, p.logprobs.has_value());
+      o["index"] = c.index;
+      j["outputs"].push_back(std::move(o));
+    }
+  }
+  if (p.prompt_logprobs) {
+    j["prompt_logprobs"] = ordered_json::array();
+    for (const auto& t : r.prompt_logprobs) {
+      j["prompt_logprobs"].push_back(t ? logprobs_json({*t})[0] : ordered_json(nullptr));
+    }
+  }
+  return j;
+}
+
+/// Text prompts are tokenized here, once, as the engine would (special tokens included).
+std::vector<int32_t> encode(const EngineCore& engine, const std::string& text) {
+  if (!engine.tokenizer())
+    throw InvalidArgument("prompt: the model has no tokenizer.json; give --tokenizer or token ids");
+  return engine.tokenizer()->encode(text, /*add_special_tokens=*/true);
+}
+
+std::string dump(const ordered_json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+/// --input FILE: one request per line; results in the same order.
+int run_jsonl(const GenerateOptions& o, EngineCore& engine) {
+  std::ifstream in(o.input);
+  if (!in) throw NotFound(fmt::format("{}: cannot open", o.input));
+  std::ofstream file_out;
+  if (!o.output.empty()) {
+    file_out.open(o.output);
+    if (!file_out)
+      throw InvalidArgument(fmt::format("--output {}: cannot open for writing", o.output));
+  }
+  std::ostream& out = o.output.empty() ? std::cout : file_out;
+  struct Pending {
+    std::shared_ptr<OutputStream> stream;
+    SamplingParams params;
+    std::vector<int32_t> prompt_ids;
+  };
+  std::vector<Pending> pending;
+  std::string line;
+  int line_number = 0;
+  static const std::set<std::string> kRequestFields = {"prompt", "prompt_token_ids", "priority",
+                                                       "cache_salt"};
+  while (std::getline(in, line)) {
+    ++line_number;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = fmt::format("{} line {}: ", o.input, line_number);
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      throw InvalidArgument(fmt::format("{}malformed JSON: {}", where, e.what()));
+    }
+    if (!j.is_object()) throw InvalidArgument(where + "must be a JSON object");
+    for (const auto& [key, v] : j.items()) {
+      if (!kRequestFields.count(key) && !sampling_json_fields().count(key)) {
+        throw InvalidArgument(fmt::format("{}unknown field '{}'", where, key));
+      }
+    }
+    EngineRequest r;
+    r.params = flag_params(o, engine.model_config());
+    read_sampling_params(j, r.params, where);
+    if (j.contains("prompt") && j["prompt"].is_string()) {
+      r.prompt_token_ids = encode(engine, j["prompt"].get<std::string>());
+    } else if (j.contains("prompt_token_ids") && j["prompt_token_ids"].is_array()) {
+      for (const auto& id : j["prompt_token_ids"]) {
+        if (!id.is_number_integer())
+          throw InvalidArgument(where + "field 'prompt_token_ids' must be a list of token ids");
+        r.prompt_token_ids.push_back(id.get<int32_t>());
+      }
+    } else {
+      throw InvalidArgument(where +
+                            "needs 'prompt' (a string) or 'prompt_token_ids' (a list of ids)");
+    }
+    if (j.contains("priority")) {
+      if (!j["priority"].is_number_integer())
+        throw InvalidArgument(where + "field 'priority' must be an integer");
+      r.priority = j["priority"].get<int>();
+    }
+    if (j.contains("cache_salt")) {
+      if (!j["cache_salt"].is_string())
+        throw InvalidArgument(where + "field 'cache_salt' must be a string");
+      r.cache_salt = j["cache_salt"].get<std::string>();
+    }
+    try {
+      SamplingParams params = r.params;
+      std::vector<int32_t> ids = r.prompt_token_ids;
+      pending.push_back({engine.submit(std::move(r)), params, std::move(ids)});
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(where + e.what());
+    }
+  }
+  for (Pending& p : pending)
+    out << dump(result_json(p.prompt_ids, collect_result(*p.stream), p.params)) << "\n";
+  out.flush();
+  return 0;
 }
 
 int run_generate(const GenerateOptions& o) {
-  if (o.prompts.empty() == o.prompt_ids.empty()) {
-    throw InvalidArgument(
-        "give either --prompt or --prompt-ids (each may repeat), not both and not neither");
-  }
-  ThreadPool pool(o.threads);
-  LoadOptions load;
-  if (o.load_format == "dummy") load.format = LoadFormat::kDummy;
-  if (o.dtype != "auto") {
-    load.dtype = dtype_from_torch_name(o.dtype);
-    if (!load.dtype)
-      throw InvalidArgument(
-          fmt::format("--dtype '{}' must be auto, float32, bfloat16 or float16", o.dtype));
-  }
-  const std::unique_ptr<Model> model = load_model(o.model, load, pool);
-  const std::optional<Tokenizer> tokenizer = open_tokenizer(o);
+  const int sources = !o.prompts.empty() + !o.prompt_ids.empty() + !o.input.empty();
+  if (sources != 1)
+    throw InvalidArgument("give --prompt, --prompt-ids or --input (exactly one of them)");
+  EngineArgs args = o.engine.to_engine_args();
+  if (o.seed) args.seed = *o.seed;
+  EngineCore engine(args);
+  if (!o.input.empty()) return run_jsonl(o, engine);
 
-  std::vector<GenerationRequest> requests;
-  const SamplingParams params = sampling_params(o, model->config());
+  const SamplingParams params = flag_params(o, engine.model_config());
+  std::vector<EngineRequest> requests;
   for (const std::string& text : o.prompts) {
-    if (!tokenizer)
-      throw InvalidArgument(
-          fmt::format("{}: no tokenizer.json; give --tokenizer or --prompt-ids", o.model));
-    requests.push_back({tokenizer->encode(text, /*add_special_tokens=*/true), params});
+    EngineRequest r;
+    r.prompt_token_ids = encode(engine, text);
+    r.params = params;
+    requests.push_back(std::move(r));
   }
-  for (const std::string& ids : o.prompt_ids)
-    requests.push_back({parse_ids(ids, "--prompt-ids"), params});
-
-  StaticBatchGenerator generator(*model, o.block_size);
+  for (const std::string& ids : o.prompt_ids) {
+    EngineRequest r;
+    r.prompt_token_ids = parse_ids(ids, "--prompt-ids");
+    r.params = params;
+    requests.push_back(std::move(r));
+  }
+  const std::optional<Tokenizer>& tokenizer = engine.tokenizer();
+  std::vector<std::vector<int32_t>> prompt_ids;
+  for (const EngineRequest& r : requests) prompt_ids.push_back(r.prompt_token_ids);
   const bool stream = !o.json && requests.size() == 1 && tokenizer.has_value();
-  std::optional<StreamingDetokenizer> detok;
+  std::vector<std::shared_ptr<OutputStream>> streams;
+  for (EngineRequest& r : requests) streams.push_back(engine.submit(std::move(r)));
   if (stream) {
-    std::cout << tokenizer->decode(requests[0].prompt_ids, /*skip_special_tokens=*/true)
-              << std::flush;
-    detok.emplace(*tokenizer, /*skip_special_tokens=*/true);
-  }
-  const auto results = generator.generate(requests, [&](size_t, const SampledToken& t) {
-    if (stream) std::cout << detok->add(t.token) << std::flush;
-  });
-  if (stream) {
-    std::cout << detok->flush() << std::endl;
+    // The prompt, then the completion as it is generated.
+    std::cout << tokenizer->decode(prompt_ids[0], /*skip_special_tokens=*/true) << std::flush;
+    while (std::optional<RequestOutput> out = streams[0]->next())
+      std::cout << out->text << std::flush;
+    std::cout << std::endl;
     return 0;
   }
-  for (size_t i = 0; i < results.size(); ++i) {
-    const auto& r = results[i];
+  for (size_t i = 0; i < streams.size(); ++i) {
+    const GenerateResult r = collect_result(*streams[i]);
     if (o.json) {
-      nlohmann::ordered_json j;
-      j["prompt_token_ids"] = requests[i].prompt_ids;
-      j["token_ids"] = r.token_ids;
-      j["text"] = tokenizer ? nlohmann::json(tokenizer->decode(r.token_ids, true))
-                            : nlohmann::json(nullptr);
-      j["finish_reason"] = r.finish_reason;
-      if (o.logprobs) {
-        j["logprobs"] = nlohmann::ordered_json::array();
-        for (const SampledToken& t : r.sampled) j["logprobs"].push_back(logprobs_json(t));
-      } else {
-        j["logprobs"] = nullptr;
-      }
-      std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+      std::cout << dump(result_json(prompt_ids[i], r, params)) << "\n";
+    } else if (tokenizer) {
+      std::cout << tokenizer->decode(prompt_ids[i], true) << r.outputs[0].text << "\n";
     } else {
-      if (tokenizer) {
-        std::cout << tokenizer->decode(requests[i].prompt_ids, true)
-                  << tokenizer->decode(r.token_ids, true) << "\n";
-      } else {
-        std::cout << nlohmann::json(r.token_ids).dump() << "\n";
-      }
+      std::cout << nlohmann::json(r.outputs[0].token_ids).dump() << "\n";
     }
   }
   std::cout << std::flush;
@@ -139,12 +236,14 @@ int run_generate(const GenerateOptions& o) {
 
 void register_generate_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<GenerateOptions>();
-  CLI::App* cmd = app.add_subcommand("generate", "Complete prompts with a model on the CPU");
-  cmd->add_option("--model", opts->model, "Hugging Face model directory")->required();
-  cmd->add_option("--tokenizer", opts->tokenizer,
-                  "tokenizer.json or directory (default: the model's)");
+  CLI::App* cmd = app.add_subcommand("generate", "Complete prompts offline with the engine");
+  add_engine_flags(cmd, opts->engine);
   cmd->add_option("--prompt", opts->prompts, "prompt text (repeatable)");
   cmd->add_option("--prompt-ids", opts->prompt_ids, "prompt as token ids, e.g. 1,2,3 (repeatable)");
+  cmd->add_option("--input", opts->input,
+                  "JSONL of requests: {\"prompt\" or \"prompt_token_ids\", sampling fields}");
+  cmd->add_option("--output", opts->output,
+                  "with --input: write the JSONL results here (default: stdout)");
   cmd->add_option("--max-tokens", opts->max_tokens, "tokens to generate at most")
       ->check(CLI::PositiveNumber);
   cmd->add_option("--temperature", opts->temperature,
@@ -152,18 +251,11 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--top-p", opts->top_p, "nucleus sampling mass in (0, 1]");
   cmd->add_option("--top-k", opts->top_k, "sample among the k most likely tokens (0: all)");
   cmd->add_option("--min-p", opts->min_p, "drop tokens below min_p times the top probability");
-  cmd->add_option("--seed", opts->seed, "random seed (default: random)");
+  cmd->add_option("--seed", opts->seed, "random seed of the sampling (and of dummy weights)");
   cmd->add_flag("--ignore-eos", opts->ignore_eos, "keep generating past end-of-sequence tokens");
   cmd->add_flag("--json", opts->json, "print one JSON object per prompt instead of streaming text");
   cmd->add_option("--logprobs", opts->logprobs,
-                  "with --json: top-K log-probabilities per token (<= 20)");
-  cmd->add_option("--load-format", opts->load_format,
-                  "auto (safetensors) or dummy (random weights)")
-      ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
-  cmd->add_option("--dtype", opts->dtype, "dummy weights' dtype: auto, float32, bfloat16, float16");
-  cmd->add_option("--threads", opts->threads, "CPU threads (default: all cores)");
-  cmd->add_option("--block-size", opts->block_size, "KV cache block size in tokens")
-      ->check(CLI::PositiveNumber);
+                  "top-K log-probabilities per generated token (<= 20)");
   cmd->callback([opts, &exit_code] { exit_code = run_generate(*opts); });
 }
 

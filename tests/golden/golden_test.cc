@@ -14,8 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
-#include "engine/static_batch_generator.h"
 #include "model/model.h"
+#include "pagoda/llm.h"
 #include "sampling/sampler.h"
 
 namespace pagoda {
@@ -166,26 +166,41 @@ TEST(Golden, TinyArchitectures) {
     check_model(kSource + "/tests/data/tiny/" + name, {1e-3, false}, 16);
 }
 
-TEST(Golden, Stories260KBatchedGreedyMatchesAlone) {
-  // All golden prompts in one flat batch through the static generator give the reference tokens.
-  ThreadPool pool(2);
-  auto model = load_model(kSource + "/models/stories260K", LoadOptions{}, pool);
-  const json golden = json::parse(read_text_file(kSource + "/models/stories260K/golden.json"));
-  std::vector<GenerationRequest> requests;
+TEST(Golden, Stories260KThroughTheEngineInOneBatch) {
+  // All golden prompts submitted at once to the engine (continuous batching, chunked prefill with
+  // a small budget) give the reference tokens and top-5 log-probabilities.
+  EngineArgs args;
+  args.model = kSource + "/models/stories260K";
+  args.num_threads = 2;
+  args.max_num_batched_tokens = 8;
+  args.block_size = 4;
+  LLM llm(args);
+  const json golden = json::parse(read_text_file(args.model + "/golden.json"));
+  std::vector<PromptInput> prompts;
+  std::vector<SamplingParams> params;
   for (const json& c : golden.at("cases")) {
+    prompts.push_back({std::nullopt, c.at("prompt_ids").get<std::vector<int32_t>>()});
     SamplingParams p;
     p.temperature = 0;
     p.ignore_eos = true;
+    p.logprobs = 5;
     p.max_tokens = static_cast<int>(c.at("greedy_ids").size());
-    requests.push_back({c.at("prompt_ids").get<std::vector<int32_t>>(), p});
+    params.push_back(p);
   }
-  StaticBatchGenerator generator(*model, 4);
-  const auto results = generator.generate(requests);
+  const auto results = llm.generate(prompts, params);
   for (size_t i = 0; i < results.size(); ++i) {
-    EXPECT_EQ(results[i].token_ids,
-              golden.at("cases")[i].at("greedy_ids").get<std::vector<int32_t>>())
-        << i;
-    EXPECT_EQ(results[i].finish_reason, "length");
+    const json& c = golden.at("cases")[i];
+    const CompletionOutput& out = results[i].outputs.at(0);
+    EXPECT_EQ(out.token_ids, c.at("greedy_ids").get<std::vector<int32_t>>()) << i;
+    EXPECT_EQ(out.finish_reason, FinishReason::kLength);
+    for (size_t step = 0; step < out.logprobs.size(); ++step) {
+      const json& top = c.at("step_top5")[step];
+      ASSERT_EQ(out.logprobs[step].top.size(), 5u);
+      for (size_t k = 0; k < 5; ++k) {
+        EXPECT_EQ(out.logprobs[step].top[k].first, top.at("ids")[k].get<int32_t>());
+        EXPECT_NEAR(out.logprobs[step].top[k].second, top.at("logprobs")[k].get<double>(), 1e-4);
+      }
+    }
   }
 }
 

@@ -10,8 +10,8 @@ namespace pagoda::cpu {
 /// The shape of one layer's key (or value) cache on the CPU:
 /// [num_blocks, block_size, num_kv_heads, head_dim] fp32, row-major. Slot s = block * block_size +
 /// offset addresses one token's [num_kv_heads, head_dim] row. The token-major block keeps one
-/// token's heads together, so writing a new token is one contiguous store, and a head's keys within a
-/// block are a fixed stride apart for the dot-product loop.
+/// token's heads together, so writing a new token is one contiguous store, and a head's keys within
+/// a block are a fixed stride apart for the dot-product loop.
 struct PagedKVLayout {
   int64_t num_blocks = 0;
   int block_size = 16;
@@ -31,14 +31,14 @@ void reshape_and_cache(const float* k, const float* v, const int64_t* slot_mappi
 /// sequence (its own key included: reshape_and_cache runs first). Logical block j of sequence s is
 /// physical block block_tables[s * max_blocks_per_seq + j].
 struct PagedAttentionParams {
-  const float* q = nullptr;                // [num_tokens, num_heads, head_dim]
-  const int32_t* positions = nullptr;      // [num_tokens]
+  const float* q = nullptr;                  // [num_tokens, num_heads, head_dim]
+  const int32_t* positions = nullptr;        // [num_tokens]
   const int32_t* query_start_loc = nullptr;  // [num_seqs + 1]
-  const int32_t* seq_lens = nullptr;       // [num_seqs], tokens in the cache after this step
-  const int32_t* block_tables = nullptr;   // [num_seqs, max_blocks_per_seq]
-  const float* key_cache = nullptr;        // see PagedKVLayout
-  const float* value_cache = nullptr;      // see PagedKVLayout
-  float* out = nullptr;                    // [num_tokens, num_heads, head_dim]
+  const int32_t* seq_lens = nullptr;         // [num_seqs], tokens in the cache after this step
+  const int32_t* block_tables = nullptr;     // [num_seqs, max_blocks_per_seq]
+  const float* key_cache = nullptr;          // see PagedKVLayout
+  const float* value_cache = nullptr;        // see PagedKVLayout
+  float* out = nullptr;                      // [num_tokens, num_heads, head_dim]
   int64_t num_tokens = 0;
   int num_seqs = 0;
   int num_heads = 0;  // query heads; a multiple of layout.num_kv_heads (GQA/MQA)

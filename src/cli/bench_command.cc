@@ -1,0 +1,82 @@
+// `pagoda bench throughput`: offline throughput with random prompts, as `vllm bench throughput`.
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "core/status.h"
+#include "engine/engine_core.h"
+#include "model/config.h"
+#include "pagoda/llm.h"
+
+namespace pagoda::cli {
+namespace {
+
+struct ThroughputOptions {
+  EngineFlags engine;
+  int input_len = 128;
+  int output_len = 128;
+  int num_prompts = 64;
+  uint64_t seed = 0;
+};
+
+int run_throughput(const ThroughputOptions& o) {
+  EngineArgs args = o.engine.to_engine_args();
+  args.seed = o.seed;
+  EngineCore engine(args);
+  const int64_t vocab = engine.model_config().vocab_size;
+  std::mt19937_64 rng(o.seed);
+  std::vector<EngineRequest> requests;
+  for (int i = 0; i < o.num_prompts; ++i) {
+    EngineRequest r;
+    for (int t = 0; t < o.input_len; ++t)
+      r.prompt_token_ids.push_back(static_cast<int32_t>(rng() % static_cast<uint64_t>(vocab)));
+    // vLLM's benchmark settings: sample at temperature 1 and never stop early.
+    r.params.temperature = 1.0f;
+    r.params.max_tokens = o.output_len;
+    r.params.ignore_eos = true;
+    requests.push_back(std::move(r));
+  }
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<std::shared_ptr<OutputStream>> streams;
+  for (EngineRequest& r : requests) streams.push_back(engine.submit(std::move(r)));
+  int64_t output_tokens = 0;
+  for (auto& s : streams) {
+    for (const CompletionOutput& c : collect_result(*s).outputs)
+      output_tokens += static_cast<int64_t>(c.token_ids.size());
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const int64_t total_tokens = output_tokens + static_cast<int64_t>(o.num_prompts) * o.input_len;
+  std::printf("Throughput: %.2f requests/s, %.2f total tokens/s, %.2f output tokens/s\n",
+              o.num_prompts / seconds, static_cast<double>(total_tokens) / seconds,
+              static_cast<double>(output_tokens) / seconds);
+  std::printf(
+      "Total num prompt tokens:  %lld\nTotal num output tokens:  %lld\nElapsed: %.2f s, %lld "
+      "steps, %lld preemptions\n",
+      static_cast<long long>(static_cast<int64_t>(o.num_prompts) * o.input_len),
+      static_cast<long long>(output_tokens), seconds,
+      static_cast<long long>(engine.stats().num_steps),
+      static_cast<long long>(engine.stats().num_preemptions));
+  return 0;
+}
+
+}  // namespace
+
+void register_bench_commands(CLI::App& app, int& exit_code) {
+  CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
+  bench->require_subcommand(1);
+  auto opts = std::make_shared<ThroughputOptions>();
+  CLI::App* cmd = bench->add_subcommand("throughput", "Offline throughput with random prompts");
+  add_engine_flags(cmd, opts->engine);
+  cmd->add_option("--input-len", opts->input_len, "prompt tokens per request")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--output-len", opts->output_len, "output tokens per request")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--num-prompts", opts->num_prompts, "requests")->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", opts->seed, "seed of the prompts, the sampling and dummy weights");
+  cmd->callback([opts, &exit_code] { exit_code = run_throughput(*opts); });
+}
+
+}  // namespace pagoda::cli
