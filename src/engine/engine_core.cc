@@ -1,6 +1,7 @@
 #include "engine/engine_core.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <random>
 
@@ -34,6 +35,8 @@ struct ActiveRequest {
   bool forked = false;
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
   bool prompt_logprobs_sent = false;
+  std::chrono::steady_clock::time_point submitted;                      // submit() was called
+  std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
 };
 
 /// One of a request's completions: its sampler, detokenizer and stop strings.
@@ -212,6 +215,7 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
   request->cache_salt = std::move(r.cache_salt);
   request->stream = std::make_shared<OutputStream>();
   request->num_unfinished = request->params.n;
+  request->submitted = std::chrono::steady_clock::now();
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->stopping) throw Unavailable("the engine is shutting down");
@@ -317,7 +321,8 @@ void EngineCore::Impl::step() {
   for (const auto& s : out.scheduled) {
     const scheduler::Request* r = scheduler->get(s.id);
     PAGODA_CHECK(r != nullptr, "scheduled request {} is unknown", s.id);
-    const ActiveRequest& a = *completions.at(s.id).request;
+    ActiveRequest& a = *completions.at(s.id).request;
+    if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
     const bool prompt_logits =
         a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
     steps.push_back({r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens,
@@ -422,6 +427,11 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
   if (p.logprobs) out.logprobs.push_back(to_token_logprobs(token));
   out.num_prompt_tokens = static_cast<int>(a.prompt.size());
   out.num_cached_tokens = c.num_cached_tokens;
+  if (c.num_output_tokens == 1 && a.first_scheduled) {
+    using Seconds = std::chrono::duration<double>;
+    out.queue_seconds = Seconds(*a.first_scheduled - a.submitted).count();
+    out.prefill_seconds = Seconds(std::chrono::steady_clock::now() - *a.first_scheduled).count();
+  }
   if (c.index == 0 && !a.prompt_logprobs_sent && p.prompt_logprobs) {
     out.prompt_logprobs = a.prompt_logprobs;
     out.prompt_logprobs.resize(a.prompt.size());

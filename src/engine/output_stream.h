@@ -2,6 +2,7 @@
 // A request's output channel: the engine thread pushes updates, a client thread pops them.
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 
@@ -10,21 +11,39 @@
 namespace pagoda {
 
 /// A thread-safe queue of RequestOutputs for one request; closed when all its completions finish.
+/// Consumers either block in next(), or (event loops) register a listener and drain with try_next().
 class OutputStream {
  public:
   void push(RequestOutput output) {
+    std::function<void()> listener;
     {
       std::lock_guard lock(mutex_);
       queue_.push_back(std::move(output));
+      listener = listener_;
     }
     ready_.notify_all();
+    if (listener) listener();
   }
   void close() {
+    std::function<void()> listener;
     {
       std::lock_guard lock(mutex_);
       closed_ = true;
+      listener = listener_;
     }
     ready_.notify_all();
+    if (listener) listener();
+  }
+  /// Calls `listener` (on the engine thread: it must only post work elsewhere, never block) after
+  /// every push and at close; once at registration too if anything is already waiting.
+  void set_listener(std::function<void()> listener) {
+    bool pending = false;
+    {
+      std::lock_guard lock(mutex_);
+      listener_ = listener;
+      pending = !queue_.empty() || closed_;
+    }
+    if (pending && listener) listener();
   }
   /// The next update, waiting for it; nullopt once the stream is closed and drained.
   [[nodiscard]] std::optional<RequestOutput> next() {
@@ -54,6 +73,7 @@ class OutputStream {
   std::condition_variable ready_;
   std::deque<RequestOutput> queue_;
   bool closed_ = false;
+  std::function<void()> listener_;
 };
 
 }  // namespace pagoda
