@@ -38,6 +38,10 @@ struct RequestOutput {
   std::string error;        // why an abort happened inside the engine, if it did
   int num_prompt_tokens = 0;
   int num_cached_tokens = 0;  // prompt tokens served by the prefix cache
+  /// On a completion's first update: seconds from submit() until the request was first scheduled
+  /// (queue time) and from then until this first token (prefill time), for the latency metrics.
+  std::optional<double> queue_seconds;
+  std::optional<double> prefill_seconds;
   /// With prompt_logprobs, on the first update of completion 0: one entry per prompt token (the
   /// first is empty: nothing predicts it).
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
