@@ -35,7 +35,7 @@ struct ActiveRequest {
   bool forked = false;
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
   bool prompt_logprobs_sent = false;
-  std::chrono::steady_clock::time_point submitted;                      // submit() was called
+  std::chrono::steady_clock::time_point submitted;                       // submit() was called
   std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
 };
 
@@ -437,10 +437,10 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
     out.prompt_logprobs.resize(a.prompt.size());
     a.prompt_logprobs_sent = true;
   }
-  if (c.detok) out.text = c.stop.add(c.detok->add(token.token));
+  const bool min_reached = c.num_output_tokens >= p.min_tokens;
+  if (c.detok) out.text = c.stop.add(c.detok->add(token.token), min_reached);
 
   const auto& eos = model->config().eos_token_ids;
-  const bool min_reached = c.num_output_tokens >= p.min_tokens;
   const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token.token) != eos.end();
   const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(),
                                        token.token) != p.stop_token_ids.end();

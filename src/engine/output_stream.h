@@ -11,7 +11,8 @@
 namespace pagoda {
 
 /// A thread-safe queue of RequestOutputs for one request; closed when all its completions finish.
-/// Consumers either block in next(), or (event loops) register a listener and drain with try_next().
+/// Consumers either block in next(), or (event loops) register a listener and drain with
+/// try_next().
 class OutputStream {
  public:
   void push(RequestOutput output) {

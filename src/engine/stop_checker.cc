@@ -5,17 +5,19 @@
 
 namespace pagoda {
 
-std::string StopChecker::add(const std::string& delta) {
+std::string StopChecker::add(const std::string& delta, bool armed) {
   if (matched_) return "";
   pending_ += delta;
   if (stop_.empty()) return std::exchange(pending_, std::string());
   // The earliest match wins; on a tie at one position, the longest stop string.
   size_t best = std::string::npos;
-  for (const std::string& s : stop_) {
-    const size_t at = pending_.find(s);
-    if (at != std::string::npos && (at < best || (at == best && s.size() > matched_->size()))) {
-      best = at;
-      matched_ = s;
+  if (armed) {
+    for (const std::string& s : stop_) {
+      const size_t at = pending_.find(s);
+      if (at != std::string::npos && (at < best || (at == best && s.size() > matched_->size()))) {
+        best = at;
+        matched_ = s;
+      }
     }
   }
   if (best != std::string::npos) {

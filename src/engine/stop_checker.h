@@ -12,8 +12,10 @@ class StopChecker {
  public:
   explicit StopChecker(std::vector<std::string> stop) : stop_(std::move(stop)) {}
 
-  /// Appends new text; returns the text that is now safe to emit.
-  [[nodiscard]] std::string add(const std::string& delta);
+  /// Appends new text; returns the text that is now safe to emit. While `armed` is false (fewer
+  /// than min_tokens generated, as vLLM rules) no match ends the completion, but a possible start
+  /// of a stop string is still held back so that a match completed later is cut whole.
+  [[nodiscard]] std::string add(const std::string& delta, bool armed = true);
   /// The stop string matched by the text so far, if any (the text after it is dropped).
   [[nodiscard]] const std::optional<std::string>& matched() const { return matched_; }
   /// Ends the completion: returns what was held back (nothing if a stop string matched).
