@@ -1,0 +1,409 @@
+#pragma once
+// The paged attention kernel, FlashAttention-2 style on mma.sync (m16n8k16, fp32 accumulate).
+//
+// One block (4 warps) runs one AttentionWorkItem: up to kRows query rows, each row one (token,
+// query head) pair of the item's kv head, so a key/value tile is loaded once for the whole GQA
+// group. Keys are walked in tiles of 64 positions through the block table, double-buffered with
+// cp.async (zero-filled past the range, so garbage never meets a zero probability); per tile:
+// S = Q K^T (ldmatrix + mma), causal/window mask per row, online softmax in fp32 registers
+// (exp2 with the scale folded in), O += P V (P re-packed from the S accumulators, V through
+// ldmatrix.trans).
+//   prefill (kDecode = false): 64 rows, warp w owns rows [16w, 16w + 16) and all 64 keys of a tile.
+//   decode (kDecode = true): 16 rows, warp w owns keys [16w, 16w + 16) of every tile, and the four
+//   partial softmaxes are merged through shared memory at the end (flash-decoding inside a block).
+// A split item (partial_slot >= 0) writes fp32 O / l and lse = m + log2(l) for the combine kernel.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/paged_attention.h"
+
+namespace pagoda::cuda::attention {
+
+constexpr int kThreads = 128;
+constexpr int kKeyTile = 64;
+
+/// Everything a block needs, by value.
+struct KernelArgs {
+  PagedAttentionParams p;
+  const int32_t* counts;  // [num_decode_items, num_prefill_items, ...]
+  const AttentionWorkItem* items;
+  float* partial_lse;  // [slots, 64]
+  float* partial_out;  // [slots, 64, head_dim]
+  int group;
+};
+
+template <int kD, bool kDecode>
+struct Shape {
+  static constexpr int kRows = kDecode ? 16 : kAttentionTileRows;
+  static constexpr int kStride = kD + 8;  // padded smem row (16 bytes): conflict-free ldmatrix
+  static constexpr int kWarpKeys = kDecode ? 16 : kKeyTile;
+  static constexpr size_t kQElems = static_cast<size_t>(kRows) * kStride;
+  static constexpr size_t kKVElems = static_cast<size_t>(kKeyTile) * kStride;  // one buffer
+  template <typename T>
+  static constexpr size_t smem_bytes() {
+    return (kQElems + 4 * kKVElems) * sizeof(T) + 2 * kRows * sizeof(int);
+  }
+};
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  const int bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src),
+               "r"(bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// d += a * b for one m16n8k16 tile.
+template <typename T>
+__device__ __forceinline__ void mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1);
+template <>
+__device__ __forceinline__ void mma<__nv_bfloat16>(float (&d)[4], const uint32_t (&a)[4],
+                                                   uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+template <>
+__device__ __forceinline__ void mma<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                            uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+      "{%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Two floats -> one register of two 16-bit values, the first in the low half.
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  const T a = from_float<T>(lo), b = from_float<T>(hi);
+  return static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(a)) |
+         (static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(b)) << 16);
+}
+
+template <typename T, int kD, bool kDecode>
+__global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
+  using S = Shape<kD, kDecode>;
+  constexpr int kRows = S::kRows, kStride = S::kStride, kWarpKeys = S::kWarpKeys;
+  constexpr int kNT = kWarpKeys / 8;  // n-tiles of 8 keys per warp and tile
+  constexpr int kDT = kD / 8;         // n-tiles of 8 output dims
+  constexpr int kChunks = kD / 8;     // 16-byte chunks per row
+
+  const PagedAttentionParams& p = args.p;
+  const int item_index = kDecode ? blockIdx.x : args.counts[0] + blockIdx.x;
+  if (blockIdx.x >= args.counts[kDecode ? 0 : 1]) return;
+  const AttentionWorkItem item = args.items[item_index];
+
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* q_s = reinterpret_cast<T*>(smem_raw);
+  T* k_s = q_s + S::kQElems;       // [2][64][kStride]
+  T* v_s = k_s + 2 * S::kKVElems;  // [2][64][kStride]
+  int* row_lo = reinterpret_cast<int*>(v_s + 2 * S::kKVElems);
+  int* row_hi = row_lo + kRows;
+
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int group = args.group;
+  const int num_rows = (item.token_end - item.token_begin) * group;
+  const int32_t seq_len = p.seq_lens[item.seq];
+  const T* q_base = static_cast<const T*>(p.q);
+
+  // Rows: key range per row (empty for padding rows), and the Q tile.
+  for (int r = tid; r < kRows; r += kThreads) {
+    int lo = 0, hi = -1;
+    if (r < num_rows) {
+      const int32_t pos = p.positions[item.token_begin + r / group];
+      hi = min(min(pos, seq_len - 1), item.kv_end - 1);
+      lo = p.sliding_window > 0 ? max(0, pos - p.sliding_window + 1) : 0;
+      lo = max(lo, item.kv_begin);
+    }
+    row_lo[r] = lo;
+    row_hi[r] = hi;
+  }
+  for (int i = tid; i < kRows * kChunks; i += kThreads) {
+    const int r = i / kChunks, c = i % kChunks;
+    const bool valid = r < num_rows;
+    const T* src = q_base;
+    if (valid) {
+      const int64_t t = item.token_begin + r / group;
+      const int h = item.kv_head * group + r % group;
+      src = q_base + t * p.q_stride + static_cast<int64_t>(h) * kD + c * 8;
+    }
+    cp_async16(q_s + r * kStride + c * 8, src, valid);
+  }
+  __syncthreads();
+
+  // The block's key range, and this warp's rows' range (for skipping tiles it does not see).
+  int key_lo = 0x7fffffff, key_hi = -1;
+  for (int r = 0; r < kRows; ++r) {
+    if (row_lo[r] <= row_hi[r]) {
+      key_lo = min(key_lo, row_lo[r]);
+      key_hi = max(key_hi, row_hi[r]);
+    }
+  }
+  const int g = lane >> 2, tig = lane & 3;
+  const int row0 = (kDecode ? 0 : warp * 16) + g, row1 = row0 + 8;
+  const int lo0 = row_lo[row0], hi0 = row_hi[row0], lo1 = row_lo[row1], hi1 = row_hi[row1];
+  int warp_lo = 0x7fffffff, warp_hi = -1;
+  for (int r = row0 - g; r < row0 - g + 16; ++r) {
+    if (row_lo[r] <= row_hi[r]) {
+      warp_lo = min(warp_lo, row_lo[r]);
+      warp_hi = max(warp_hi, row_hi[r]);
+    }
+  }
+
+  const int32_t* table = p.block_tables + static_cast<int64_t>(item.seq) * p.max_blocks_per_seq;
+  const T* k_cache = static_cast<const T*>(p.key_cache);
+  const T* v_cache = static_cast<const T*>(p.value_cache);
+  const int bs = p.layout.block_size;
+  const int num_tiles = key_hi >= key_lo ? (key_hi - key_lo) / kKeyTile + 1 : 0;
+
+  auto load_tile = [&](int tile, int buf) {
+    const int base = key_lo + tile * kKeyTile;
+    T* kd = k_s + buf * S::kKVElems;
+    T* vd = v_s + buf * S::kKVElems;
+    for (int i = tid; i < kKeyTile * kChunks; i += kThreads) {
+      const int j = i / kChunks, c = i % kChunks;
+      const int pos = base + j;
+      const bool valid = pos <= key_hi;
+      int64_t off = 0;
+      if (valid) {  // [num_blocks, num_kv_heads, block_size, head_dim]
+        const int64_t block = table[pos / bs];
+        off = ((block * p.layout.num_kv_heads + item.kv_head) * bs + pos % bs) * kD + c * 8;
+      }
+      cp_async16(kd + j * kStride + c * 8, k_cache + off, valid);
+      cp_async16(vd + j * kStride + c * 8, v_cache + off, valid);
+    }
+  };
+
+  if (num_tiles > 0) load_tile(0, 0);
+  cp_async_commit();  // group 0: Q and tile 0
+
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  float o[kDT][4];
+#pragma unroll
+  for (int i = 0; i < kDT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+  uint32_t qf[kD / 16][4];
+  const int key_off = kDecode ? warp * 16 : 0;
+
+  for (int tile = 0; tile < max(num_tiles, 1); ++tile) {
+    if (tile + 1 < num_tiles) load_tile(tile + 1, (tile + 1) & 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    __syncthreads();
+    if (tile == 0) {
+      const T* qw = q_s + (row0 - g) * kStride;
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk)
+        ldmatrix_x4(qf[kk], qw + ((lane >> 3) & 1) * 8 * kStride + (lane & 7) * kStride +
+                                (lane >> 4) * 8 + kk * 16);
+    }
+    const int tile_base = key_lo + tile * kKeyTile;
+    const int first_key = tile_base + key_off, last_key = first_key + kWarpKeys - 1;
+    if (tile < num_tiles && first_key <= warp_hi && last_key >= warp_lo) {
+      const T* kt = k_s + (tile & 1) * S::kKVElems + key_off * kStride;
+      const T* vt = v_s + (tile & 1) * S::kKVElems + key_off * kStride;
+      float s[kNT][4];
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int kk = 0; kk < kD / 32; ++kk) {
+          uint32_t b[4];
+          ldmatrix_x4(b, kt + (nt * 8 + (lane & 7)) * kStride + kk * 32 + (lane >> 3) * 8);
+          mma<T>(s[nt], qf[2 * kk], b[0], b[1]);
+          mma<T>(s[nt], qf[2 * kk + 1], b[2], b[3]);
+        }
+      }
+      // Mask, scale, row maxima.
+      float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = first_key + nt * 8 + tig * 2 + (e & 1);
+          const bool ok = e < 2 ? (key >= lo0 && key <= hi0) : (key >= lo1 && key <= hi1);
+          s[nt][e] = ok ? s[nt][e] * scale_log2 : -INFINITY;
+        }
+        mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
+        mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
+      }
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+      const float new0 = fmaxf(m0, mx0), new1 = fmaxf(m1, mx1);
+      const float use0 = new0 == -INFINITY ? 0.0f : new0, use1 = new1 == -INFINITY ? 0.0f : new1;
+      const float corr0 = exp2f(m0 - use0), corr1 = exp2f(m1 - use1);
+      m0 = new0;
+      m1 = new1;
+      float sum0 = 0.0f, sum1 = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) {
+        s[nt][0] = exp2f(s[nt][0] - use0);
+        s[nt][1] = exp2f(s[nt][1] - use0);
+        s[nt][2] = exp2f(s[nt][2] - use1);
+        s[nt][3] = exp2f(s[nt][3] - use1);
+        sum0 += s[nt][0] + s[nt][1];
+        sum1 += s[nt][2] + s[nt][3];
+      }
+      l0 = l0 * corr0 + sum0;
+      l1 = l1 * corr1 + sum1;
+#pragma unroll
+      for (int i = 0; i < kDT; ++i) {
+        o[i][0] *= corr0;
+        o[i][1] *= corr0;
+        o[i][2] *= corr1;
+        o[i][3] *= corr1;
+      }
+      // O += P V, 16 keys per mma k-step.
+#pragma unroll
+      for (int ks = 0; ks < kWarpKeys / 16; ++ks) {
+        const uint32_t a[4] = {pack2<T>(s[2 * ks][0], s[2 * ks][1]),
+                               pack2<T>(s[2 * ks][2], s[2 * ks][3]),
+                               pack2<T>(s[2 * ks + 1][0], s[2 * ks + 1][1]),
+                               pack2<T>(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+#pragma unroll
+        for (int dp = 0; dp < kD / 16; ++dp) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, vt + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
+                                   dp * 16 + (lane >> 4) * 8);
+          mma<T>(o[2 * dp], a, b[0], b[1]);
+          mma<T>(o[2 * dp + 1], a, b[2], b[3]);
+        }
+      }
+    }
+    __syncthreads();  // the next iteration's load overwrites this buffer
+  }
+  cp_async_wait<0>();
+
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+
+  T* out = static_cast<T*>(p.out);
+  const bool split = item.partial_slot >= 0;
+  float* part_out =
+      split ? args.partial_out + static_cast<int64_t>(item.partial_slot) * kAttentionTileRows * kD
+            : nullptr;
+  float* part_lse =
+      split ? args.partial_lse + static_cast<int64_t>(item.partial_slot) * kAttentionTileRows
+            : nullptr;
+
+  if constexpr (!kDecode) {
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = half ? row1 : row0;
+      if (r >= num_rows) continue;
+      const float l = half ? l1 : l0, m = half ? m1 : m0;
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      const int64_t t = item.token_begin + r / group;
+      const int h = item.kv_head * group + r % group;
+#pragma unroll
+      for (int i = 0; i < kDT; ++i) {
+        const int d = i * 8 + tig * 2;
+        const float x0 = o[i][half * 2] * inv, x1 = o[i][half * 2 + 1] * inv;
+        if (split) {
+          *reinterpret_cast<float2*>(part_out + r * kD + d) = make_float2(x0, x1);
+        } else {
+          *reinterpret_cast<uint32_t*>(out + (t * p.num_heads + h) * kD + d) = pack2<T>(x0, x1);
+        }
+      }
+      if (split && tig == 0) part_lse[r] = l > 0.0f ? m + log2f(l) : -INFINITY;
+    }
+  } else {
+    // Merge the four warps' partial softmaxes over the same 16 rows. The K/V buffers are free now.
+    __shared__ float m_s[4][16], l_s[4][16];
+    float* merge = reinterpret_cast<float*>(k_s);  // [4][16][kD]
+    __syncthreads();
+    if (tig == 0) {
+      m_s[warp][g] = m0;
+      m_s[warp][g + 8] = m1;
+      l_s[warp][g] = l0;
+      l_s[warp][g + 8] = l1;
+    }
+    __syncthreads();
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int r = half ? row1 : row0;
+      float big = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) big = fmaxf(big, m_s[w][r]);
+      const float mine = half ? m1 : m0;
+      const float f = big == -INFINITY ? 0.0f : exp2f(mine - big);
+#pragma unroll
+      for (int i = 0; i < kDT; ++i) {
+        const int d = i * 8 + tig * 2;
+        *reinterpret_cast<float2*>(merge + (warp * 16 + r) * kD + d) =
+            make_float2(o[i][half * 2] * f, o[i][half * 2 + 1] * f);
+      }
+    }
+    __syncthreads();
+    for (int i = tid; i < 16 * (kD / 2); i += kThreads) {
+      const int r = i / (kD / 2), d = (i % (kD / 2)) * 2;
+      if (r >= num_rows) continue;
+      float big = -INFINITY;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) big = fmaxf(big, m_s[w][r]);
+      float l = 0.0f, x0 = 0.0f, x1 = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        l += big == -INFINITY ? 0.0f : l_s[w][r] * exp2f(m_s[w][r] - big);
+        const float2 v = *reinterpret_cast<const float2*>(merge + (w * 16 + r) * kD + d);
+        x0 += v.x;
+        x1 += v.y;
+      }
+      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+      if (split) {
+        *reinterpret_cast<float2*>(part_out + r * kD + d) = make_float2(x0 * inv, x1 * inv);
+        if (d == 0) part_lse[r] = l > 0.0f ? big + log2f(l) : -INFINITY;
+      } else {
+        const int64_t t = item.token_begin + r / group;
+        const int h = item.kv_head * group + r % group;
+        *reinterpret_cast<uint32_t*>(out + (t * p.num_heads + h) * kD + d) =
+            pack2<T>(x0 * inv, x1 * inv);
+      }
+    }
+  }
+}
+
+/// Launches one instantiation over `grid` blocks (raising its shared-memory limit first).
+template <typename T, int kD, bool kDecode>
+cudaError_t launch_attention(const KernelArgs& args, int grid, cudaStream_t stream) {
+  if (grid <= 0) return cudaSuccess;
+  constexpr size_t smem = Shape<kD, kDecode>::template smem_bytes<T>();
+  auto* kernel = attention_kernel<T, kD, kDecode>;
+  if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem));
+      e != cudaSuccess)
+    return e;
+  kernel<<<grid, kThreads, smem, stream>>>(args);
+  return cudaGetLastError();
+}
+
+/// The instantiations live in attention_decode.cu and attention_prefill.cu (compiled in parallel).
+cudaError_t launch_decode(const KernelArgs& args, int grid, cudaStream_t stream);
+cudaError_t launch_prefill(const KernelArgs& args, int grid, cudaStream_t stream);
+
+}  // namespace pagoda::cuda::attention

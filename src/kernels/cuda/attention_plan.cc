@@ -1,0 +1,177 @@
+// Host side of paged attention: the work partition and its upload.
+//
+// Why split keys: a decode batch of B sequences has only B x kv_heads items; with 8 kv heads and
+// one sequence that is 8 blocks on a 132-SM GPU. When the items cannot fill the GPU twice over,
+// each item's key range is cut into chunks of >= kMinSplitKeys keys so that the blocks do, and a
+// combine kernel merges the partial softmaxes by their log-sum-exp.
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cuda/paged_attention.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr int kDecodeRows = 16;     // query rows of a decode item (one mma tile)
+constexpr int kMinSplitKeys = 256;  // a split below this costs more to combine than it saves
+constexpr int kKeyTile = 64;        // keys per kernel iteration: splits are multiples of it
+constexpr int kBlocksPerSm = 2;
+
+size_t align16(size_t x) { return (x + 15) / 16 * 16; }
+
+}  // namespace
+
+AttentionWorkspaceSections attention_workspace_sections(const AttentionLimits& l) {
+  AttentionWorkspaceSections s{};
+  s.items = 16;
+  s.token_info = s.items + align16(sizeof(AttentionWorkItem) * static_cast<size_t>(l.max_items));
+  s.lse = s.token_info + align16(sizeof(AttentionTokenInfo) * static_cast<size_t>(l.max_tokens));
+  s.out = s.lse +
+          align16(sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.max_partial_slots));
+  s.total = s.out + sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.head_dim) *
+                        static_cast<size_t>(l.max_partial_slots);
+  return s;
+}
+
+namespace {
+
+struct Tile {
+  int seq, token_begin, token_end;
+  bool decode;
+};
+
+}  // namespace
+
+size_t attention_workspace_bytes(const AttentionLimits& limits) {
+  return attention_workspace_sections(limits).total;
+}
+
+cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLimits& limits,
+                                 AttentionPlan* plan) {
+  *plan = AttentionPlan{};
+  if (in.num_kv_heads <= 0 || in.num_heads % in.num_kv_heads != 0) return cudaErrorInvalidValue;
+  const int group = in.num_heads / in.num_kv_heads;
+  if (group > kAttentionTileRows) return cudaErrorInvalidValue;
+  const int64_t num_tokens = in.num_seqs > 0 ? in.query_start_loc[in.num_seqs] : 0;
+  if (num_tokens > limits.max_tokens) return cudaErrorInvalidValue;
+  plan->token_info.assign(static_cast<size_t>(num_tokens), AttentionTokenInfo{-1, 1, 0, 0});
+
+  // Query tiles: a sequence whose rows fit one decode tile is one decode tile, else prefill tiles
+  // of 64 / group tokens.
+  std::vector<Tile> tiles;
+  const int prefill_tokens = kAttentionTileRows / group;
+  for (int s = 0; s < in.num_seqs; ++s) {
+    const int b = in.query_start_loc[s], e = in.query_start_loc[s + 1];
+    if (e <= b) continue;
+    if ((e - b) * group <= kDecodeRows) {
+      tiles.push_back({s, b, e, true});
+    } else {
+      for (int t = b; t < e; t += prefill_tokens)
+        tiles.push_back({s, t, std::min(e, t + prefill_tokens), false});
+    }
+  }
+  const int64_t base_items = static_cast<int64_t>(tiles.size()) * in.num_kv_heads;
+  const int64_t target = static_cast<int64_t>(std::max(1, in.num_sms)) * kBlocksPerSm;
+  const int64_t want_splits =
+      base_items > 0 && base_items < target ? (target + base_items - 1) / base_items : 1;
+
+  // Splits per tile, then a fallback to no splits if they would not fit the workspace.
+  std::vector<int> splits(tiles.size(), 1), chunk(tiles.size(), 0);
+  int64_t slots = 0;
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const int kv_len = std::max(0, in.seq_lens[tiles[i].seq]);
+    int n = static_cast<int>(
+        std::min<int64_t>(want_splits, (kv_len + kMinSplitKeys - 1) / kMinSplitKeys));
+    n = std::max(n, 1);
+    int c = (kv_len + n - 1) / n;
+    c = (c + kKeyTile - 1) / kKeyTile * kKeyTile;
+    if (c > 0) n = (kv_len + c - 1) / c;
+    splits[i] = std::max(n, 1);
+    chunk[i] = c;
+    if (splits[i] > 1) slots += static_cast<int64_t>(splits[i]) * in.num_kv_heads;
+  }
+  if (slots > limits.max_partial_slots) {
+    std::fill(splits.begin(), splits.end(), 1);
+    slots = 0;
+  }
+
+  std::vector<AttentionWorkItem> decode, prefill;
+  std::vector<int64_t> prefill_cost;
+  int next_slot = 0;
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    const Tile& tile = tiles[i];
+    const int kv_len = std::max(0, in.seq_lens[tile.seq]);
+    const int n = splits[i];
+    const int first_slot = n > 1 ? next_slot : -1;
+    if (n > 1) next_slot += n * in.num_kv_heads;
+    for (int t = tile.token_begin; t < tile.token_end; ++t)
+      plan->token_info[static_cast<size_t>(t)] = {first_slot, n, tile.token_begin, 0};
+    // Estimated keys of the tile (its last token sits at kv_len - (seq end - token_end)), for
+    // longest-first ordering only: the kernel takes the real range from the positions.
+    const int seq_end = in.query_start_loc[tile.seq + 1];
+    const int64_t tile_keys = std::max(1, kv_len - (seq_end - tile.token_end));
+    for (int h = 0; h < in.num_kv_heads; ++h) {
+      for (int sp = 0; sp < n; ++sp) {
+        AttentionWorkItem item{};
+        item.seq = tile.seq;
+        item.kv_head = h;
+        item.token_begin = tile.token_begin;
+        item.token_end = tile.token_end;
+        item.kv_begin = n > 1 ? sp * chunk[i] : 0;
+        item.kv_end = n > 1 ? std::min(kv_len, (sp + 1) * chunk[i]) : kv_len;
+        item.partial_slot = n > 1 ? first_slot + h * n + sp : -1;
+        if (tile.decode) {
+          decode.push_back(item);
+        } else {
+          prefill.push_back(item);
+          prefill_cost.push_back(std::min<int64_t>(tile_keys, item.kv_end) - item.kv_begin);
+        }
+      }
+    }
+  }
+  // Longest prefill items first, so that causal tiles of different lengths balance across SMs.
+  std::vector<size_t> order(prefill.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return prefill_cost[a] > prefill_cost[b]; });
+
+  if (static_cast<int64_t>(decode.size() + prefill.size()) > limits.max_items)
+    return cudaErrorInvalidValue;
+  plan->items = std::move(decode);
+  plan->num_decode_items = static_cast<int>(plan->items.size());
+  for (size_t i : order) plan->items.push_back(prefill[i]);
+  plan->num_prefill_items = static_cast<int>(prefill.size());
+  plan->num_partial_slots = static_cast<int>(slots);
+  plan->decode_grid = plan->num_decode_items;
+  plan->prefill_grid = plan->num_prefill_items;
+  plan->combine = slots > 0;
+  return cudaSuccess;
+}
+
+cudaError_t upload_attention_plan(const AttentionPlan& plan, const AttentionLimits& limits,
+                                  void* workspace, cudaStream_t stream) {
+  const AttentionWorkspaceSections s = attention_workspace_sections(limits);
+  auto* base = static_cast<char*>(workspace);
+  static_assert(sizeof(AttentionWorkItem) == 32);
+  int32_t counts[4] = {plan.num_decode_items, plan.num_prefill_items, plan.num_partial_slots, 0};
+  if (cudaError_t e = cudaMemcpyAsync(base, counts, sizeof(counts), cudaMemcpyHostToDevice, stream);
+      e != cudaSuccess)
+    return e;
+  if (!plan.items.empty()) {
+    if (cudaError_t e = cudaMemcpyAsync(base + s.items, plan.items.data(),
+                                        plan.items.size() * sizeof(AttentionWorkItem),
+                                        cudaMemcpyHostToDevice, stream);
+        e != cudaSuccess)
+      return e;
+  }
+  if (!plan.token_info.empty()) {
+    if (cudaError_t e = cudaMemcpyAsync(base + s.token_info, plan.token_info.data(),
+                                        plan.token_info.size() * sizeof(AttentionTokenInfo),
+                                        cudaMemcpyHostToDevice, stream);
+        e != cudaSuccess)
+      return e;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,104 @@
+#pragma once
+// Device helpers shared by the CUDA kernels: 16-byte vectors of 16-bit floats, conversions, warp
+// reductions, and the one place where a runtime DType becomes a template type.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace pagoda::cuda {
+
+/// Conversions between the 16-bit storage types and fp32.
+__device__ __forceinline__ float to_float(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_float(__half v) { return __half2float(v); }
+template <typename T>
+__device__ __forceinline__ T from_float(float v);
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+/// Eight 16-bit floats: one 16-byte load or store.
+template <typename T>
+struct alignas(16) Vec8 {
+  T v[8];
+};
+
+template <typename T>
+__device__ __forceinline__ void load8(const T* p, float (&out)[8]) {
+  const uint4 raw = *reinterpret_cast<const uint4*>(p);
+  const T* h = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) out[i] = to_float(h[i]);
+}
+
+template <typename T>
+__device__ __forceinline__ void store8(T* p, const float (&in)[8]) {
+  uint4 raw;
+  T* h = reinterpret_cast<T*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) h[i] = from_float<T>(in[i]);
+  *reinterpret_cast<uint4*>(p) = raw;
+}
+
+/// Streaming 16-byte load that bypasses L1 (weights are read once per call).
+__device__ __forceinline__ uint4 load_stream16(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// Sum over a block of blockDim.x threads (a multiple of 32, at most 1024); every thread gets it.
+/// `scratch` holds 32 floats of shared memory.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  v = warp_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int num_warps = blockDim.x >> 5;
+  v = lane < num_warps ? scratch[lane] : 0.0f;
+  return warp_sum(v);
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+}  // namespace pagoda::cuda
+
+/// Runs the code after it with `scalar_t` bound to the CUDA type of a 16-bit activation DType;
+/// other dtypes return cudaErrorInvalidValue from the enclosing function. The one dispatch point of
+/// every elementwise/GEMV/attention family: each family instantiates bf16 and f16 only.
+#define PAGODA_DISPATCH_HALF(dtype, ...)           \
+  do {                                             \
+    if ((dtype) == ::pagoda::DType::kBF16) {       \
+      using scalar_t = __nv_bfloat16;              \
+      __VA_ARGS__                                  \
+    } else if ((dtype) == ::pagoda::DType::kF16) { \
+      using scalar_t = __half;                     \
+      __VA_ARGS__                                  \
+    } else {                                       \
+      return cudaErrorInvalidValue;                \
+    }                                              \
+  } while (0)

@@ -1,0 +1,109 @@
+// linear: the m-based choice between our GEMV and cuBLASLt, and the cuBLASLt call.
+//
+// cuBLASLt is column-major; a row-major y[m, n] = x[m, k] w[n, k]^T is the column-major
+// y^T[n, m] = W^T x^T where w, read column-major, is the k x n matrix W^T: so A = w with op T
+// (lda = k), B = x with op N (ldb = k), D = y (ldd = n). The bias epilogue adds bias[n] along D's
+// rows, which are y's columns.
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/linear.h"
+
+namespace pagoda::cuda {
+namespace {
+
+cudaError_t from_cublas(cublasStatus_t s) {
+  if (s == CUBLAS_STATUS_SUCCESS) return cudaSuccess;
+  return s == CUBLAS_STATUS_NOT_SUPPORTED ? cudaErrorNotSupported : cudaErrorUnknown;
+}
+
+// Owns the cuBLASLt descriptors of one call.
+struct LtDescs {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~LtDescs() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+#define PAGODA_LT(call)                                                \
+  do {                                                                 \
+    const cublasStatus_t status_ = (call);                             \
+    if (status_ != CUBLAS_STATUS_SUCCESS) return from_cublas(status_); \
+  } while (0)
+
+}  // namespace
+
+cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes) {
+  *ctx = BlasContext{};
+  if (const cudaError_t e = from_cublas(cublasLtCreate(&ctx->handle)); e != cudaSuccess) return e;
+  if (workspace_bytes > 0) {
+    if (const cudaError_t e = cudaMalloc(&ctx->workspace, workspace_bytes); e != cudaSuccess) {
+      cublasLtDestroy(ctx->handle);
+      ctx->handle = nullptr;
+      return e;
+    }
+  }
+  ctx->workspace_bytes = workspace_bytes;
+  return cudaSuccess;
+}
+
+void blas_context_destroy(BlasContext* ctx) {
+  if (ctx->workspace) cudaFree(ctx->workspace);
+  if (ctx->handle) cublasLtDestroy(ctx->handle);
+  *ctx = BlasContext{};
+}
+
+cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, int64_t k,
+                            const void* w, int64_t n, const void* bias, void* y, DType dtype,
+                            cudaStream_t stream) {
+  if (m == 0 || n == 0) return cudaSuccess;
+  if (m < 0 || n < 0 || k <= 0 || ctx.handle == nullptr) return cudaErrorInvalidValue;
+  if (dtype != DType::kBF16 && dtype != DType::kF16) return cudaErrorInvalidValue;
+  const cudaDataType_t dt = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  LtDescs s;
+  PAGODA_LT(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
+  PAGODA_LT(
+      cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
+  PAGODA_LT(
+      cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
+  if (bias != nullptr) {
+    const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    PAGODA_LT(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                             sizeof(epilogue)));
+    PAGODA_LT(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                             sizeof(bias)));
+  }
+  PAGODA_LT(
+      cublasLtMatrixLayoutCreate(&s.a, dt, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
+  PAGODA_LT(
+      cublasLtMatrixLayoutCreate(&s.b, dt, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
+  PAGODA_LT(
+      cublasLtMatrixLayoutCreate(&s.d, dt, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
+  PAGODA_LT(cublasLtMatmulPreferenceCreate(&s.pref));
+  const uint64_t ws = ctx.workspace_bytes;
+  PAGODA_LT(cublasLtMatmulPreferenceSetAttribute(s.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &ws, sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  PAGODA_LT(cublasLtMatmulAlgoGetHeuristic(ctx.handle, s.op, s.a, s.b, s.d, s.d, s.pref, 1, &result,
+                                           &found));
+  if (found == 0) return cudaErrorNotSupported;
+  const float alpha = 1.0f, beta = 0.0f;
+  PAGODA_LT(cublasLtMatmul(ctx.handle, s.op, &alpha, w, s.a, x, s.b, &beta, y, s.d, y, s.d,
+                           &result.algo, ctx.workspace, ctx.workspace_bytes, stream));
+  return cudaGetLastError();
+}
+
+cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
+                   int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream) {
+  if (m >= 1 && m <= kGemvMaxM && k > 0 && k % 8 == 0 && aligned16(x) && aligned16(w))
+    return linear_gemv(x, m, k, w, n, bias, y, dtype, stream);
+  return linear_cublaslt(ctx, x, m, k, w, n, bias, y, dtype, stream);
+}
+
+}  // namespace pagoda::cuda

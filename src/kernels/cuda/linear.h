@@ -1,0 +1,45 @@
+#pragma once
+// Dense projections on the GPU: y = x w^T (+ bias) in bf16/f16 with fp32 accumulation.
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace pagoda::cuda {
+
+/// What cuBLASLt needs across calls: a handle and a device workspace. Owned by the caller (one per
+/// device/stream); create with blas_context_create, free with blas_context_destroy.
+struct BlasContext {
+  cublasLtHandle_t handle = nullptr;
+  void* workspace = nullptr;  // device memory, workspace_bytes long
+  size_t workspace_bytes = 0;
+};
+
+[[nodiscard]] cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes = 32u << 20);
+void blas_context_destroy(BlasContext* ctx);
+
+/// y[m, n] = sum_k x[m, k] * w[n, k] + bias[n], accumulated in fp32, rounded once to dtype.
+/// x: [m, k] row-major; w: [n, k] row-major (a torch nn.Linear weight); bias: [n] or null;
+/// y: [m, n] row-major, must not alias x or w. All in dtype (bf16 or f16), on the device.
+/// Small m (<= kGemvMaxM) with k % 8 == 0 and 16-byte aligned x, w runs linear_gemv (bandwidth-
+/// bound: W is streamed once); everything else runs cuBLASLt.
+cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
+                   int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream);
+
+inline constexpr int64_t kGemvMaxM = 16;
+
+/// The small-m path alone (for tests and benchmarks): needs 1 <= m <= kGemvMaxM, k % 8 == 0 and
+/// x, w 16-byte aligned; otherwise returns cudaErrorInvalidValue.
+cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                        const void* bias, void* y, DType dtype, cudaStream_t stream);
+
+/// The cuBLASLt path alone (any shape). cuBLAS errors map to cudaErrorNotSupported (no algorithm)
+/// or cudaErrorUnknown.
+cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, int64_t k,
+                            const void* w, int64_t n, const void* bias, void* y, DType dtype,
+                            cudaStream_t stream);
+
+}  // namespace pagoda::cuda

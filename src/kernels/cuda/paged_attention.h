@@ -1,0 +1,135 @@
+#pragma once
+// Attention over the paged KV cache on the GPU for a flat, variable-length batch: decodes, prefill
+// chunks and prefills after a cached prefix in one call, with the semantics of
+// cpu::paged_attention (causal by positions, GQA, sliding window).
+//
+// Plan / run split (FlashInfer's): plan_paged_attention runs on the host from the batch's host-
+// side query_start_loc and seq_lens, and partitions the work into items (sequence, kv head, tile
+// of query tokens, range of keys); upload_attention_plan copies it into a preallocated device
+// workspace; paged_attention launches the kernels, which read the items from the workspace. The
+// launch reads no host data but the grid sizes, so a CUDA graph may capture it: capture with
+// fixed grids (AttentionPlan::decode_grid / prefill_grid set to maxima, combine = true) and upload
+// each step's plan before replay; blocks past the uploaded item counts exit.
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/cuda/kv_cache.h"
+
+namespace pagoda::cuda {
+
+/// Device inputs of paged_attention. The tokens of sequence s are rows [query_start_loc[s],
+/// query_start_loc[s + 1]) of q and out. Query token t of sequence s attends to the cached keys at
+/// positions [max(0, positions[t] - sliding_window + 1), min(positions[t], seq_lens[s] - 1)] of
+/// that sequence (rope_and_cache has written this step's keys). Logical block j of sequence s is
+/// physical block block_tables[s * max_blocks_per_seq + j].
+struct PagedAttentionParams {
+  const void* q = nullptr;             // [num_tokens, num_heads, head_dim], token stride q_stride
+  int64_t q_stride = 0;                // elements between tokens (num_heads * head_dim if dense)
+  const int32_t* positions = nullptr;  // [num_tokens]
+  const int32_t* query_start_loc = nullptr;  // [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;         // [num_seqs], tokens in the cache after this step
+  const int32_t* block_tables = nullptr;     // [num_seqs, max_blocks_per_seq]
+  const void* key_cache = nullptr;           // KVCacheLayout, dtype
+  const void* value_cache = nullptr;         // KVCacheLayout, dtype
+  void* out = nullptr;                       // [num_tokens, num_heads, head_dim] dense, dtype
+  int64_t num_tokens = 0;
+  int num_seqs = 0;
+  int num_heads = 0;  // a multiple of layout.num_kv_heads, at most 64 per kv head
+  int max_blocks_per_seq = 0;
+  int sliding_window = 0;  // 0: unlimited
+  float scale = 1.0f;      // usually 1/sqrt(head_dim)
+  KVCacheLayout layout;    // head_dim 64 or 128; block_size a multiple of 16
+  DType dtype = DType::kBF16;
+};
+
+/// One block's work: query rows (token, head of this kv head) of tokens [token_begin, token_end)
+/// against key positions [kv_begin, kv_end). partial_slot < 0: the block owns the whole key range
+/// and writes `out`; else it writes a partial result (fp32 output and log-sum-exp) into that slot
+/// of the workspace for the combine kernel.
+struct AttentionWorkItem {
+  int32_t seq;
+  int32_t kv_head;
+  int32_t token_begin;
+  int32_t token_end;
+  int32_t kv_begin;
+  int32_t kv_end;
+  int32_t partial_slot;
+  int32_t reserved;
+};
+
+/// Per query token: where the combine kernel finds its partials. num_splits <= 1: none.
+struct AttentionTokenInfo {
+  int32_t first_slot;  // slot of (kv head 0, split 0) of the token's tile
+  int32_t num_splits;  // splits per kv head; slot = first_slot + kv_head * num_splits + split
+  int32_t tile_begin;  // first token of the tile (row of a token = (t - tile_begin) * group + h %
+                       // group)
+  int32_t reserved;
+};
+
+/// Capacity of a workspace: fixed so that its device addresses never move (graph capture).
+struct AttentionLimits {
+  int64_t max_tokens = 0;
+  int max_items = 0;
+  int max_partial_slots = 0;  // each slot holds kAttentionTileRows rows of head_dim fp32
+  int head_dim = 128;
+};
+
+inline constexpr int kAttentionTileRows = 64;  // (token, head) rows per prefill work item
+
+/// Bytes of device workspace for these limits (16-byte aligned sections):
+/// [counts: int32 x 4][items: AttentionWorkItem x max_items][token info: x max_tokens]
+/// [partial lse: fp32 x max_partial_slots x 64][partial out: fp32 x max_partial_slots x 64 x
+/// head_dim]
+[[nodiscard]] size_t attention_workspace_bytes(const AttentionLimits& limits);
+
+/// Byte offsets of the workspace sections (counts at 0).
+struct AttentionWorkspaceSections {
+  size_t items, token_info, lse, out, total;
+};
+[[nodiscard]] AttentionWorkspaceSections attention_workspace_sections(
+    const AttentionLimits& limits);
+
+/// Host-side inputs of the plan.
+struct AttentionPlanInput {
+  const int32_t* query_start_loc = nullptr;  // host [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;         // host [num_seqs]
+  int num_seqs = 0;
+  int num_heads = 0;
+  int num_kv_heads = 0;
+  int num_sms = 132;  // cudaDevAttrMultiProcessorCount of the device
+};
+
+/// The work partition of one step. Decode items (a sequence whose query rows fit in 16: decode,
+/// short speculative chunks) run in a kernel that splits each key tile over its 4 warps; prefill
+/// items (64 query rows) run the FlashAttention-2 kernel. When there are too few items to fill the
+/// GPU (small batches, long contexts) each item's key range is split (flash-decoding) and a
+/// combine kernel merges the partials.
+struct AttentionPlan {
+  std::vector<AttentionWorkItem> items;        // decode items, then prefill items
+  std::vector<AttentionTokenInfo> token_info;  // [num_tokens]
+  int num_decode_items = 0;
+  int num_prefill_items = 0;
+  int num_partial_slots = 0;
+  int decode_grid = 0;   // blocks launched; >= num_decode_items (a graph may fix it higher)
+  int prefill_grid = 0;  // blocks launched; >= num_prefill_items
+  bool combine = false;  // launch the combine kernel (needed when num_partial_slots > 0)
+};
+
+/// Fills `plan`. cudaErrorInvalidValue when the batch breaks the limits or the head counts.
+cudaError_t plan_paged_attention(const AttentionPlanInput& input, const AttentionLimits& limits,
+                                 AttentionPlan* plan);
+
+/// Copies the plan's counts, items and token info into the workspace (stream-ordered).
+cudaError_t upload_attention_plan(const AttentionPlan& plan, const AttentionLimits& limits,
+                                  void* workspace, cudaStream_t stream);
+
+/// Runs the uploaded plan: softmax(q k^T * scale) v per query token and head, fp32 online softmax,
+/// written to params.out in dtype.
+cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionPlan& plan,
+                            const AttentionLimits& limits, void* workspace, cudaStream_t stream);
+
+}  // namespace pagoda::cuda
