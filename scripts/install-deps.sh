@@ -7,6 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   clang-format
   nlohmann-json3-dev libpcre2-dev libopenblas-dev libcli11-dev libspdlog-dev libfmt-dev libxxhash-dev
+  libboost-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
 )
