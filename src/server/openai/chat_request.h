@@ -1,0 +1,39 @@
+#pragma once
+// POST /v1/chat/completions: the request body -> a rendered, tokenized EngineRequest.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "engine/engine_core.h"
+#include "server/openai/server_context.h"
+
+namespace pagoda::openai {
+
+/// A parsed, validated chat completions request.
+struct ChatRequest {
+  std::string id;  // "chatcmpl-<hex>", also the engine request id
+  int64_t created = 0;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;
+  bool logprobs = false;  // report logprobs.content
+  int top_logprobs = 0;   // alternatives per token when logprobs
+  bool include_stop_str_in_output = false;
+  int n = 1;
+  std::string tool_choice;  // validated, not enforced on decoding (see chat_prompt.h)
+  std::string prompt_text;  // the rendered conversation (never log it at info level)
+  /// prompt_token_ids set (rendered text tokenized with add_special_tokens=false unless the
+  /// request asks otherwise: the template writes BOS itself).
+  EngineRequest engine_request;
+};
+
+/// Parses, validates and renders a /v1/chat/completions body. Throws ApiException: 400 naming
+/// the field (malformed JSON, wrong types, empty messages, unsupported content parts, template
+/// errors with the template's message, prompt + max_tokens past max_model_len, ...), 404 for an
+/// unknown model. max_completion_tokens wins over max_tokens; with neither, the completion may
+/// fill the rest of the context (vLLM). Unknown top-level fields are ignored; unknown keys inside
+/// messages, content parts, tools, tool_choice and stream_options are a 400.
+[[nodiscard]] ChatRequest parse_chat_request(std::string_view body, const ServerContext& ctx);
+
+}  // namespace pagoda::openai

@@ -1,0 +1,155 @@
+#include "server/openai/chat_response.h"
+
+#include <algorithm>
+
+#include "core/status.h"
+#include "server/openai/response_common.h"
+
+namespace pagoda::openai {
+namespace {
+
+Json bytes_json(const std::string& bytes) {
+  Json list = Json::array();
+  for (unsigned char c : bytes) list.push_back(static_cast<int>(c));
+  return list;
+}
+
+}  // namespace
+
+ChatResponseBuilder::ChatResponseBuilder(const ChatRequest& request, const Tokenizer* tokenizer)
+    : id_(request.id),
+      created_(request.created),
+      model_(request.model),
+      logprobs_(request.logprobs),
+      top_logprobs_(request.top_logprobs),
+      include_stop_str_(request.include_stop_str_in_output),
+      params_(request.engine_request.params),
+      tokenizer_(tokenizer),
+      choices_(static_cast<size_t>(std::max(1, request.n))),
+      prompt_tokens_(static_cast<int64_t>(request.engine_request.prompt_token_ids.size())) {}
+
+ChatResponseBuilder::Choice& ChatResponseBuilder::choice(const RequestOutput& out) {
+  PAGODA_CHECK(out.index >= 0 && static_cast<size_t>(out.index) < choices_.size(),
+               "update for completion {} of a chat request with n={}", out.index, choices_.size());
+  if (out.num_prompt_tokens > 0) prompt_tokens_ = out.num_prompt_tokens;
+  cached_tokens_ = std::max<int64_t>(cached_tokens_, out.num_cached_tokens);
+  completion_tokens_ += static_cast<int64_t>(out.token_ids.size());
+  return choices_[out.index];
+}
+
+Json ChatResponseBuilder::logprob_entries(const RequestOutput& out) const {
+  Json entries = Json::array();
+  for (size_t k = 0; k < out.token_ids.size(); ++k) {
+    const TokenText t = token_text(tokenizer_, out.token_ids[k]);
+    Json entry = Json::object();
+    entry["token"] = t.text;
+    entry["logprob"] = k < out.logprobs.size() ? json_logprob(out.logprobs[k].logprob) : -9999.0;
+    entry["bytes"] = bytes_json(t.bytes);
+    Json top = Json::array();
+    if (k < out.logprobs.size()) {
+      const auto& alternatives = out.logprobs[k].top;
+      const size_t n = std::min<size_t>(alternatives.size(), static_cast<size_t>(top_logprobs_));
+      for (size_t i = 0; i < n; ++i) {
+        const TokenText alt = token_text(tokenizer_, alternatives[i].first);
+        top.push_back({{"token", alt.text},
+                       {"logprob", json_logprob(alternatives[i].second)},
+                       {"bytes", bytes_json(alt.bytes)}});
+      }
+    }
+    entry["top_logprobs"] = std::move(top);
+    entries.push_back(std::move(entry));
+  }
+  return entries;
+}
+
+Json ChatResponseBuilder::envelope(const char* object) const {
+  Json j = Json::object();
+  j["id"] = id_;
+  j["object"] = object;
+  j["created"] = created_;
+  j["model"] = model_;
+  return j;
+}
+
+Json ChatResponseBuilder::chunk(int index, Json delta, Json logprobs, Json finish_reason,
+                                Json stop_reason) const {
+  Json c = Json::object();
+  c["index"] = index;
+  c["delta"] = std::move(delta);
+  c["logprobs"] = std::move(logprobs);
+  c["finish_reason"] = std::move(finish_reason);
+  if (!stop_reason.is_null()) c["stop_reason"] = std::move(stop_reason);
+  Json j = envelope("chat.completion.chunk");
+  j["choices"] = Json::array({std::move(c)});
+  return j;
+}
+
+std::vector<Json> ChatResponseBuilder::start_chunks() {
+  std::vector<Json> chunks;
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    if (choices_[i].role_sent) continue;
+    choices_[i].role_sent = true;
+    chunks.push_back(chunk(static_cast<int>(i), {{"role", "assistant"}, {"content", ""}}, nullptr,
+                           nullptr, nullptr));
+  }
+  return chunks;
+}
+
+std::vector<Json> ChatResponseBuilder::stream_chunks(const RequestOutput& out) {
+  Choice& c = choice(out);
+  std::vector<Json> chunks;
+  if (!c.role_sent) {
+    c.role_sent = true;
+    chunks.push_back(
+        chunk(out.index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr));
+  }
+  const std::string text = out.text + stop_string_suffix(out, params_, include_stop_str_);
+  if (!text.empty() || (logprobs_ && !out.token_ids.empty())) {
+    Json logprobs = logprobs_ ? Json{{"content", logprob_entries(out)}} : Json();
+    chunks.push_back(chunk(out.index, {{"content", text}}, std::move(logprobs), nullptr, nullptr));
+  }
+  if (out.finish_reason) {
+    chunks.push_back(chunk(out.index, Json::object(), nullptr, finish_reason_json(out),
+                           stop_reason_json(out, params_)));
+  }
+  return chunks;
+}
+
+Json ChatResponseBuilder::usage_chunk() const {
+  Json j = envelope("chat.completion.chunk");
+  j["choices"] = Json::array();
+  j["usage"] = usage_json(prompt_tokens_, completion_tokens_, cached_tokens_);
+  return j;
+}
+
+void ChatResponseBuilder::add(const RequestOutput& out) {
+  Choice& c = choice(out);
+  c.content += out.text;
+  c.content += stop_string_suffix(out, params_, include_stop_str_);
+  if (logprobs_) {
+    for (Json& entry : logprob_entries(out)) c.logprobs.push_back(std::move(entry));
+  }
+  if (out.finish_reason) {
+    c.finish_reason = finish_reason_json(out);
+    c.stop_reason = stop_reason_json(out, params_);
+  }
+}
+
+Json ChatResponseBuilder::response() const {
+  Json body = envelope("chat.completion");
+  body["choices"] = Json::array();
+  for (size_t i = 0; i < choices_.size(); ++i) {
+    const Choice& c = choices_[i];
+    Json choice = Json::object();
+    choice["index"] = i;
+    choice["message"] = {{"role", "assistant"}, {"content", c.content}};
+    choice["logprobs"] = logprobs_ ? Json{{"content", c.logprobs}} : Json();
+    choice["finish_reason"] = c.finish_reason;
+    choice["stop_reason"] = c.stop_reason;
+    body["choices"].push_back(std::move(choice));
+  }
+  body["usage"] = usage_json(prompt_tokens_, completion_tokens_, cached_tokens_);
+  return body;
+}
+
+}  // namespace pagoda::openai

@@ -1,0 +1,61 @@
+#pragma once
+// Engine updates -> /v1/chat/completions "chat.completion" bodies and "chat.completion.chunk"s.
+#include <vector>
+
+#include "pagoda/request_output.h"
+#include "server/openai/chat_request.h"
+#include "server/openai/json_body.h"
+
+namespace pagoda::openai {
+
+/// Turns the engine updates of one chat request into OpenAI's responses; choice index =
+/// RequestOutput::index.
+class ChatResponseBuilder {
+ public:
+  ChatResponseBuilder(const ChatRequest& request, const Tokenizer* tokenizer);
+
+  /// Streaming, right after submit: one chunk per choice with delta {"role": "assistant",
+  /// "content": ""} (vLLM sends these before the first token). Optional: stream_chunks sends a
+  /// choice's role chunk itself if this was not called.
+  [[nodiscard]] std::vector<Json> start_chunks();
+  /// Streaming: the chunks for this update: the role chunk if not sent yet, a delta.content
+  /// chunk when there is new text (or tokens, with logprobs), and on the last update a chunk
+  /// with an empty delta and finish_reason/stop_reason.
+  [[nodiscard]] std::vector<Json> stream_chunks(const RequestOutput& out);
+  /// Streaming with include_usage, after the last update: {"choices": [], "usage": {...}}.
+  [[nodiscard]] Json usage_chunk() const;
+
+  /// Non-streaming: records an update; response() when the stream has closed.
+  void add(const RequestOutput& out);
+  [[nodiscard]] Json response() const;
+
+ private:
+  struct Choice {
+    bool role_sent = false;
+    std::string content;
+    Json logprobs = Json::array();  // logprobs.content entries
+    Json finish_reason;
+    Json stop_reason;
+  };
+
+  Choice& choice(const RequestOutput& out);
+  [[nodiscard]] Json logprob_entries(const RequestOutput& out) const;
+  [[nodiscard]] Json chunk(int index, Json delta, Json logprobs, Json finish_reason,
+                           Json stop_reason) const;
+  [[nodiscard]] Json envelope(const char* object) const;
+
+  std::string id_;
+  int64_t created_;
+  std::string model_;
+  bool logprobs_;
+  int top_logprobs_;
+  bool include_stop_str_;
+  SamplingParams params_;
+  const Tokenizer* tokenizer_;
+  std::vector<Choice> choices_;
+  int64_t prompt_tokens_ = 0;
+  int64_t cached_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
+};
+
+}  // namespace pagoda::openai

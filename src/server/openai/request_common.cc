@@ -1,0 +1,126 @@
+#include "server/openai/request_common.h"
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "core/status.h"
+#include "sampling/params_json.h"
+#include "server/openai/api_error.h"
+
+namespace pagoda::openai {
+
+std::string resolve_model(const Json& body, const ServerContext& ctx) {
+  const std::optional<std::string> model = get_string(body, "model", "model");
+  if (!model) {
+    return ctx.served_model_names.empty() ? std::string() : ctx.served_model_names.front();
+  }
+  const auto& names = ctx.served_model_names;
+  if (std::find(names.begin(), names.end(), *model) == names.end()) {
+    throw not_found(fmt::format("The model `{}` does not exist.", *model), "model");
+  }
+  return *model;
+}
+
+void read_sampling_fields(const Json& body, const ServerContext& ctx, SamplingParams& params,
+                          std::initializer_list<std::string_view> skip) {
+  const GenerationDefaults& d = ctx.defaults;
+  if (d.temperature) params.temperature = *d.temperature;
+  if (d.top_p) params.top_p = *d.top_p;
+  if (d.top_k) params.top_k = *d.top_k;
+  if (d.min_p) params.min_p = *d.min_p;
+  if (d.repetition_penalty) params.repetition_penalty = *d.repetition_penalty;
+  for (const std::string& field : sampling_json_fields()) {
+    if (std::find(skip.begin(), skip.end(), field) != skip.end()) continue;
+    const auto it = body.find(field);
+    if (it == body.end()) continue;
+    // One field at a time, so that a type error names its field in `param`.
+    nlohmann::json single = nlohmann::json::object();
+    single[field] = nlohmann::json(*it);
+    try {
+      read_sampling_params(single, params);
+    } catch (const InvalidArgument& e) {
+      throw bad_request(e.what(), field);
+    }
+  }
+}
+
+void validate_sampling(const SamplingParams& params, const ServerContext& ctx) {
+  try {
+    params.validate(ctx.vocab_size);
+  } catch (const InvalidArgument& e) {
+    // validate() opens its message with the parameter's name.
+    const std::string message = e.what();
+    throw bad_request(message, message.substr(0, message.find(' ')));
+  }
+}
+
+void check_context_length(int64_t prompt_tokens, int64_t max_tokens, const ServerContext& ctx,
+                          const char* prompt_param) {
+  if (prompt_tokens + max_tokens <= ctx.max_model_len) return;
+  throw bad_request(
+      fmt::format("This model's maximum context length is {} tokens. However, you requested {} "
+                  "tokens ({} in the messages, {} in the completion). Please reduce the length of "
+                  "the messages or completion.",
+                  ctx.max_model_len, prompt_tokens + max_tokens, prompt_tokens, max_tokens),
+      prompt_tokens >= ctx.max_model_len ? prompt_param : "max_tokens");
+}
+
+void check_token_ids(std::span<const int32_t> ids, const ServerContext& ctx,
+                     const std::string& param) {
+  for (int32_t id : ids) {
+    if (id < 0 || id >= ctx.vocab_size) {
+      throw bad_request(
+          fmt::format("Token id {} is outside the vocabulary [0, {})", id, ctx.vocab_size), param);
+    }
+  }
+}
+
+bool read_stream_options(const Json& body, bool stream) {
+  const Json* options = find_field(body, "stream_options");
+  if (!options) return false;
+  if (!options->is_object()) {
+    throw bad_request("'stream_options' must be an object", "stream_options");
+  }
+  if (!stream) {
+    throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
+  }
+  reject_unknown_keys(*options, {"include_usage"}, "stream_options");
+  return get_bool(*options, "include_usage", "stream_options.include_usage").value_or(false);
+}
+
+void read_request_extensions(const Json& body, EngineRequest& request) {
+  (void)get_string(body, "user", "user");  // OpenAI's end-user id: accepted, unused
+  if (auto priority = get_int(body, "priority", "priority", INT32_MIN, INT32_MAX)) {
+    request.priority = static_cast<int>(*priority);
+  }
+  if (auto salt = get_string(body, "cache_salt", "cache_salt")) {
+    if (salt->empty()) throw bad_request("'cache_salt' must be a non-empty string", "cache_salt");
+    request.cache_salt = std::move(*salt);
+  }
+}
+
+std::string make_response_id(std::string_view prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{}{:016x}{:016x}", prefix, rng(), rng());
+}
+
+int64_t unix_time_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void note_ignored_fields(const Json& body, std::initializer_list<std::string_view> known,
+                         const char* endpoint) {
+  for (const auto& [key, value] : body.items()) {
+    if (std::find(known.begin(), known.end(), key) != known.end()) continue;
+    if (sampling_json_fields().count(key)) continue;
+    spdlog::debug("{}: ignoring unknown field '{}'", endpoint, key);
+  }
+}
+
+}  // namespace pagoda::openai

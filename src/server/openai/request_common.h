@@ -1,0 +1,54 @@
+#pragma once
+// Field handling shared by the completions and chat parsers: model resolution, sampling fields,
+// vLLM's extensions (priority, cache_salt, user), stream_options, the context-length check.
+#include <cstdint>
+#include <initializer_list>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "engine/engine_core.h"
+#include "server/openai/json_body.h"
+#include "server/openai/server_context.h"
+
+namespace pagoda::openai {
+
+/// The served name the request's "model" names (absent: the first served name); 404 naming
+/// "model" when it is none of them.
+[[nodiscard]] std::string resolve_model(const Json& body, const ServerContext& ctx);
+
+/// Reads the sampling fields of body (sampling_json_fields() minus `skip`) onto params after the
+/// generation defaults; a wrong type is a 400 naming the field.
+void read_sampling_fields(const Json& body, const ServerContext& ctx, SamplingParams& params,
+                          std::initializer_list<std::string_view> skip);
+
+/// SamplingParams::validate as a 400 whose param is the parameter validate() names.
+void validate_sampling(const SamplingParams& params, const ServerContext& ctx);
+
+/// 400 when prompt_tokens + max_tokens exceeds max_model_len, with vLLM's message (both numbers);
+/// param is `prompt_param` when the prompt alone fills the context, else "max_tokens".
+void check_context_length(int64_t prompt_tokens, int64_t max_tokens, const ServerContext& ctx,
+                          const char* prompt_param);
+
+/// 400 naming `param` for an id outside [0, vocab_size).
+void check_token_ids(std::span<const int32_t> ids, const ServerContext& ctx,
+                     const std::string& param);
+
+/// stream_options.include_usage; stream_options is a 400 unless stream is true, and unknown keys
+/// in it are a 400.
+[[nodiscard]] bool read_stream_options(const Json& body, bool stream);
+
+/// user (string, only type-checked), priority and cache_salt (non-empty string) onto request.
+void read_request_extensions(const Json& body, EngineRequest& request);
+
+/// A fresh response id: prefix followed by 32 random hex digits ("cmpl-", "chatcmpl-").
+[[nodiscard]] std::string make_response_id(std::string_view prefix);
+/// Seconds since the Unix epoch, for "created".
+[[nodiscard]] int64_t unix_time_now();
+
+/// Logs (at debug level, names only, never values) top-level fields no parser reads: vLLM ignores
+/// unknown top-level fields with a warning, and so do we.
+void note_ignored_fields(const Json& body, std::initializer_list<std::string_view> known,
+                         const char* endpoint);
+
+}  // namespace pagoda::openai

@@ -1,0 +1,65 @@
+#include "server/openai/response_common.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "tokenizer/utf8.h"
+
+namespace pagoda::openai {
+
+Json usage_json(int64_t prompt_tokens, int64_t completion_tokens, int64_t cached_tokens) {
+  Json usage = Json::object();
+  usage["prompt_tokens"] = prompt_tokens;
+  usage["total_tokens"] = prompt_tokens + completion_tokens;
+  usage["completion_tokens"] = completion_tokens;
+  if (cached_tokens > 0) usage["prompt_tokens_details"] = {{"cached_tokens", cached_tokens}};
+  return usage;
+}
+
+Json stop_reason_json(const RequestOutput& out, const SamplingParams& params) {
+  if (out.stop_reason.empty()) return nullptr;
+  const auto& stop = params.stop;
+  if (std::find(stop.begin(), stop.end(), out.stop_reason) != stop.end()) return out.stop_reason;
+  for (int32_t id : params.stop_token_ids) {
+    if (std::to_string(id) == out.stop_reason) return id;
+  }
+  return out.stop_reason;
+}
+
+Json finish_reason_json(const RequestOutput& out) {
+  if (!out.finish_reason) return nullptr;
+  return to_string(*out.finish_reason);
+}
+
+std::string stop_string_suffix(const RequestOutput& out, const SamplingParams& params,
+                               bool include) {
+  if (!include || out.finish_reason != FinishReason::kStop || out.stop_reason.empty()) return {};
+  const auto& stop = params.stop;
+  return std::find(stop.begin(), stop.end(), out.stop_reason) != stop.end() ? out.stop_reason
+                                                                            : std::string();
+}
+
+TokenText token_text(const Tokenizer* tokenizer, int32_t id) {
+  TokenText t;
+  if (tokenizer && id >= 0 && id < tokenizer->vocab_size()) {
+    const int32_t ids[] = {id};
+    t.bytes = tokenizer->decode(ids, /*skip_special_tokens=*/false);
+  } else {
+    t.bytes = "token_id:" + std::to_string(id);
+  }
+  t.text = utf8::is_valid(t.bytes) ? t.bytes : utf8::to_valid_lossy(t.bytes);
+  return t;
+}
+
+double json_logprob(float logprob) {
+  if (std::isnan(logprob)) return -9999.0;
+  return std::max(static_cast<double>(logprob), -9999.0);
+}
+
+int64_t text_length(const std::string& text) {
+  int64_t n = 0;
+  for (unsigned char c : text) n += (c & 0xC0) != 0x80;
+  return n;
+}
+
+}  // namespace pagoda::openai
