@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     const int max_len = context + steps + 1;
     const int block_size = 16;
     const int blocks_per_seq = (max_len + block_size - 1) / block_size;
-    pagoda::KVCacheStorage kv(c, static_cast<int64_t>(batch) * blocks_per_seq, block_size);
+    model->init_kv_cache(static_cast<int64_t>(batch) * blocks_per_seq, block_size);
     std::vector<int32_t> tables(static_cast<size_t>(batch * blocks_per_seq));
     std::iota(tables.begin(), tables.end(), 0);
     std::vector<float> logits(static_cast<size_t>(batch) * static_cast<size_t>(c.vocab_size));
@@ -132,7 +132,7 @@ int main(int argc, char** argv) {
         rows.push_back(static_cast<int32_t>(ids.size()) - 1);
       }
       pagoda::ForwardBatch fb{ids, pos, qsl, seq_lens, tables, blocks_per_seq, slots, rows};
-      model->forward(fb, kv, logits.data());
+      model->forward(fb, logits.data());
     };
     step(0, context);  // prefill
     step(context, 1);  // warm-up decode

@@ -62,7 +62,6 @@ struct EngineCore::Impl {
   EngineArgs args;
   ThreadPool pool;
   std::unique_ptr<Model> model;
-  std::unique_ptr<KVCacheStorage> kv_storage;
   std::unique_ptr<kv::KVCacheManager> kv_manager;
   std::unique_ptr<scheduler::Scheduler> scheduler;
   std::unique_ptr<ModelRunner> runner;
@@ -134,11 +133,12 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     throw InvalidArgument(
         fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
   }
-  const int num_blocks = kv::num_blocks_for_memory(args.kv_cache_memory_bytes, args.block_size,
-                                                   KVCacheStorage::bytes_per_token(config));
+  const int64_t kv_bytes_per_token = e.model->kv_cache_bytes_per_token();
+  const int num_blocks =
+      kv::num_blocks_for_memory(args.kv_cache_memory_bytes, args.block_size, kv_bytes_per_token);
   kv::KVCacheConfig kv_config{num_blocks, args.block_size, args.enable_prefix_caching};
   e.kv_manager = std::make_unique<kv::KVCacheManager>(kv_config);
-  e.kv_storage = std::make_unique<KVCacheStorage>(config, num_blocks, args.block_size);
+  e.model->init_kv_cache(num_blocks, args.block_size);
   kv_capacity_tokens_ =
       static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
 
@@ -153,11 +153,10 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
         fmt::format("--scheduling-policy '{}' must be fcfs or priority", args.scheduling_policy));
   }
   e.scheduler = std::make_unique<scheduler::Scheduler>(sched, *e.kv_manager);
-  e.runner = std::make_unique<ModelRunner>(*e.model, *e.kv_storage);
+  e.runner = std::make_unique<ModelRunner>(*e.model, args.block_size);
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB), max model length {}",
                num_blocks - 1, args.block_size, kv_capacity_tokens_,
-               static_cast<double>(num_blocks) * args.block_size *
-                   KVCacheStorage::bytes_per_token(config) / (1 << 20),
+               static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),
                max_model_len_);
   e.thread = std::thread([this] { impl_->loop(); });
 }

@@ -5,6 +5,7 @@
 
 #include "core/half.h"
 #include "core/status.h"
+#include "model/kv_cache_storage.h"
 #include "ops/ops.h"
 
 namespace pagoda {
@@ -96,7 +97,23 @@ class DecoderModel final : public Model {
 
   const ModelConfig& config() const override { return config_; }
 
-  void forward(const ForwardBatch& batch, KVCacheStorage& kv, float* logits) override {
+  int64_t kv_cache_bytes_per_token() const override {
+    return KVCacheStorage::bytes_per_token(config_);
+  }
+
+  void init_kv_cache(int64_t num_blocks, int block_size) override {
+    kv_.reset();  // free the old cache before allocating the new one
+    kv_ = std::make_unique<KVCacheStorage>(config_, num_blocks, block_size);
+  }
+
+  void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override {
+    PAGODA_CHECK(kv_ != nullptr, "copy_kv_blocks before init_kv_cache");
+    for (const auto& [src, dst] : src_dst) kv_->copy_block(src, dst);
+  }
+
+  void forward(const ForwardBatch& batch, float* logits) override {
+    PAGODA_CHECK(kv_ != nullptr, "forward before init_kv_cache");
+    KVCacheStorage& kv = *kv_;
     const ModelConfig& c = config_;
     const int64_t T = batch.num_tokens();
     validate(batch, kv);
@@ -292,6 +309,7 @@ class DecoderModel final : public Model {
   std::vector<LayerWeights> layers_;
   std::vector<float> inv_freq_;
   Workspace ws_;
+  std::unique_ptr<KVCacheStorage> kv_;
 };
 
 }  // namespace

@@ -1,12 +1,13 @@
 #pragma once
 // The model interface the runtime drives, and the entry point that builds one from a directory.
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
 
 #include "core/thread_pool.h"
 #include "model/config.h"
 #include "model/forward_batch.h"
-#include "model/kv_cache_storage.h"
 
 namespace pagoda {
 
@@ -15,10 +16,18 @@ class Model {
  public:
   virtual ~Model() = default;
   [[nodiscard]] virtual const ModelConfig& config() const = 0;
-  /// Runs the batch, writing each token's K/V into kv at its slot, and fills
-  /// logits [batch.logits_indices.size(), vocab_size] (fp32, row-major). Not thread-safe: one
-  /// engine thread drives a model.
-  virtual void forward(const ForwardBatch& batch, KVCacheStorage& kv, float* logits) = 0;
+  /// Bytes one token's K and V take over all layers, in this model's KV dtype and device (for
+  /// sizing the pool from a memory budget).
+  [[nodiscard]] virtual int64_t kv_cache_bytes_per_token() const = 0;
+  /// Allocates the paged KV cache (replacing any previous one): num_blocks blocks of block_size
+  /// tokens, in the layout this model's attention kernels read.
+  virtual void init_kv_cache(int64_t num_blocks, int block_size) = 0;
+  /// Copies whole KV blocks in every layer (copy-on-write of forked sequences), in order.
+  virtual void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) = 0;
+  /// Runs the batch, writing each token's K/V into the cache at its slot, and fills
+  /// logits [batch.logits_indices.size(), vocab_size] (fp32, row-major, host memory). Not
+  /// thread-safe: one engine thread drives a model.
+  virtual void forward(const ForwardBatch& batch, float* logits) = 0;
 };
 
 /// How weights are obtained.

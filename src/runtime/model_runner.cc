@@ -6,12 +6,16 @@
 
 namespace pagoda {
 
-ModelRunner::ModelRunner(Model& model, KVCacheStorage& kv) : model_(model), kv_(kv) {}
+ModelRunner::ModelRunner(Model& model, int block_size) : model_(model), block_size_(block_size) {}
 
 StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
                                 std::span<const kv::BlockCopy> copies) {
-  for (const kv::BlockCopy& c : copies) kv_.copy_block(c.src, c.dst);
-  const int block_size = kv_.layout().block_size;
+  if (!copies.empty()) {
+    std::vector<std::pair<int32_t, int32_t>> pairs;
+    for (const kv::BlockCopy& c : copies) pairs.emplace_back(c.src, c.dst);
+    model_.copy_kv_blocks(pairs);
+  }
+  const int block_size = block_size_;
   ids_.clear();
   positions_.clear();
   query_start_.assign(1, 0);
@@ -56,7 +60,7 @@ StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
   out.rows.resize(logits_rows_.size() * static_cast<size_t>(out.vocab));
   const ForwardBatch batch{ids_,    positions_, query_start_, seq_lens_,
                            tables_, max_blocks, slots_,       logits_rows_};
-  model_.forward(batch, kv_, out.rows.data());
+  model_.forward(batch, out.rows.data());
   return out;
 }
 

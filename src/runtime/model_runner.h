@@ -35,10 +35,11 @@ struct StepLogits {
   }
 };
 
-/// Runs steps of one model over one KV cache storage. Not thread-safe: the engine thread owns it.
+/// Runs steps of one model whose KV cache is initialised. Not thread-safe: the engine thread owns
+/// it.
 class ModelRunner {
  public:
-  ModelRunner(Model& model, KVCacheStorage& kv);
+  ModelRunner(Model& model, int block_size);
 
   /// Performs the copy-on-write block copies, then the forward pass of `steps` as one flat batch.
   [[nodiscard]] StepLogits execute(std::span<const SequenceStep> steps,
@@ -46,7 +47,7 @@ class ModelRunner {
 
  private:
   Model& model_;
-  KVCacheStorage& kv_;
+  int block_size_;
   // Reused between steps so a step allocates nothing once warm.
   std::vector<int32_t> ids_, positions_, query_start_, seq_lens_, tables_, logits_rows_;
   std::vector<int64_t> slots_;

@@ -29,11 +29,10 @@ const std::string kSource = PAGODA_SOURCE_DIR;
 class SequenceRunner {
  public:
   SequenceRunner(Model& model, int64_t max_len, int block_size)
-      : model_(model),
-        block_size_(block_size),
-        kv_(model.config(), (max_len + block_size - 1) / block_size + 3, block_size) {
+      : model_(model), block_size_(block_size) {
     // Physical blocks deliberately out of order, to exercise the block table.
-    const int64_t blocks = kv_.layout().num_blocks;
+    const int64_t blocks = (max_len + block_size - 1) / block_size + 3;
+    model.init_kv_cache(blocks, block_size);
     for (int64_t j = 0; j < blocks; ++j) table_.push_back(static_cast<int32_t>(blocks - 1 - j));
   }
 
@@ -55,7 +54,7 @@ class SequenceRunner {
                        slots,  rows};
     const auto vocab = static_cast<size_t>(model_.config().vocab_size);
     std::vector<float> logits(tokens.size() * vocab);
-    model_.forward(batch, kv_, logits.data());
+    model_.forward(batch, logits.data());
     std::vector<std::vector<float>> out;
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::vector<float> lp(vocab);
@@ -68,7 +67,6 @@ class SequenceRunner {
  private:
   Model& model_;
   int block_size_;
-  KVCacheStorage kv_;
   std::vector<int32_t> table_;
   int32_t len_ = 0;
 };
