@@ -1,0 +1,286 @@
+// The CUDA kernels against the H200's limits (docs/performance.md: 4.19 TB/s HBM, 786 TFLOP/s
+// bf16): GEMV bandwidth (ours vs cuBLASLt) on the Llama-3.1-8B projections, paged decode
+// attention bandwidth, prefill attention FLOP rate.
+//
+// Protocol: random data; every measured input set is rotated among copies whose total exceeds the
+// L2 several times; warm-up, then the median of kRepeats batches of launches timed with CUDA
+// events. Prints one table; exits 1 on any CUDA error or when the GEMV and cuBLASLt disagree.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "core/half.h"
+#include "kernels/cuda/linear.h"
+#include "kernels/cuda/paged_attention.h"
+
+namespace pagoda::cuda {
+namespace {
+
+constexpr double kHbmTBs = 4.19;
+constexpr double kBf16Tflops = 786.0;
+constexpr int kRepeats = 15;
+constexpr size_t kRotateBytes = size_t{512} << 20;  // > 10x the 50 MB L2
+
+#define CHECK_CUDA(expr)                                                                         \
+  do {                                                                                           \
+    const cudaError_t e_ = (expr);                                                               \
+    if (e_ != cudaSuccess) {                                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                              \
+    }                                                                                            \
+  } while (0)
+
+// Random bf16 in [-1, 1) generated on the host once and replicated, never zeros.
+void* alloc_random_bf16(size_t count, uint32_t seed) {
+  std::vector<uint16_t> host(std::min<size_t>(count, size_t{1} << 24));
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (auto& h : host) h = float_to_bf16(dist(gen) + 1e-3f);
+  void* p = nullptr;
+  CHECK_CUDA(cudaMalloc(&p, count * 2));
+  for (size_t off = 0; off < count; off += host.size()) {
+    const size_t n = std::min(host.size(), count - off);
+    CHECK_CUDA(
+        cudaMemcpy(static_cast<uint16_t*>(p) + off, host.data(), n * 2, cudaMemcpyHostToDevice));
+  }
+  return p;
+}
+
+// Median milliseconds per call of fn(i) over batches of `per_batch` calls, after a warm-up.
+double time_ms(const std::function<void(int)>& fn, int per_batch) {
+  cudaEvent_t a, b;
+  CHECK_CUDA(cudaEventCreate(&a));
+  CHECK_CUDA(cudaEventCreate(&b));
+  for (int i = 0; i < per_batch; ++i) fn(i);
+  CHECK_CUDA(cudaDeviceSynchronize());
+  std::vector<double> ms;
+  int call = 0;
+  for (int r = 0; r < kRepeats; ++r) {
+    CHECK_CUDA(cudaEventRecord(a));
+    for (int i = 0; i < per_batch; ++i) fn(call++);
+    CHECK_CUDA(cudaEventRecord(b));
+    CHECK_CUDA(cudaEventSynchronize(b));
+    float t = 0.0f;
+    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(static_cast<double>(t) / per_batch);
+  }
+  CHECK_CUDA(cudaGetLastError());
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+double hbm_copy_tbs() {
+  const size_t bytes = size_t{2} << 30;
+  void *a = nullptr, *b = nullptr;
+  CHECK_CUDA(cudaMalloc(&a, bytes));
+  CHECK_CUDA(cudaMalloc(&b, bytes));
+  CHECK_CUDA(cudaMemset(a, 1, bytes));
+  const double ms =
+      time_ms([&](int) { CHECK_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }, 3);
+  cudaFree(a);
+  cudaFree(b);
+  return 2.0 * bytes / (ms * 1e-3) / 1e12;
+}
+
+bool bench_gemv(const BlasContext& ctx) {
+  struct Shape {
+    const char* name;
+    int64_t n, k;
+  };
+  const Shape shapes[] = {{"qkv", 6144, 4096},
+                          {"o", 4096, 4096},
+                          {"gate_up", 28672, 4096},
+                          {"down", 4096, 14336},
+                          {"lm_head", 128256, 4096}};
+  bool ok = true;
+  std::printf("\n## GEMV y[m,n] = x[m,k] w[n,k]^T, bf16 (bandwidth = weight+x+y bytes / time)\n");
+  std::printf("%-8s %6s %6s %3s | %9s %7s %6s | %9s %7s %6s | %5s\n", "shape", "n", "k", "m",
+              "ours us", "TB/s", "%HBM", "cublas us", "TB/s", "%HBM", "err");
+  for (const Shape& s : shapes) {
+    const size_t w_elems = static_cast<size_t>(s.n) * s.k;
+    const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / (w_elems * 2)));
+    std::vector<void*> w(copies);
+    for (int i = 0; i < copies; ++i) w[i] = alloc_random_bf16(w_elems, 7 + i);
+    void* x = alloc_random_bf16(16 * s.k, 3);
+    void *y = nullptr, *y2 = nullptr;
+    CHECK_CUDA(cudaMalloc(&y, 16 * s.n * 2));
+    CHECK_CUDA(cudaMalloc(&y2, 16 * s.n * 2));
+    for (int64_t m : {1, 4, 16}) {
+      const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
+      // Agreement first: our GEMV against cuBLASLt on the same inputs.
+      CHECK_CUDA(linear_gemv(x, m, s.k, w[0], s.n, nullptr, y, DType::kBF16, nullptr));
+      CHECK_CUDA(linear_cublaslt(ctx, x, m, s.k, w[0], s.n, nullptr, y2, DType::kBF16, nullptr));
+      std::vector<uint16_t> a(m * s.n), b(m * s.n);
+      CHECK_CUDA(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
+      CHECK_CUDA(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
+      double diff = 0.0, mag = 0.0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        const double fa = bf16_to_float(a[i]), fb = bf16_to_float(b[i]);
+        diff = std::isnan(fa) ? INFINITY : std::max(diff, std::abs(fa - fb));
+        mag = std::max(mag, std::abs(fb));
+      }
+      const double err = mag > 0 ? diff / mag : diff;
+      if (!(err <= 1e-2)) ok = false;
+      const int per_batch = std::max(copies, 20);
+      const double ours = time_ms(
+          [&](int i) {
+            CHECK_CUDA(
+                linear_gemv(x, m, s.k, w[i % copies], s.n, nullptr, y, DType::kBF16, nullptr));
+          },
+          per_batch);
+      const double lt = time_ms(
+          [&](int i) {
+            CHECK_CUDA(linear_cublaslt(ctx, x, m, s.k, w[i % copies], s.n, nullptr, y2,
+                                       DType::kBF16, nullptr));
+          },
+          per_batch);
+      const double tb_ours = bytes / (ours * 1e-3) / 1e12, tb_lt = bytes / (lt * 1e-3) / 1e12;
+      std::printf("%-8s %6lld %6lld %3lld | %9.1f %7.2f %5.0f%% | %9.1f %7.2f %5.0f%% | %5.0e%s\n",
+                  s.name, static_cast<long long>(s.n), static_cast<long long>(s.k),
+                  static_cast<long long>(m), ours * 1e3, tb_ours, 100 * tb_ours / kHbmTBs, lt * 1e3,
+                  tb_lt, 100 * tb_lt / kHbmTBs, err, err <= 1e-2 ? "" : " MISMATCH");
+    }
+    for (void* p : w) cudaFree(p);
+    cudaFree(x);
+    cudaFree(y);
+    cudaFree(y2);
+  }
+  return ok;
+}
+
+// One attention workload: `num_seqs` sequences of `ctx` cached tokens, `q_len` new tokens each.
+struct AttnCase {
+  const char* name;
+  int num_seqs, ctx, q_len;
+  bool decode;
+};
+
+void bench_attention(const AttnCase& c, int num_sms) {
+  const int heads = 32, kvh = 8, d = 128, bs = 16;
+  const int blocks_per_seq = (c.ctx + bs - 1) / bs;
+  const size_t kv_bytes_one = static_cast<size_t>(c.num_seqs) * c.ctx * kvh * d * 2 * 2;
+  const int rotations =
+      c.decode ? static_cast<int>(std::max<size_t>(1, kRotateBytes / kv_bytes_one)) : 1;
+  const int64_t num_blocks = static_cast<int64_t>(rotations) * c.num_seqs * blocks_per_seq;
+  const size_t cache_elems = static_cast<size_t>(num_blocks) * kvh * bs * d;
+  void* kc = alloc_random_bf16(cache_elems, 11);
+  void* vc = alloc_random_bf16(cache_elems, 12);
+  // Rotation r maps every sequence onto its own shuffled physical blocks.
+  std::vector<int32_t> physical(num_blocks);
+  std::iota(physical.begin(), physical.end(), 0);
+  std::shuffle(physical.begin(), physical.end(), std::mt19937(5));
+  std::vector<int32_t*> tables(rotations);
+  for (int r = 0; r < rotations; ++r) {
+    std::vector<int32_t> t(static_cast<size_t>(c.num_seqs) * blocks_per_seq);
+    for (size_t i = 0; i < t.size(); ++i) t[i] = physical[r * t.size() + i];
+    CHECK_CUDA(cudaMalloc(&tables[r], t.size() * 4));
+    CHECK_CUDA(cudaMemcpy(tables[r], t.data(), t.size() * 4, cudaMemcpyHostToDevice));
+  }
+  std::vector<int32_t> qsl = {0}, lens, positions;
+  double flops = 0.0;
+  for (int s = 0; s < c.num_seqs; ++s) {
+    qsl.push_back(qsl.back() + c.q_len);
+    lens.push_back(c.ctx);
+    for (int i = 0; i < c.q_len; ++i) {
+      positions.push_back(c.ctx - c.q_len + i);
+      flops += 4.0 * heads * d * (c.ctx - c.q_len + i + 1);  // QK^T and PV, causal keys only
+    }
+  }
+  const int64_t tokens = qsl.back();
+  int32_t *dqsl, *dlens, *dpos;
+  CHECK_CUDA(cudaMalloc(&dqsl, qsl.size() * 4));
+  CHECK_CUDA(cudaMalloc(&dlens, lens.size() * 4));
+  CHECK_CUDA(cudaMalloc(&dpos, positions.size() * 4));
+  CHECK_CUDA(cudaMemcpy(dqsl, qsl.data(), qsl.size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dlens, lens.data(), lens.size() * 4, cudaMemcpyHostToDevice));
+  CHECK_CUDA(cudaMemcpy(dpos, positions.data(), positions.size() * 4, cudaMemcpyHostToDevice));
+  void* q = alloc_random_bf16(tokens * heads * d, 13);
+  void* out = nullptr;
+  CHECK_CUDA(cudaMalloc(&out, tokens * heads * d * 2));
+
+  AttentionLimits limits{tokens, 1 << 20, 8192, d};
+  AttentionPlanInput in{qsl.data(), lens.data(), c.num_seqs, heads, kvh, num_sms};
+  AttentionPlan plan;
+  CHECK_CUDA(plan_paged_attention(in, limits, &plan));
+  void* ws = nullptr;
+  CHECK_CUDA(cudaMalloc(&ws, attention_workspace_bytes(limits)));
+  CHECK_CUDA(upload_attention_plan(plan, limits, ws, nullptr));
+  PagedAttentionParams p;
+  p.q = q;
+  p.q_stride = heads * d;
+  p.positions = dpos;
+  p.query_start_loc = dqsl;
+  p.seq_lens = dlens;
+  p.key_cache = kc;
+  p.value_cache = vc;
+  p.out = out;
+  p.num_tokens = tokens;
+  p.num_seqs = c.num_seqs;
+  p.num_heads = heads;
+  p.max_blocks_per_seq = blocks_per_seq;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  p.layout = {num_blocks, bs, kvh, d};
+  const double ms = time_ms(
+      [&](int i) {
+        p.block_tables = tables[i % rotations];
+        CHECK_CUDA(paged_attention(p, plan, limits, ws, nullptr));
+      },
+      std::max(rotations, 10));
+  const double tbs = kv_bytes_one / (ms * 1e-3) / 1e12;
+  const double tflops = flops / (ms * 1e-3) / 1e12;
+  std::printf("%-22s %8.1f %8.2f %5.0f%% %9.1f %5.0f%%   items %d+%d, slots %d\n", c.name, ms * 1e3,
+              tbs, 100 * tbs / kHbmTBs, tflops, 100 * tflops / kBf16Tflops, plan.num_decode_items,
+              plan.num_prefill_items, plan.num_partial_slots);
+  for (auto* t : tables) cudaFree(t);
+  cudaFree(kc);
+  cudaFree(vc);
+  cudaFree(q);
+  cudaFree(out);
+  cudaFree(ws);
+  cudaFree(dqsl);
+  cudaFree(dlens);
+  cudaFree(dpos);
+}
+
+}  // namespace
+}  // namespace pagoda::cuda
+
+int main() {
+  using namespace pagoda::cuda;  // NOLINT
+  cudaDeviceProp prop{};
+  CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
+  std::printf("# bench_kernels_cuda on %s (%d SMs, L2 %d MB)\n", prop.name,
+              prop.multiProcessorCount, prop.l2CacheSize >> 20);
+  std::printf("device-to-device copy: %.2f TB/s (docs/performance.md limit: %.2f)\n",
+              hbm_copy_tbs(), kHbmTBs);
+  BlasContext ctx;
+  CHECK_CUDA(blas_context_create(&ctx));
+  const bool gemv_ok = bench_gemv(ctx);
+  blas_context_destroy(&ctx);
+
+  std::printf(
+      "\n## Paged attention, GQA 32/8, head 128, block 16, bf16 "
+      "(TB/s = KV bytes / time; targets: decode >= 90%% HBM at 16+ seqs, >= 2 TB/s B1x8192)\n");
+  std::printf("%-22s %8s %8s %6s %9s %6s\n", "case", "us", "TB/s", "%HBM", "TFLOP/s", "%peak");
+  const AttnCase cases[] = {
+      {"decode B1 x 8192", 1, 8192, 1, true},       {"decode B16 x 2048", 16, 2048, 1, true},
+      {"decode B64 x 4096", 64, 4096, 1, true},     {"prefill B32 x L512", 32, 512, 512, false},
+      {"prefill B8 x L2048", 8, 2048, 2048, false},
+  };
+  for (const AttnCase& c : cases) bench_attention(c, prop.multiProcessorCount);
+  std::printf("\nprefill reference (torch SDPA flash, same card): L512 167 TFLOP/s, L2048 282\n");
+  if (!gemv_ok) {
+    std::printf("FAIL: GEMV and cuBLASLt disagree (see err column)\n");
+    return 1;
+  }
+  return 0;
+}
