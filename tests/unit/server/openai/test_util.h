@@ -1,0 +1,44 @@
+#pragma once
+// Shared fixtures of the protocol tests: the stories260K tokenizer (vocabulary 512, BOS 1), a real
+// chat template (Qwen2.5's) and a ServerContext serving "stories260K" with max_model_len 512.
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "server/openai/server_context.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace pagoda::openai::testing {
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw std::runtime_error("cannot open " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+inline const Tokenizer& tokenizer() {
+  static const Tokenizer tok = Tokenizer::load(PAGODA_SOURCE_DIR "/models/stories260K");
+  return tok;
+}
+
+inline const tmpl::ChatTemplate& qwen_template() {
+  static const tmpl::ChatTemplate chat(
+      read_file(PAGODA_SHARED_DIR "/chat_templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  return chat;
+}
+
+inline ServerContext context() {
+  ServerContext ctx;
+  ctx.served_model_names = {"stories260K", "alias"};
+  ctx.max_model_len = 512;
+  ctx.vocab_size = 512;
+  ctx.tokenizer = &tokenizer();
+  ctx.chat_template = &qwen_template();
+  ctx.model_created = 1700000000;
+  return ctx;
+}
+
+}  // namespace pagoda::openai::testing
