@@ -1,4 +1,5 @@
-// `pagoda bench throughput`: offline throughput with random prompts, as `vllm bench throughput`.
+// `pagoda bench throughput`: offline throughput with random prompts, as `vllm bench throughput`;
+// registers `pagoda bench serve` (bench_serve_command.cc) beside it.
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -64,6 +65,8 @@ int run_throughput(const ThroughputOptions& o) {
 
 }  // namespace
 
+void register_bench_serve_command(CLI::App& bench, int& exit_code);  // bench_serve_command.cc
+
 void register_bench_commands(CLI::App& app, int& exit_code) {
   CLI::App* bench = app.add_subcommand("bench", "Benchmarks");
   bench->require_subcommand(1);
@@ -77,6 +80,7 @@ void register_bench_commands(CLI::App& app, int& exit_code) {
   cmd->add_option("--num-prompts", opts->num_prompts, "requests")->check(CLI::PositiveNumber);
   cmd->add_option("--seed", opts->seed, "seed of the prompts, the sampling and dummy weights");
   cmd->callback([opts, &exit_code] { exit_code = run_throughput(*opts); });
+  register_bench_serve_command(*bench, exit_code);
 }
 
 }  // namespace pagoda::cli

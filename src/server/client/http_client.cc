@@ -21,6 +21,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -36,6 +37,10 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+
+// Not boost::none: Beast 1.74 compares a Content-Length against the optional limit with `>`, and
+// every length is greater than an empty optional.
+constexpr uint64_t kNoBodyLimit = std::numeric_limits<uint64_t>::max();
 
 std::chrono::steady_clock::duration to_duration(double seconds) {
   return std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -109,7 +114,7 @@ asio::awaitable<void> stream_one(Load& load, size_t index) {
 
     beast::flat_buffer buffer;
     http::response_parser<http::buffer_body> parser;
-    parser.body_limit(boost::none);
+    parser.body_limit(kNoBodyLimit);
     stream.expires_after(to_duration(load.options.timeout_s));
     co_await http::async_read_header(stream, buffer, parser, asio::use_awaitable);
     const int status = static_cast<int>(parser.get().result_int());
@@ -234,7 +239,7 @@ HttpResponse http_request(const Endpoint& endpoint, std::string_view path,
   http::write(stream, make_request(endpoint, path, api_key, body));
   beast::flat_buffer buffer;
   http::response_parser<http::string_body> parser;
-  parser.body_limit(boost::none);
+  parser.body_limit(kNoBodyLimit);
   http::read(stream, buffer, parser);
   beast::error_code ignored;
   stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
