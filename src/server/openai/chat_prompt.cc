@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -252,6 +253,10 @@ std::string render_chat_prompt(const ChatConversation& c, const ServerContext& c
       own = std::make_unique<tmpl::ChatTemplate>(*c.chat_template);
     } catch (const tmpl::TemplateError& e) {
       throw bad_request(fmt::format("Invalid chat template: {}", e.what()), "chat_template");
+    } catch (const std::logic_error&) {
+      // The template library lets a few standard exceptions out on odd input (std::stoul on a
+      // bad \x escape); a request's own template is still the client's fault.
+      throw bad_request("Invalid chat template", "chat_template");
     }
     chat = own.get();
   }
@@ -266,6 +271,7 @@ std::string render_chat_prompt(const ChatConversation& c, const ServerContext& c
     inputs.eos_token = ctx.tokenizer->eos_token();
   }
   inputs.extra = c.chat_template_kwargs;
+  inputs.render.limits = ctx.render_limits;
   std::string rendered;
   try {
     rendered = chat->render(inputs);
@@ -275,6 +281,9 @@ std::string render_chat_prompt(const ChatConversation& c, const ServerContext& c
     throw bad_request(fmt::format("Chat template error: {}", e.what()));
   } catch (const InvalidArgument& e) {
     throw bad_request(e.what(), "chat_template_kwargs");
+  } catch (const std::logic_error&) {
+    if (!own) throw;  // the model's own template failing is our bug: a 500
+    throw bad_request("Chat template error", "chat_template");
   }
   if (!c.continue_final_message) return rendered;
   // transformers: cut right after the final message's (stripped) text, so that the model

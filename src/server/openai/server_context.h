@@ -33,6 +33,9 @@ struct ServerContext {
   GenerationDefaults defaults;
   /// Whether a request may bring its own "chat_template" (vLLM gates it behind a flag too).
   bool allow_request_chat_template = true;
+  /// Bounds on one chat template render (output size, loop iterations, call depth): a request's
+  /// own template is untrusted code.
+  tmpl::RenderLimits render_limits;
   /// The "created" timestamp /v1/models reports (server start).
   int64_t model_created = 0;
 };
