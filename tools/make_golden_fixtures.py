@@ -48,6 +48,21 @@ FIXTURES = [
      dict(max_shard_size="200KB"), [9, 50]),
     ("qwen3-qknorm-headdim", "Qwen3Config", base(head_dim=24, num_attention_heads=4, num_key_value_heads=2),
      torch.float32, {}, [5, 64]),
+    # Head dims of 64 and 128, which the GPU attention kernels take: these run on both backends.
+    ("llama-hd64-llama3-rope", "LlamaConfig",
+     base(hidden_size=128, num_attention_heads=2, num_key_value_heads=1, intermediate_size=256,
+          rope_theta=500000.0, rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0,
+                                                 high_freq_factor=4.0, original_max_position_embeddings=64)),
+     torch.float32, {}, [6, 200]),
+    ("mistral-hd128-bf16", "MistralConfig",
+     base(hidden_size=256, num_attention_heads=2, num_key_value_heads=1, intermediate_size=512,
+          sliding_window=None), torch.bfloat16, {}, [7, 70]),
+    ("qwen2-hd64-bias", "Qwen2Config",
+     base(hidden_size=128, num_attention_heads=2, num_key_value_heads=2, intermediate_size=256),
+     torch.float32, {}, [9, 45]),
+    ("qwen3-hd128-qknorm", "Qwen3Config",
+     base(hidden_size=128, head_dim=128, num_attention_heads=4, num_key_value_heads=1, intermediate_size=256),
+     torch.float32, {}, [5, 80]),
 ]
 
 

@@ -1,80 +1,71 @@
 #!/usr/bin/env bash
-# The CUDA backend on the device machine, in one call: build (PAGODA_CUDA=ON, sm_90) into
-# /tmp/build-cuda, run the gpu-labelled tests (kernels_cuda_test: every CUDA kernel against the CPU
-# kernels) and the CUDA kernel benchmark (GEMV / attention against the H200 limits). Logs go to
-# $OUT/ (build.log, test.log, bench.log); the summary is printed last. Takes ~3-6 minutes.
+# Everything GPU in one device call: (optionally) regenerate the golden fixtures with transformers,
+# build pagoda with PAGODA_CUDA=ON into /tmp/build-cuda, run every gpu-labelled test (the CUDA
+# kernels against the CPU kernels; the golden checkpoints on the GPU) and the benchmarks (CUDA
+# kernels against the H200 limits; the Llama-3.1-8B shape end to end: batch-1 decode, batched
+# decode, 512-token prefill). Logs go to $OUT/; the summary is printed last.
 #
-#   bench/device/run.sh          on the device machine (from the repository root)
-#   bench/device/run.sh --pack   on a build machine whose image lacks nothing: builds portable
-#                                (x86-64-v3) binaries into build-cuda/ plus the non-CUDA shared
-#                                libraries they need in build-cuda/device-libs/. If the device image
-#                                cannot configure pagoda (its Debian dev packages are missing), carry
-#                                build-cuda/tests/kernel/cuda/kernels_cuda_test,
-#                                build-cuda/bench/kernels_cuda/bench_kernels_cuda and
-#                                build-cuda/device-libs, and run.sh uses those instead.
+#   bench/device/run.sh [--fixtures] [--skip-bench]
+#
+# Carry `.device` (make it with tools/prepare_device.sh): the headers and libraries the device image
+# lacks (pcre2, xxhash) and the model configs the benchmarks read (../shared does not travel).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$out"
-targets=(kernels_cuda_test bench_kernels_cuda)
+fixtures=0 bench=1
+for a in "$@"; do
+  case $a in
+    --fixtures) fixtures=1 ;;
+    --skip-bench) bench=0 ;;
+  esac
+done
+start=$(date +%s)
+export PATH=/usr/local/cuda/bin:$PATH
+nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader | tee "$out/build.log"
 
-if [ "${1:-}" = "--pack" ]; then
-  set -e
-  cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_NATIVE=OFF \
-    -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=ON >/dev/null
-  ninja -C build-cuda "${targets[@]}"
-  rm -rf build-cuda/device-libs && mkdir -p build-cuda/device-libs
-  for bin in build-cuda/tests/kernel/cuda/kernels_cuda_test build-cuda/bench/kernels_cuda/bench_kernels_cuda; do
-    ldd "$bin" | awk '/=> \//{print $3}' |
-      grep -v -E '/(libc|libm|libdl|libpthread|librt|libgcc_s|libstdc\+\+|libcudart|libcublas|libcublasLt)\.so' |
-      xargs -r -I{} cp -L {} build-cuda/device-libs/
-  done
-  du -sh build-cuda/device-libs build-cuda/tests/kernel/cuda/kernels_cuda_test build-cuda/bench/kernels_cuda/bench_kernels_cuda
-  exit 0
+if [ $fixtures -eq 1 ]; then
+  work=$(mktemp -d)
+  PYTHONUNBUFFERED=1 python3 tools/make_golden_fixtures.py "$work/tiny" >"$out/fixtures.log" 2>&1 || {
+    tail -20 "$out/fixtures.log"; echo "run.sh: fixture generation failed"; }
+  rm -rf tests/data/tiny && cp -r "$work/tiny" tests/data/tiny
+  tar -C "$work" -czf "$out/tiny_fixtures.tar.gz" tiny
+  echo "fixtures: $(ls tests/data/tiny | wc -l) written ($(( $(date +%s) - start )) s)"
 fi
 
-export PATH=/usr/local/cuda/bin:$PATH
-nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total,clocks.sm,clocks.max.sm --format=csv \
-  2>&1 | tee "$out/build.log"
-start=$(date +%s)
-build=/tmp/build-cuda
-test_bin="" bench_bin="" mode=""
-if cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON \
-     -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=ON >>"$out/build.log" 2>&1 &&
-   ninja -C "$build" -j "$(nproc)" "${targets[@]}" >>"$out/build.log" 2>&1; then
-  test_bin=$build/tests/kernel/cuda/kernels_cuda_test
-  bench_bin=$build/bench/kernels_cuda/bench_kernels_cuda
-  mode="built here in $(( $(date +%s) - start )) s"
-elif [ -x build-cuda/tests/kernel/cuda/kernels_cuda_test ]; then
-  test_bin=build-cuda/tests/kernel/cuda/kernels_cuda_test
-  bench_bin=build-cuda/bench/kernels_cuda/bench_kernels_cuda
-  export LD_LIBRARY_PATH=$PWD/build-cuda/device-libs:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-  mode="build failed here (see build.log); using carried binaries from run.sh --pack"
+deps=$PWD/.device/deps
+if [ -d "$deps" ]; then
+  sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
+  export PKG_CONFIG_PATH=$deps/lib/pkgconfig:${PKG_CONFIG_PATH:-}
+  export LD_LIBRARY_PATH=$deps/lib:${LD_LIBRARY_PATH:-}
+  dep_flags=(-DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib")
 else
-  tail -30 "$out/build.log"
-  echo "run.sh: FAIL: could not build (see $out/build.log) and no carried binaries in build-cuda/"
+  dep_flags=()
+fi
+build=/tmp/build-cuda
+targets=(kernels_cuda_test golden_gpu_test bench_kernels_cuda bench_decode)
+if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_BUILD_TESTS=ON \
+     -DPAGODA_BUILD_BENCH=ON "${dep_flags[@]}" >>"$out/build.log" 2>&1 ||
+   ! ninja -C "$build" -j "$(nproc)" "${targets[@]}" >>"$out/build.log" 2>&1; then
+  grep -E "error|Error" "$out/build.log" | head -30
+  echo "run.sh: FAIL: build (see build.log)"
   exit 1
 fi
-echo "run.sh: $mode" | tee -a "$out/build.log"
+echo "build: $(( $(date +%s) - start )) s"
 
-# Tests: ctest -L gpu when built here (it runs every gpu-labelled test), else the binary itself.
-if [ "$test_bin" = "$build/tests/kernel/cuda/kernels_cuda_test" ]; then
-  (cd "$build" && timeout 420 ctest -L gpu -V --output-on-failure --timeout 400) >"$out/test.log" 2>&1
-else
-  timeout 420 "$test_bin" >"$out/test.log" 2>&1
-fi
+(cd "$build" && timeout 300 ctest -L gpu --output-on-failure --timeout 280) >"$out/test.log" 2>&1
 test_rc=$?
-timeout 240 "$bench_bin" >"$out/bench.log" 2>&1
-bench_rc=$?
+grep -E "Failure|Expected|Which is|steps equal|FAILED|tests passed|tests failed|No CUDA" "$out/test.log" | head -40
+echo "tests: exit $test_rc ($(( $(date +%s) - start )) s)"
 
-echo "===== test failures (full log: test.log) ====="
-grep -E "Failure|Expected|Which is|error|variant=|bf16|f16|FAILED|PASSED|tests passed|tests failed" "$out/test.log" |
-  grep -v "^\[ RUN" | head -60
-echo "===== benchmark (bench.log) ====="
-cat "$out/bench.log"
-echo "===== summary ====="
-echo "build: $mode"
-echo "tests: exit $test_rc ($(grep -c '\[       OK' "$out/test.log") ok, $(grep -c '\[  FAILED  \].*ms)' "$out/test.log") failed)"
-echo "bench: exit $bench_rc"
+if [ $bench -eq 1 ]; then
+  timeout 200 "$build/bench/kernels_cuda/bench_kernels_cuda" >"$out/bench_kernels.log" 2>&1
+  echo "kernel bench: exit $?"
+  tail -40 "$out/bench_kernels.log"
+  timeout 200 "$build/bench/model/bench_decode" .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 \
+    --batches 1,16,64 --steps 64 --context 512 --prefill 512 >"$out/bench_model.log" 2>&1
+  echo "model bench: exit $?"
+  grep -v "^\[" "$out/bench_model.log" | tail -15
+fi
 echo "total: $(( $(date +%s) - start )) s"
-[ $test_rc -eq 0 ] && [ $bench_rc -eq 0 ]
+[ $test_rc -eq 0 ]

@@ -2,9 +2,12 @@
 // bound: a decode step must stream every weight once, so tokens/s <= bandwidth / weight bytes *
 // batch.
 //
-//   bench_decode [CONFIG_DIR] [--dtype bfloat16] [--batches 1,16] [--steps 16] [--context 64]
+//   bench_decode [CONFIG_DIR] [--device cpu|cuda] [--dtype bfloat16] [--batches 1,16]
+//                [--steps 16] [--context 64] [--prefill 512]
 //
-// Default CONFIG_DIR: ../shared/configs/llama-3.2-1b.
+// Default CONFIG_DIR: ../shared/configs/llama-3.2-1b. On cuda the bound printed is the H200's
+// measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens (batch
+// 1) and reports tokens/s.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +19,7 @@
 #include "core/thread_pool.h"
 #include "model/model.h"
 #include "model/registry.h"
+#include "runtime/device_model.h"
 
 namespace {
 
@@ -58,12 +62,17 @@ int main(int argc, char** argv) {
   std::string dir = std::string(PAGODA_SHARED_DIR) + "/configs/llama-3.2-1b";
   std::string dtype_name = "bfloat16";
   std::vector<int> batches{1, 16};
-  int steps = 16, context = 64;
+  int steps = 16, context = 64, prefill = 0;
+  std::string device = "cpu";
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
     if (a == "--dtype") {
       dtype_name = next();
+    } else if (a == "--device") {
+      device = next();
+    } else if (a == "--prefill") {
+      prefill = std::stoi(next());
     } else if (a == "--steps") {
       steps = std::stoi(next());
     } else if (a == "--context") {
@@ -82,14 +91,16 @@ int main(int argc, char** argv) {
   }
   pagoda::ThreadPool pool(0);
   std::printf("machine: %d threads\n", pool.num_threads());
-  const double bandwidth = measure_read_bandwidth(pool);
-  std::printf("memory read bandwidth: %.1f GB/s (1 GiB sum, best of 5)\n", bandwidth);
+  // The GPU's limit is the measured H200 copy bandwidth; the CPU's is measured here.
+  const double bandwidth = device == "cuda" ? 4190.0 : measure_read_bandwidth(pool);
+  std::printf("memory read bandwidth: %.1f GB/s (%s)\n", bandwidth,
+              device == "cuda" ? "H200, measured copy bandwidth" : "1 GiB sum, best of 5");
 
   pagoda::LoadOptions options;
   options.format = pagoda::LoadFormat::kDummy;
   options.dtype = pagoda::dtype_from_torch_name(dtype_name);
   const auto t_load = Clock::now();
-  auto model = pagoda::load_model(dir, options, pool);
+  auto model = pagoda::load_model_on_device(dir, options, device, pool);
   const auto& c = model->config();
   std::printf("model: %s (%s dummy weights), built in %.1f s\n", dir.c_str(), dtype_name.c_str(),
               seconds_since(t_load));
@@ -105,6 +116,32 @@ int main(int argc, char** argv) {
   }
   std::printf("weights read per step: %.2f GB -> bound %.2f steps/s\n\n", weight_bytes / 1e9,
               bandwidth * 1e9 / weight_bytes);
+  if (prefill > 0) {
+    const int block_size = 16;
+    const int blocks = (prefill + block_size - 1) / block_size;
+    model->init_kv_cache(blocks + 1, block_size);
+    std::vector<int32_t> tables(static_cast<size_t>(blocks));
+    std::iota(tables.begin(), tables.end(), 1);
+    std::vector<int32_t> ids, pos, qsl{0, prefill}, seq_lens{prefill}, rows{prefill - 1};
+    std::vector<int64_t> slots;
+    for (int p = 0; p < prefill; ++p) {
+      ids.push_back((p * 104729) % static_cast<int32_t>(c.vocab_size));
+      pos.push_back(p);
+      slots.push_back(block_size + p);
+    }
+    std::vector<float> logits(static_cast<size_t>(c.vocab_size));
+    pagoda::ForwardBatch fb{ids, pos, qsl, seq_lens, tables, blocks, slots, rows};
+    std::vector<double> times;
+    for (int i = 0; i < 7; ++i) {
+      const auto t0 = Clock::now();
+      model->forward(fb, logits.data());
+      if (i > 0) times.push_back(seconds_since(t0));  // the first run warms up
+    }
+    std::sort(times.begin(), times.end());
+    std::printf("prefill: %d tokens, batch 1: %.2f ms (min %.2f, max %.2f) = %.0f tokens/s\n\n",
+                prefill, times[times.size() / 2] * 1e3, times.front() * 1e3, times.back() * 1e3,
+                prefill / times[times.size() / 2]);
+  }
   std::printf(
       "| batch | context | decode ms/step | tokens/s | weight GB/s | %% of bandwidth "
       "|\n|---|---|---|---|---|---|\n");

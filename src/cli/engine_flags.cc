@@ -7,10 +7,12 @@ namespace pagoda::cli {
 
 EngineArgs EngineFlags::to_engine_args() const {
   EngineArgs a = args;
-  try {
-    a.kv_cache_memory_bytes = kv::parse_memory_size(kv_cache_memory);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(fmt::format("--kv-cache-memory: {}", e.what()));
+  if (kv_cache_memory != "auto") {
+    try {
+      a.kv_cache_memory_bytes = kv::parse_memory_size(kv_cache_memory);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("--kv-cache-memory: {}", e.what()));
+    }
   }
   a.enable_prefix_caching = !no_prefix_caching;
   return a;
@@ -30,7 +32,12 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_option("--block-size", f.args.block_size, "tokens per KV cache block")
       ->check(CLI::Range(1, 1024));
   cmd->add_option("--kv-cache-memory", f.kv_cache_memory,
-                  "KV cache size, e.g. 4G, 512M (default 4G)");
+                  "KV cache size, e.g. 4G, 512M (default auto: 4G on the CPU; on a GPU what "
+                  "--gpu-memory-utilization leaves)");
+  cmd->add_option("--device", f.args.device, "auto (a GPU if present), cpu or cuda")
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_option("--gpu-memory-utilization", f.args.gpu_memory_utilization,
+                  "fraction of GPU memory for weights, activations and KV cache (default 0.9)");
   cmd->add_flag("--enable-prefix-caching", f.prefix_caching,
                 "reuse KV blocks of shared prefixes (default)");
   cmd->add_flag("--no-enable-prefix-caching", f.no_prefix_caching, "turn prefix caching off");

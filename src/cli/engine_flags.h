@@ -12,7 +12,7 @@ namespace pagoda::cli {
 /// Flag values as parsed; to_engine_args() checks and converts them.
 struct EngineFlags {
   EngineArgs args;
-  std::string kv_cache_memory = "4G";
+  std::string kv_cache_memory = "auto";
   bool no_prefix_caching = false;
   bool prefix_caching = false;
 

@@ -12,6 +12,7 @@
 #include "kv/kv_cache_config.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
+#include "runtime/device_model.h"
 #include "runtime/model_runner.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
@@ -114,7 +115,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
           fmt::format("--dtype '{}' must be auto, float32, bfloat16 or float16", args.dtype));
   }
   load.seed = args.seed;
-  e.model = load_model(args.model, load, e.pool);
+  e.model = load_model_on_device(args.model, load, args.device, e.pool);
   const ModelConfig& config = e.model->config();
   if (!args.tokenizer.empty()) {
     tokenizer_ = Tokenizer::load(args.tokenizer);
@@ -134,8 +135,29 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
         fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
   }
   const int64_t kv_bytes_per_token = e.model->kv_cache_bytes_per_token();
-  const int num_blocks =
-      kv::num_blocks_for_memory(args.kv_cache_memory_bytes, args.block_size, kv_bytes_per_token);
+  int64_t kv_memory = args.kv_cache_memory_bytes;
+  if (kv_memory <= 0) {
+    if (const auto memory = e.model->device_memory()) {
+      // vLLM's rule: the KV pool gets what the utilization budget leaves after what is in use now
+      // (weights), less a reserve for activations and logits.
+      const auto [free, total] = *memory;
+      if (!(args.gpu_memory_utilization > 0 && args.gpu_memory_utilization <= 1)) {
+        throw InvalidArgument(fmt::format("--gpu-memory-utilization must be in (0, 1], got {}",
+                                          args.gpu_memory_utilization));
+      }
+      constexpr int64_t kActivationReserve = int64_t{3} << 30;
+      kv_memory = static_cast<int64_t>(args.gpu_memory_utilization * static_cast<double>(total)) -
+                  static_cast<int64_t>(total - free) - kActivationReserve;
+      if (kv_memory <= 0) {
+        throw InvalidArgument(
+            fmt::format("--gpu-memory-utilization {} leaves no memory for the KV cache",
+                        args.gpu_memory_utilization));
+      }
+    } else {
+      kv_memory = int64_t{4} << 30;
+    }
+  }
+  const int num_blocks = kv::num_blocks_for_memory(kv_memory, args.block_size, kv_bytes_per_token);
   kv::KVCacheConfig kv_config{num_blocks, args.block_size, args.enable_prefix_caching};
   e.kv_manager = std::make_unique<kv::KVCacheManager>(kv_config);
   e.model->init_kv_cache(num_blocks, args.block_size);

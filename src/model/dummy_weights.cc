@@ -19,6 +19,12 @@ float unit(uint64_t h) {
 
 }  // namespace
 
+DummyInit dummy_init(const ArchitectureEntry::TensorSpec& spec, size_t index, uint64_t seed) {
+  const bool is_norm = spec.shape.rank() == 1 && spec.name.find("norm") != std::string::npos;
+  return DummyInit{splitmix64(seed ^ splitmix64(index + 1)), is_norm ? 1.0f : 0.0f,
+                   is_norm ? 0.1f : 0.0346f};
+}
+
 WeightStore make_dummy_weights(const std::vector<ArchitectureEntry::TensorSpec>& specs, DType dtype,
                                uint64_t seed, ThreadPool& pool) {
   PAGODA_CHECK(is_float_weight_dtype(dtype), "dummy weights need a float dtype, got {}",
@@ -28,10 +34,9 @@ WeightStore make_dummy_weights(const std::vector<ArchitectureEntry::TensorSpec>&
     const auto& spec = specs[index];
     const int64_t n = spec.shape.num_elements();
     Buffer buffer(static_cast<size_t>(n) * dtype_size(dtype));
-    const bool is_norm = spec.shape.rank() == 1 && spec.name.find("norm") != std::string::npos;
-    const float scale = is_norm ? 0.1f : 0.0346f;
-    const float offset = is_norm ? 1.0f : 0.0f;
-    const uint64_t tensor_seed = splitmix64(seed ^ splitmix64(index + 1));
+    const DummyInit init = dummy_init(spec, index, seed);
+    const float scale = init.scale, offset = init.offset;
+    const uint64_t tensor_seed = init.seed;
     pool.parallel_for(n, 1 << 16, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         const float v = offset + scale * unit(splitmix64(tensor_seed + static_cast<uint64_t>(i)));

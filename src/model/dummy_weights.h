@@ -8,6 +8,16 @@
 
 namespace pagoda {
 
+/// How tensor `index` of a spec list is drawn: element i is offset + scale * u, with u uniform in
+/// [-1, 1) from splitmix64(seed + i) (the GPU backend draws the same values on the device).
+struct DummyInit {
+  uint64_t seed;
+  float offset;
+  float scale;
+};
+[[nodiscard]] DummyInit dummy_init(const ArchitectureEntry::TensorSpec& spec, size_t index,
+                                   uint64_t seed);
+
 /// Fills a WeightStore with deterministic pseudo-random tensors (a counter-based hash of seed,
 /// tensor index and element index, so the values do not depend on the thread count). Matrices are
 /// uniform in

@@ -22,6 +22,11 @@ class Model {
   /// Allocates the paged KV cache (replacing any previous one): num_blocks blocks of block_size
   /// tokens, in the layout this model's attention kernels read.
   virtual void init_kv_cache(int64_t num_blocks, int block_size) = 0;
+  /// Free and total bytes of the device the model lives on; nullopt for host memory (the KV pool
+  /// is then sized by --kv-cache-memory alone).
+  [[nodiscard]] virtual std::optional<std::pair<size_t, size_t>> device_memory() const {
+    return std::nullopt;
+  }
   /// Copies whole KV blocks in every layer (copy-on-write of forked sequences), in order.
   virtual void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) = 0;
   /// Runs the batch, writing each token's K/V into the cache at its slot, and fills

@@ -129,7 +129,7 @@ cudaError_t launch_gemv(const T* x, int m, int64_t k, const T* w, int64_t n, con
 cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
                         const void* bias, void* y, DType dtype, cudaStream_t stream) {
   if (n <= 0 || m <= 0) return m == 0 || n == 0 ? cudaSuccess : cudaErrorInvalidValue;
-  if (m > kGemvMaxM || k <= 0 || k % 8 != 0 || !aligned16(x) || !aligned16(w))
+  if (m > kGemvLimitM || k <= 0 || k % 8 != 0 || !aligned16(x) || !aligned16(w))
     return cudaErrorInvalidValue;
   PAGODA_DISPATCH_HALF(dtype, {
     return launch_gemv(static_cast<const scalar_t*>(x), static_cast<int>(m), k,

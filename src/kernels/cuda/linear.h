@@ -29,9 +29,13 @@ void blas_context_destroy(BlasContext* ctx);
 cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
                    int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream);
 
-inline constexpr int64_t kGemvMaxM = 16;
+// Measured on the H200 (docs/benchmarks.md): our GEMV beats cuBLASLt at m = 1 on every Llama-8B
+// shape (up to 97% of HBM bandwidth), cuBLASLt wins from m = 4 on. linear() routes m <= this to
+// the GEMV; linear_gemv itself still accepts m up to 16.
+inline constexpr int64_t kGemvMaxM = 1;
+inline constexpr int64_t kGemvLimitM = 16;
 
-/// The small-m path alone (for tests and benchmarks): needs 1 <= m <= kGemvMaxM, k % 8 == 0 and
+/// The small-m path alone (for tests and benchmarks): needs 1 <= m <= kGemvLimitM, k % 8 == 0 and
 /// x, w 16-byte aligned; otherwise returns cudaErrorInvalidValue.
 cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
                         const void* bias, void* y, DType dtype, cudaStream_t stream);

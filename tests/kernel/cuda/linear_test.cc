@@ -45,7 +45,7 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
           cpu::linear(x.values.data(), m, s.k, wbytes.data(), dt, s.n,
                       with_bias ? bias.values.data() : nullptr, ref.data(), pool);
           for (Path path : {Path::kDispatch, Path::kGemv, Path::kCublasLt}) {
-            const bool gemv_ok = m <= kGemvMaxM && s.k % 8 == 0;
+            const bool gemv_ok = m <= kGemvLimitM && s.k % 8 == 0;
             if (path == Path::kGemv && !gemv_ok) continue;
             SCOPED_TRACE(::testing::Message()
                          << dtype_label(dt) << " m=" << m << " k=" << s.k << " n=" << s.n

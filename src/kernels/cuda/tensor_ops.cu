@@ -1,0 +1,104 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kernels/cuda/tensor_ops.h"
+
+namespace pagoda::cuda {
+namespace {
+
+__device__ __forceinline__ float load_as_float(const void* p, DType d, int64_t i) {
+  switch (d) {
+    case DType::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case DType::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
+  }
+}
+
+__device__ __forceinline__ void store_float(void* p, DType d, int64_t i, float v) {
+  switch (d) {
+    case DType::kBF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      break;
+    case DType::kF16:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      break;
+    default:
+      static_cast<float*>(p)[i] = v;
+  }
+}
+
+__global__ void convert_kernel(const void* src, DType sd, void* dst, DType dd, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    store_float(dst, dd, i, load_as_float(src, sd, i));
+  }
+}
+
+__device__ __forceinline__ uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+__global__ void fill_uniform_kernel(void* dst, DType d, int64_t n, uint64_t seed, float offset,
+                                    float scale) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint64_t h = splitmix64(seed + static_cast<uint64_t>(i));
+    // As the CPU: the top 24 bits of the hash, scaled to [-1, 1), computed in double.
+    const float u = static_cast<float>(static_cast<double>(h >> 40) / 8388608.0 - 1.0);
+    store_float(dst, d, i, offset + scale * u);
+  }
+}
+
+__global__ void gather_rows_kernel(const char* src, const int32_t* rows, int64_t row_bytes,
+                                   char* dst, bool vec16) {
+  const int64_t r = blockIdx.x;
+  const char* s = src + static_cast<int64_t>(rows[r]) * row_bytes;
+  char* o = dst + r * row_bytes;
+  if (vec16) {
+    for (int64_t i = threadIdx.x; i < row_bytes / 16; i += blockDim.x) {
+      reinterpret_cast<int4*>(o)[i] = reinterpret_cast<const int4*>(s)[i];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) o[i] = s[i];
+  }
+}
+
+int grid_for(int64_t n) {
+  const int64_t blocks = (n + 255) / 256;
+  return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
+}
+
+}  // namespace
+
+cudaError_t convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t count,
+                    cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  convert_kernel<<<grid_for(count), 256, 0, stream>>>(src, src_dtype, dst, dst_dtype, count);
+  return cudaGetLastError();
+}
+
+cudaError_t fill_uniform(void* dst, DType dtype, int64_t count, uint64_t seed, float offset,
+                         float scale, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  fill_uniform_kernel<<<grid_for(count), 256, 0, stream>>>(dst, dtype, count, seed, offset, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_rows(const void* src, const int32_t* rows, int64_t num_rows, int64_t row_bytes,
+                        void* dst, cudaStream_t stream) {
+  if (num_rows <= 0) return cudaSuccess;
+  if (num_rows > 2147483647) return cudaErrorInvalidValue;
+  const bool vec16 = row_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  gather_rows_kernel<<<static_cast<unsigned>(num_rows), 256, 0, stream>>>(
+      static_cast<const char*>(src), rows, row_bytes, static_cast<char*>(dst), vec16);
+  return cudaGetLastError();
+}
+
+}  // namespace pagoda::cuda

@@ -1,0 +1,27 @@
+#pragma once
+// Whole-tensor utilities the GPU runtime needs around the model kernels: dtype conversion, the
+// random fill of --load-format dummy, and row gathers.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace pagoda::cuda {
+
+/// dst[i] = src[i] converted between f32, bf16 and f16 (round to nearest even). Any pair; may not
+/// alias unless the dtypes are equal.
+cudaError_t convert(const void* src, DType src_dtype, void* dst, DType dst_dtype, int64_t count,
+                    cudaStream_t stream);
+
+/// dst[i] = offset + scale * u(i), u uniform in [-1, 1) from a counter-based hash of (seed, i):
+/// the same values as the CPU dummy weights (model/dummy_weights.cc), whatever the launch shape.
+cudaError_t fill_uniform(void* dst, DType dtype, int64_t count, uint64_t seed, float offset,
+                         float scale, cudaStream_t stream);
+
+/// dst[r, :] = src[rows[r], :] for r in [0, num_rows); rows of row_bytes bytes (a multiple of 16
+/// when both pointers are 16-byte aligned, any size otherwise). rows: device int32.
+cudaError_t gather_rows(const void* src, const int32_t* rows, int64_t num_rows, int64_t row_bytes,
+                        void* dst, cudaStream_t stream);
+
+}  // namespace pagoda::cuda

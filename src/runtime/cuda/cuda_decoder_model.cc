@@ -1,0 +1,552 @@
+#include "runtime/cuda/cuda_decoder_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <vector>
+
+#include "core/logging.h"
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/linear.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/paged_attention.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/tensor_ops.h"
+#include "model/dummy_weights.h"
+#include "model/loader/safetensors.h"
+#include "model/registry.h"
+#include "runtime/cuda/device_buffer.h"
+
+namespace pagoda {
+namespace {
+
+std::string layer_name(int layer, const char* suffix) {
+  return fmt::format("model.layers.{}.{}", layer, suffix);
+}
+
+/// Where the weights come from: checkpoint tensors (host, mmapped) or the dummy recipe.
+class WeightSource {
+ public:
+  WeightSource(const ModelConfig& config, const std::vector<ArchitectureEntry::TensorSpec>& specs,
+               std::optional<WeightStore> store, uint64_t seed)
+      : config_(config), specs_(specs), store_(std::move(store)), seed_(seed) {
+    for (size_t i = 0; i < specs_.size(); ++i) index_[specs_[i].name] = i;
+  }
+
+  [[nodiscard]] bool has(const std::string& name) const {
+    return store_ ? store_->contains(name) : index_.count(name) != 0;
+  }
+
+  /// Writes tensor `name` (checked against its expected shape) into dst in `dtype`.
+  void upload(const std::string& name, const Shape& shape, void* dst, DType dtype,
+              cudaStream_t stream) {
+    const int64_t n = shape.num_elements();
+    if (!store_) {
+      const auto it = index_.find(name);
+      PAGODA_CHECK(it != index_.end(), "dummy weights have no tensor {}", name);
+      const DummyInit init = dummy_init(specs_[it->second], it->second, seed_);
+      PAGODA_CUDA_CHECK(
+          cuda::fill_uniform(dst, dtype, n, init.seed, init.offset, init.scale, stream));
+      return;
+    }
+    const Tensor& t = store_->get(name);
+    if (!(t.shape == shape)) {
+      throw InvalidArgument(fmt::format("{}: tensor '{}' has shape {}, expected {}",
+                                        store_->source_of(name), name, t.shape.to_string(),
+                                        shape.to_string()));
+    }
+    if (!is_float_weight_dtype(t.dtype)) {
+      throw InvalidArgument(
+          fmt::format("{}: tensor '{}' has dtype {}, expected float32, bfloat16 or float16",
+                      store_->source_of(name), name, dtype_name(t.dtype)));
+    }
+    if (t.dtype == dtype) {
+      PAGODA_CUDA_CHECK(
+          cudaMemcpyAsync(dst, t.data, t.num_bytes(), cudaMemcpyHostToDevice, stream));
+      return;
+    }
+    // Convert on the device: upload as stored, then one conversion pass.
+    if (staging_.size() < t.num_bytes()) {
+      PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      staging_ = DeviceBuffer(t.num_bytes());
+    }
+    PAGODA_CUDA_CHECK(
+        cudaMemcpyAsync(staging_.get(), t.data, t.num_bytes(), cudaMemcpyHostToDevice, stream));
+    PAGODA_CUDA_CHECK(cuda::convert(staging_.get(), t.dtype, dst, dtype, n, stream));
+  }
+
+  /// Frees the conversion buffer once everything is uploaded.
+  void finish(cudaStream_t stream) {
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    staging_ = DeviceBuffer();
+  }
+
+ private:
+  const ModelConfig& config_;
+  const std::vector<ArchitectureEntry::TensorSpec>& specs_;
+  std::optional<WeightStore> store_;
+  uint64_t seed_;
+  std::map<std::string, size_t> index_;
+  DeviceBuffer staging_;
+};
+
+struct LayerWeights {
+  DeviceBuffer input_norm, post_attention_norm;
+  DeviceBuffer qkv, qkv_bias;  // [q + 2 kv, hidden]: q, k and v stacked (one GEMM)
+  DeviceBuffer o, o_bias;
+  DeviceBuffer gate_up, gate_up_bias;  // [2 * intermediate, hidden]: gate then up
+  DeviceBuffer down, down_bias;
+  DeviceBuffer q_norm, k_norm;  // Qwen3: [head_dim]
+};
+
+/// Device activations of one step, grown to the largest step seen.
+struct Activations {
+  int64_t capacity = 0;
+  DeviceBuffer residual, hidden, normed, qkv, attn, gate_up, act;
+
+  void reserve(int64_t tokens, const ModelConfig& c, size_t esize) {
+    if (tokens <= capacity) return;
+    capacity = std::max<int64_t>(tokens, capacity * 2);
+    auto buf = [&](int64_t per_token) {
+      return DeviceBuffer(static_cast<size_t>(capacity * per_token) * esize);
+    };
+    residual = buf(c.hidden_size);
+    hidden = buf(c.hidden_size);
+    normed = buf(c.hidden_size);
+    qkv = buf(c.q_size() + 2 * c.kv_size());
+    attn = buf(c.q_size());
+    gate_up = buf(2 * c.intermediate_size);
+    act = buf(c.intermediate_size);
+  }
+};
+
+/// The decoder on the GPU.
+class CudaDecoderModel final : public Model {
+ public:
+  CudaDecoderModel(const ModelConfig& config, bool qkv_bias, bool o_bias, bool qk_norm, DType dtype,
+                   int device, WeightSource& weights)
+      : config_(config),
+        qkv_bias_(qkv_bias),
+        o_bias_(o_bias),
+        qk_norm_(qk_norm),
+        dtype_(dtype),
+        device_(device) {
+    PAGODA_CUDA_CHECK(cudaSetDevice(device_));
+    PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    PAGODA_CUDA_CHECK(cuda::blas_context_create(&blas_));
+    PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+    if (config.head_dim != 64 && config.head_dim != 128) {
+      throw InvalidArgument(
+          fmt::format("head_dim {} is not supported on the GPU (64 or 128)", config.head_dim));
+    }
+    upload_weights(weights);
+    const std::vector<float> inv_freq = rope_inv_freq(config_.rope, config_.head_dim);
+    inv_freq_ = DeviceBuffer(inv_freq.size() * sizeof(float));
+    PAGODA_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice));
+  }
+
+  ~CudaDecoderModel() override {
+    cuda::blas_context_destroy(&blas_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    if (host_inputs_ != nullptr) cudaFreeHost(host_inputs_);
+  }
+
+  const ModelConfig& config() const override { return config_; }
+
+  int64_t kv_cache_bytes_per_token() const override {
+    return 2 * static_cast<int64_t>(config_.num_layers) * config_.kv_size() *
+           static_cast<int64_t>(dtype_size(dtype_));
+  }
+
+  void init_kv_cache(int64_t num_blocks, int block_size) override {
+    if (block_size % 16 != 0) {
+      throw InvalidArgument(
+          fmt::format("--block-size must be a multiple of 16 on the GPU, got {}", block_size));
+    }
+    keys_.clear();
+    values_.clear();
+    layout_ = cuda::KVCacheLayout{num_blocks, block_size, config_.num_kv_heads, config_.head_dim};
+    const size_t bytes = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
+                         static_cast<size_t>(config_.kv_size()) * dtype_size(dtype_);
+    for (int l = 0; l < config_.num_layers; ++l) {
+      keys_.emplace_back(bytes);
+      values_.emplace_back(bytes);
+    }
+  }
+
+  void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override {
+    const size_t block_bytes = static_cast<size_t>(layout_.block_size) *
+                               static_cast<size_t>(config_.kv_size()) * dtype_size(dtype_);
+    for (const auto& [src, dst] : src_dst) {
+      for (size_t l = 0; l < keys_.size(); ++l) {
+        for (DeviceBuffer* b : {&keys_[l], &values_[l]}) {
+          PAGODA_CUDA_CHECK(cudaMemcpyAsync(b->at(static_cast<size_t>(dst) * block_bytes),
+                                            b->at(static_cast<size_t>(src) * block_bytes),
+                                            block_bytes, cudaMemcpyDeviceToDevice, stream_));
+        }
+      }
+    }
+  }
+
+  void forward(const ForwardBatch& batch, float* logits) override;
+
+  std::optional<std::pair<size_t, size_t>> device_memory() const override {
+    size_t free = 0, total = 0;
+    PAGODA_CUDA_CHECK(cudaSetDevice(device_));
+    PAGODA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return std::make_pair(free, total);
+  }
+
+ private:
+  void upload_weights(WeightSource& w);
+  void* stage_inputs(const ForwardBatch& batch);
+  void linear(const void* x, int64_t m, int64_t k, const DeviceBuffer& w, int64_t n,
+              const DeviceBuffer& bias, void* y) {
+    PAGODA_CUDA_CHECK(cuda::linear(blas_, x, m, k, w.get(), n, bias.get(), y, dtype_, stream_));
+  }
+
+  ModelConfig config_;
+  bool qkv_bias_, o_bias_, qk_norm_;
+  DType dtype_;
+  int device_;
+  int num_sms_ = 132;
+  cudaStream_t stream_ = nullptr;
+  cuda::BlasContext blas_;
+  DeviceBuffer embed_tokens_, lm_head_, final_norm_, inv_freq_;
+  bool tied_ = false;
+  std::vector<LayerWeights> layers_;
+  cuda::KVCacheLayout layout_;
+  std::vector<DeviceBuffer> keys_, values_;
+  Activations act_;
+  // Step inputs: one pinned host area and one device area, copied in one transfer.
+  void* host_inputs_ = nullptr;
+  size_t host_inputs_bytes_ = 0;
+  DeviceBuffer device_inputs_;
+  DeviceBuffer logits_dtype_, logits_f32_, gathered_;
+  cuda::AttentionLimits limits_;
+  DeviceBuffer attention_workspace_;
+};
+
+void CudaDecoderModel::upload_weights(WeightSource& w) {
+  const ModelConfig& c = config_;
+  const size_t es = dtype_size(dtype_);
+  auto matrix = [&](int64_t rows, int64_t cols) {
+    return DeviceBuffer(static_cast<size_t>(rows * cols) * es);
+  };
+  auto put = [&](const std::string& name, const Shape& shape, void* dst) {
+    w.upload(name, shape, dst, dtype_, stream_);
+  };
+  embed_tokens_ = matrix(c.vocab_size, c.hidden_size);
+  put("model.embed_tokens.weight", Shape{c.vocab_size, c.hidden_size}, embed_tokens_.get());
+  final_norm_ = matrix(1, c.hidden_size);
+  put("model.norm.weight", Shape{c.hidden_size}, final_norm_.get());
+  tied_ = c.tie_word_embeddings && !w.has("lm_head.weight");
+  if (!tied_) {
+    lm_head_ = matrix(c.vocab_size, c.hidden_size);
+    put("lm_head.weight", Shape{c.vocab_size, c.hidden_size}, lm_head_.get());
+  }
+  const int64_t q = c.q_size(), kv = c.kv_size(), h = c.hidden_size, inter = c.intermediate_size;
+  for (int l = 0; l < c.num_layers; ++l) {
+    LayerWeights lw;
+    auto name = [&](const char* suffix) { return layer_name(l, suffix); };
+    lw.input_norm = matrix(1, h);
+    put(name("input_layernorm.weight"), Shape{h}, lw.input_norm.get());
+    lw.post_attention_norm = matrix(1, h);
+    put(name("post_attention_layernorm.weight"), Shape{h}, lw.post_attention_norm.get());
+    lw.qkv = matrix(q + 2 * kv, h);
+    put(name("self_attn.q_proj.weight"), Shape{q, h}, lw.qkv.get());
+    put(name("self_attn.k_proj.weight"), Shape{kv, h}, lw.qkv.at(static_cast<size_t>(q * h) * es));
+    put(name("self_attn.v_proj.weight"), Shape{kv, h},
+        lw.qkv.at(static_cast<size_t>((q + kv) * h) * es));
+    if (qkv_bias_) {
+      lw.qkv_bias = matrix(1, q + 2 * kv);
+      put(name("self_attn.q_proj.bias"), Shape{q}, lw.qkv_bias.get());
+      put(name("self_attn.k_proj.bias"), Shape{kv}, lw.qkv_bias.at(static_cast<size_t>(q) * es));
+      put(name("self_attn.v_proj.bias"), Shape{kv},
+          lw.qkv_bias.at(static_cast<size_t>(q + kv) * es));
+    }
+    lw.o = matrix(h, q);
+    put(name("self_attn.o_proj.weight"), Shape{h, q}, lw.o.get());
+    if (o_bias_) {
+      lw.o_bias = matrix(1, h);
+      put(name("self_attn.o_proj.bias"), Shape{h}, lw.o_bias.get());
+    }
+    lw.gate_up = matrix(2 * inter, h);
+    put(name("mlp.gate_proj.weight"), Shape{inter, h}, lw.gate_up.get());
+    put(name("mlp.up_proj.weight"), Shape{inter, h},
+        lw.gate_up.at(static_cast<size_t>(inter * h) * es));
+    lw.down = matrix(h, inter);
+    put(name("mlp.down_proj.weight"), Shape{h, inter}, lw.down.get());
+    if (c.mlp_bias) {
+      lw.gate_up_bias = matrix(1, 2 * inter);
+      put(name("mlp.gate_proj.bias"), Shape{inter}, lw.gate_up_bias.get());
+      put(name("mlp.up_proj.bias"), Shape{inter},
+          lw.gate_up_bias.at(static_cast<size_t>(inter) * es));
+      lw.down_bias = matrix(1, h);
+      put(name("mlp.down_proj.bias"), Shape{h}, lw.down_bias.get());
+    }
+    if (qk_norm_) {
+      lw.q_norm = matrix(1, c.head_dim);
+      put(name("self_attn.q_norm.weight"), Shape{c.head_dim}, lw.q_norm.get());
+      lw.k_norm = matrix(1, c.head_dim);
+      put(name("self_attn.k_norm.weight"), Shape{c.head_dim}, lw.k_norm.get());
+    }
+    layers_.push_back(std::move(lw));
+  }
+  w.finish(stream_);
+}
+
+/// Packs the step's index arrays into pinned memory and copies them to the device in one transfer.
+/// Device layout (16-byte aligned sections): slots i64[T], ids i32[T], positions i32[T],
+/// query_start_loc i32[S+1], seq_lens i32[S], block_tables i32[S*B], logits_indices i32[L].
+void* CudaDecoderModel::stage_inputs(const ForwardBatch& b) {
+  auto align = [](size_t x) { return (x + 15) / 16 * 16; };
+  const size_t T = static_cast<size_t>(b.num_tokens()), S = static_cast<size_t>(b.num_seqs());
+  const size_t sizes[] = {T * 8,
+                          T * 4,
+                          T * 4,
+                          (S + 1) * 4,
+                          S * 4,
+                          b.block_tables.size() * 4,
+                          b.logits_indices.size() * 4};
+  size_t total = 0;
+  for (size_t s : sizes) total += align(s);
+  if (total > host_inputs_bytes_) {
+    if (host_inputs_ != nullptr) {
+      PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      cudaFreeHost(host_inputs_);
+    }
+    host_inputs_bytes_ = std::max(total, 2 * host_inputs_bytes_);
+    PAGODA_CUDA_CHECK(cudaMallocHost(&host_inputs_, host_inputs_bytes_));
+    device_inputs_ = DeviceBuffer(host_inputs_bytes_);
+  }
+  const void* sources[] = {b.slot_mapping.data(),    b.token_ids.data(), b.positions.data(),
+                           b.query_start_loc.data(), b.seq_lens.data(),  b.block_tables.data(),
+                           b.logits_indices.data()};
+  size_t offset = 0;
+  for (size_t i = 0; i < 7; ++i) {
+    if (sizes[i] > 0) std::memcpy(static_cast<char*>(host_inputs_) + offset, sources[i], sizes[i]);
+    offset += align(sizes[i]);
+  }
+  PAGODA_CUDA_CHECK(
+      cudaMemcpyAsync(device_inputs_.get(), host_inputs_, total, cudaMemcpyHostToDevice, stream_));
+  return device_inputs_.get();
+}
+
+void CudaDecoderModel::forward(const ForwardBatch& b, float* logits) {
+  PAGODA_CHECK(!keys_.empty(), "forward before init_kv_cache");
+  const ModelConfig& c = config_;
+  const int64_t T = b.num_tokens();
+  const int S = b.num_seqs();
+  const int64_t L = static_cast<int64_t>(b.logits_indices.size());
+  if (T == 0) return;
+  for (int32_t id : b.token_ids) {
+    if (id < 0 || id >= c.vocab_size) {
+      throw InvalidArgument(
+          fmt::format("token id {} is outside the vocabulary [0, {})", id, c.vocab_size));
+    }
+  }
+  PAGODA_CUDA_CHECK(cudaSetDevice(device_));
+  const size_t es = dtype_size(dtype_);
+  act_.reserve(T, c, es);
+
+  // Inputs.
+  auto align = [](size_t x) { return (x + 15) / 16 * 16; };
+  char* dev = static_cast<char*>(stage_inputs(b));
+  const auto* slots = reinterpret_cast<const int64_t*>(dev);
+  dev += align(static_cast<size_t>(T) * 8);
+  const auto* ids = reinterpret_cast<const int32_t*>(dev);
+  dev += align(static_cast<size_t>(T) * 4);
+  const auto* positions = reinterpret_cast<const int32_t*>(dev);
+  dev += align(static_cast<size_t>(T) * 4);
+  const auto* query_start = reinterpret_cast<const int32_t*>(dev);
+  dev += align(static_cast<size_t>(S + 1) * 4);
+  const auto* seq_lens = reinterpret_cast<const int32_t*>(dev);
+  dev += align(static_cast<size_t>(S) * 4);
+  const auto* block_tables = reinterpret_cast<const int32_t*>(dev);
+  dev += align(b.block_tables.size() * 4);
+  const auto* logits_rows = reinterpret_cast<const int32_t*>(dev);
+
+  // The attention plan for this step (host), grown until it fits the workspace.
+  cuda::AttentionPlan plan;
+  cuda::AttentionPlanInput plan_input{b.query_start_loc.data(), b.seq_lens.data(), S, c.num_heads,
+                                      c.num_kv_heads,           num_sms_};
+  for (;;) {
+    const cudaError_t err = limits_.max_tokens >= T
+                                ? cuda::plan_paged_attention(plan_input, limits_, &plan)
+                                : cudaErrorInvalidValue;
+    if (err == cudaSuccess) break;
+    PAGODA_CHECK(err == cudaErrorInvalidValue, "plan_paged_attention: {}", cudaGetErrorString(err));
+    PAGODA_CHECK(limits_.max_items < (1 << 26), "attention plan for {} tokens does not fit", T);
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    limits_.head_dim = c.head_dim;
+    limits_.max_tokens = std::max<int64_t>(T, 2 * limits_.max_tokens);
+    limits_.max_items = std::max(4096, 2 * limits_.max_items);
+    limits_.max_partial_slots = std::max(4096, 2 * limits_.max_partial_slots);
+    attention_workspace_ = DeviceBuffer(cuda::attention_workspace_bytes(limits_));
+  }
+  PAGODA_CUDA_CHECK(
+      cuda::upload_attention_plan(plan, limits_, attention_workspace_.get(), stream_));
+
+  const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
+  const int64_t qkv_width = q + 2 * kv;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  void* residual = act_.residual.get();
+  void* hidden = act_.hidden.get();
+  void* normed = act_.normed.get();
+  char* qkv = act_.qkv.as<char>();
+
+  PAGODA_CUDA_CHECK(
+      cuda::embedding(ids, T, embed_tokens_.get(), c.vocab_size, h, residual, dtype_, stream_));
+  for (int l = 0; l < c.num_layers; ++l) {
+    const LayerWeights& w = layers_[static_cast<size_t>(l)];
+    if (l == 0) {
+      PAGODA_CUDA_CHECK(
+          cuda::rms_norm(residual, w.input_norm.get(), T, h, eps, normed, dtype_, stream_));
+    } else {
+      PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, w.input_norm.get(), T, h, eps, normed,
+                                           dtype_, stream_));
+    }
+    linear(normed, T, h, w.qkv, qkv_width, w.qkv_bias, qkv);
+    int64_t q_stride = qkv_width, k_stride = qkv_width;
+    void* q_ptr = qkv;
+    void* k_ptr = qkv + static_cast<size_t>(q) * es;
+    if (qk_norm_) {
+      // Per-head RMSNorm needs contiguous rows: q and k move to the attention and hidden buffers.
+      PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(
+          act_.attn.get(), static_cast<size_t>(q) * es, qkv, static_cast<size_t>(qkv_width) * es,
+          static_cast<size_t>(q) * es, static_cast<size_t>(T), cudaMemcpyDeviceToDevice, stream_));
+      PAGODA_CUDA_CHECK(
+          cudaMemcpy2DAsync(hidden, static_cast<size_t>(kv) * es, qkv + static_cast<size_t>(q) * es,
+                            static_cast<size_t>(qkv_width) * es, static_cast<size_t>(kv) * es,
+                            static_cast<size_t>(T), cudaMemcpyDeviceToDevice, stream_));
+      PAGODA_CUDA_CHECK(cuda::rms_norm(act_.attn.get(), w.q_norm.get(), T * c.num_heads, c.head_dim,
+                                       eps, act_.attn.get(), dtype_, stream_));
+      PAGODA_CUDA_CHECK(cuda::rms_norm(hidden, w.k_norm.get(), T * c.num_kv_heads, c.head_dim, eps,
+                                       hidden, dtype_, stream_));
+      // The normed q goes back into the qkv buffer so that attention can write into attn.
+      PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(
+          qkv, static_cast<size_t>(qkv_width) * es, act_.attn.get(), static_cast<size_t>(q) * es,
+          static_cast<size_t>(q) * es, static_cast<size_t>(T), cudaMemcpyDeviceToDevice, stream_));
+      k_ptr = hidden;
+      k_stride = kv;
+    }
+    cuda::RopeCacheParams rp;
+    rp.q = q_ptr;
+    rp.k = k_ptr;
+    rp.v = qkv + static_cast<size_t>(q + kv) * es;
+    rp.q_stride = q_stride;
+    rp.k_stride = k_stride;
+    rp.v_stride = qkv_width;
+    rp.positions = positions;
+    rp.inv_freq = inv_freq_.as<float>();
+    rp.slot_mapping = slots;
+    rp.key_cache = keys_[static_cast<size_t>(l)].get();
+    rp.value_cache = values_[static_cast<size_t>(l)].get();
+    rp.num_tokens = T;
+    rp.num_heads = c.num_heads;
+    rp.layout = layout_;
+    rp.dtype = dtype_;
+    PAGODA_CUDA_CHECK(cuda::rope_and_cache(rp, stream_));
+
+    cuda::PagedAttentionParams ap;
+    ap.q = q_ptr;
+    ap.q_stride = q_stride;
+    ap.positions = positions;
+    ap.query_start_loc = query_start;
+    ap.seq_lens = seq_lens;
+    ap.block_tables = block_tables;
+    ap.key_cache = keys_[static_cast<size_t>(l)].get();
+    ap.value_cache = values_[static_cast<size_t>(l)].get();
+    ap.out = act_.attn.get();
+    ap.num_tokens = T;
+    ap.num_seqs = S;
+    ap.num_heads = c.num_heads;
+    ap.max_blocks_per_seq = b.max_blocks_per_seq;
+    ap.sliding_window = c.sliding_window;
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    ap.layout = layout_;
+    ap.dtype = dtype_;
+    PAGODA_CUDA_CHECK(
+        cuda::paged_attention(ap, plan, limits_, attention_workspace_.get(), stream_));
+
+    linear(act_.attn.get(), T, q, w.o, h, w.o_bias, hidden);
+    PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, w.post_attention_norm.get(), T, h, eps,
+                                         normed, dtype_, stream_));
+    linear(normed, T, h, w.gate_up, 2 * inter, w.gate_up_bias, act_.gate_up.get());
+    PAGODA_CUDA_CHECK(cuda::silu_and_mul(act_.gate_up.get(),
+                                         act_.gate_up.at(static_cast<size_t>(inter) * es), T, inter,
+                                         2 * inter, act_.act.get(), dtype_, stream_));
+    linear(act_.act.get(), T, inter, w.down, h, w.down_bias, hidden);
+  }
+  if (L == 0) {
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return;
+  }
+  PAGODA_CUDA_CHECK(
+      cuda::add_rms_norm(residual, hidden, final_norm_.get(), T, h, eps, normed, dtype_, stream_));
+  // Only the rows whose logits are wanted go through the LM head.
+  const size_t gathered_bytes = static_cast<size_t>(L * h) * es;
+  if (gathered_.size() < gathered_bytes) gathered_ = DeviceBuffer(gathered_bytes * 2);
+  PAGODA_CUDA_CHECK(cuda::gather_rows(normed, logits_rows, L, h * static_cast<int64_t>(es),
+                                      gathered_.get(), stream_));
+  const size_t logits_elems = static_cast<size_t>(L) * static_cast<size_t>(c.vocab_size);
+  if (logits_dtype_.size() < logits_elems * es) {
+    logits_dtype_ = DeviceBuffer(logits_elems * es * 2);
+    logits_f32_ = DeviceBuffer(logits_elems * sizeof(float) * 2);
+  }
+  linear(gathered_.get(), L, h, tied_ ? embed_tokens_ : lm_head_, c.vocab_size, DeviceBuffer(),
+         logits_dtype_.get());
+  PAGODA_CUDA_CHECK(cuda::convert(logits_dtype_.get(), dtype_, logits_f32_.get(), DType::kF32,
+                                  static_cast<int64_t>(logits_elems), stream_));
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(logits, logits_f32_.get(), logits_elems * sizeof(float),
+                                    cudaMemcpyDeviceToHost, stream_));
+  PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+}  // namespace
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError();  // clear the sticky "no driver" error
+    return 0;
+  }
+  return count;
+}
+
+std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadOptions& options,
+                                       int device, ThreadPool& pool) {
+  const ModelConfig config = load_model_config(model_dir);
+  const std::string config_path = (std::filesystem::path(model_dir) / "config.json").string();
+  const ArchitectureEntry& entry =
+      ArchitectureRegistry::global().find(config.architecture, config_path);
+  const std::vector<ArchitectureEntry::TensorSpec> specs = entry.expected_tensors(config);
+  std::optional<WeightStore> store;
+  if (options.format == LoadFormat::kSafetensors) store = WeightStore::open_directory(model_dir);
+  const DType dtype =
+      options.dtype.value_or(config.dtype == DType::kF16 ? DType::kF16 : DType::kBF16);
+  if (dtype != DType::kBF16 && dtype != DType::kF16) {
+    throw InvalidArgument(fmt::format(
+        "--dtype {} is not supported on the GPU (bfloat16 or float16)", dtype_name(dtype)));
+  }
+  // The variant flags follow from which tensors the architecture expects.
+  auto expects = [&](const std::string& suffix) {
+    return std::any_of(specs.begin(), specs.end(),
+                       [&](const auto& s) { return s.name == layer_name(0, suffix.c_str()); });
+  };
+  const bool qkv_bias = expects("self_attn.q_proj.bias");
+  const bool o_bias = expects("self_attn.o_proj.bias");
+  const bool qk_norm = expects("self_attn.q_norm.weight");
+  WeightSource source(config, specs, std::move(store), options.seed);
+  spdlog::info("model {}: {} with {} layers on GPU {} in {}", model_dir, config.architecture,
+               config.num_layers, device, dtype_name(dtype));
+  (void)pool;
+  return std::make_unique<CudaDecoderModel>(config, qkv_bias, o_bias, qk_norm, dtype, device,
+                                            source);
+}
+
+}  // namespace pagoda

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Fills .device/ (ignored by git) with what bench/device/run.sh needs on the device machine and
+# its image lacks: the pcre2 and xxhash headers and libraries, and the model configs of ../shared.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+d=.device/deps
+mkdir -p "$d/include" "$d/lib/pkgconfig" .device/configs
+cp /usr/include/pcre2.h /usr/include/xxhash.h "$d/include/"
+cp -L /usr/lib/x86_64-linux-gnu/libpcre2-8.so "$d/lib/libpcre2-8.so"
+cp -L /usr/lib/x86_64-linux-gnu/libxxhash.so "$d/lib/libxxhash.so"
+cp -L /usr/lib/x86_64-linux-gnu/libxxhash.so.0 "$d/lib/libxxhash.so.0"
+cat >"$d/lib/pkgconfig/libpcre2-8.pc" <<'PC'
+prefix=DEPS_PREFIX
+libdir=${prefix}/lib
+includedir=${prefix}/include
+
+Name: libpcre2-8
+Description: PCRE2 (carried headers, system library)
+Version: 10.42
+Libs: -L${libdir} -lpcre2-8
+Cflags: -I${includedir}
+PC
+for c in ../shared/configs/*/; do
+  name=$(basename "$c")
+  mkdir -p ".device/configs/$name" && cp "$c/config.json" ".device/configs/$name/"
+done
+du -sh .device
