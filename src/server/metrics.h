@@ -15,12 +15,12 @@ struct RequestRecord {
   std::string finished_reason;  // "stop", "length" or "abort"
   int64_t prompt_tokens = 0;
   int64_t generation_tokens = 0;
-  double ttft_seconds = 0;              // arrival at the server -> first token
-  std::vector<double> itl_seconds;      // gaps between successive tokens
-  double e2e_seconds = 0;               // arrival -> finish
-  double queue_seconds = 0;             // from RequestOutput::queue_seconds
-  double prefill_seconds = 0;           // from RequestOutput::prefill_seconds
-  double decode_seconds = 0;            // first token -> finish
+  double ttft_seconds = 0;          // arrival at the server -> first token
+  std::vector<double> itl_seconds;  // gaps between successive tokens
+  double e2e_seconds = 0;           // arrival -> finish
+  double queue_seconds = 0;         // from RequestOutput::queue_seconds
+  double prefill_seconds = 0;       // from RequestOutput::prefill_seconds
+  double decode_seconds = 0;        // first token -> finish
 };
 
 /// Thread-safe collector of the serving metrics; render() also reads the engine's gauges.
