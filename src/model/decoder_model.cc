@@ -111,13 +111,13 @@ class DecoderModel final : public Model {
     for (const auto& [src, dst] : src_dst) kv_->copy_block(src, dst);
   }
 
-  void forward(const ForwardBatch& batch, float* logits) override {
+  std::span<float> forward(const ForwardBatch& batch) override {
     PAGODA_CHECK(kv_ != nullptr, "forward before init_kv_cache");
     KVCacheStorage& kv = *kv_;
     const ModelConfig& c = config_;
     const int64_t T = batch.num_tokens();
     validate(batch, kv);
-    if (T == 0) return;
+    if (T == 0) return {};
     ws_.reserve(T, c);
     const Tensor ids{const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, Shape{T}};
     const Tensor positions{const_cast<int32_t*>(batch.positions.data()), DType::kI32, Shape{T}};
@@ -182,7 +182,7 @@ class DecoderModel final : public Model {
     }
     // Only the rows whose logits are wanted go through the final norm and the LM head.
     const int64_t L = static_cast<int64_t>(batch.logits_indices.size());
-    if (L == 0) return;
+    if (L == 0) return {};
     const Tensor gathered = view2(ws_.gathered, L, c.hidden_size);
     const Tensor gathered_hidden = view2(ws_.normed, L, c.hidden_size);
     for (int64_t i = 0; i < L; ++i) {
@@ -196,8 +196,10 @@ class DecoderModel final : public Model {
     }
     const Tensor final_normed = view2(ws_.final_normed, L, c.hidden_size);
     ops::add_rms_norm(ctx_, gathered, gathered_hidden, final_norm_.tensor, eps, final_normed);
-    const Tensor out{logits, DType::kF32, Shape{L, c.vocab_size}};
+    logits_.resize(static_cast<size_t>(L * c.vocab_size));
+    const Tensor out{logits_.data(), DType::kF32, Shape{L, c.vocab_size}};
     ops::linear(ctx_, final_normed, lm_head_, nullptr, out);
+    return logits_;
   }
 
  private:
@@ -310,6 +312,7 @@ class DecoderModel final : public Model {
   std::vector<float> inv_freq_;
   Workspace ws_;
   std::unique_ptr<KVCacheStorage> kv_;
+  std::vector<float> logits_;
 };
 
 }  // namespace

@@ -29,10 +29,10 @@ class Model {
   }
   /// Copies whole KV blocks in every layer (copy-on-write of forked sequences), in order.
   virtual void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) = 0;
-  /// Runs the batch, writing each token's K/V into the cache at its slot, and fills
-  /// logits [batch.logits_indices.size(), vocab_size] (fp32, row-major, host memory). Not
-  /// thread-safe: one engine thread drives a model.
-  virtual void forward(const ForwardBatch& batch, float* logits) = 0;
+  /// Runs the batch, writing each token's K/V into the cache at its slot, and returns the logits
+  /// [batch.logits_indices.size(), vocab_size] (fp32, row-major, host memory owned by the model:
+  /// writable, valid until the next forward). Not thread-safe: one engine thread drives a model.
+  [[nodiscard]] virtual std::span<float> forward(const ForwardBatch& batch) = 0;
 };
 
 /// How weights are obtained.

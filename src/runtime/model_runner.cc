@@ -57,10 +57,11 @@ StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
     tables_.insert(tables_.end(), s.block_table.begin(), s.block_table.end());
     tables_.resize(static_cast<size_t>(max_blocks) * (i + 1), kv::kNullBlockId);
   }
-  out.rows.resize(logits_rows_.size() * static_cast<size_t>(out.vocab));
   const ForwardBatch batch{ids_,    positions_, query_start_, seq_lens_,
                            tables_, max_blocks, slots_,       logits_rows_};
-  model_.forward(batch, out.rows.data());
+  out.rows = model_.forward(batch);
+  PAGODA_CHECK(out.rows.size() == logits_rows_.size() * static_cast<size_t>(out.vocab),
+               "the model returned {} logits for {} rows", out.rows.size(), logits_rows_.size());
   return out;
 }
 

@@ -23,7 +23,7 @@ struct SequenceStep {
 
 /// Logits of one step: rows [num_rows, vocab] and, per SequenceStep, where its rows are.
 struct StepLogits {
-  std::vector<float> rows;
+  std::span<float> rows;  // the model's logits buffer: valid until the next step
   int64_t vocab = 0;
   std::vector<int> sample_row;  // per sequence: the row to sample from, or -1
   std::vector<int>

@@ -62,8 +62,7 @@ class SequenceRunner {
     ForwardBatch batch{tokens, positions, qsl, seq_lens, table_, static_cast<int>(table_.size()),
                        slots,  rows};
     const auto vocab = static_cast<size_t>(model_.config().vocab_size);
-    std::vector<float> logits(tokens.size() * vocab);
-    model_.forward(batch, logits.data());
+    const std::span<float> logits = model_.forward(batch);
     std::vector<std::vector<float>> out;
     for (size_t i = 0; i < tokens.size(); ++i) {
       std::vector<float> lp(vocab);

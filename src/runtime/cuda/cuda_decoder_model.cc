@@ -152,6 +152,7 @@ class CudaDecoderModel final : public Model {
     cuda::blas_context_destroy(&blas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (host_inputs_ != nullptr) cudaFreeHost(host_inputs_);
+    if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -191,7 +192,7 @@ class CudaDecoderModel final : public Model {
     }
   }
 
-  void forward(const ForwardBatch& batch, float* logits) override;
+  std::span<float> forward(const ForwardBatch& batch) override;
 
   std::optional<std::pair<size_t, size_t>> device_memory() const override {
     size_t free = 0, total = 0;
@@ -226,6 +227,8 @@ class CudaDecoderModel final : public Model {
   size_t host_inputs_bytes_ = 0;
   DeviceBuffer device_inputs_;
   DeviceBuffer logits_dtype_, logits_f32_, gathered_;
+  void* host_logits_ = nullptr;  // pinned [rows, vocab] fp32, returned by forward()
+  size_t host_logits_elems_ = 0;
   cuda::AttentionLimits limits_;
   DeviceBuffer attention_workspace_;
 };
@@ -336,13 +339,13 @@ void* CudaDecoderModel::stage_inputs(const ForwardBatch& b) {
   return device_inputs_.get();
 }
 
-void CudaDecoderModel::forward(const ForwardBatch& b, float* logits) {
+std::span<float> CudaDecoderModel::forward(const ForwardBatch& b) {
   PAGODA_CHECK(!keys_.empty(), "forward before init_kv_cache");
   const ModelConfig& c = config_;
   const int64_t T = b.num_tokens();
   const int S = b.num_seqs();
   const int64_t L = static_cast<int64_t>(b.logits_indices.size());
-  if (T == 0) return;
+  if (T == 0) return {};
   for (int32_t id : b.token_ids) {
     if (id < 0 || id >= c.vocab_size) {
       throw InvalidArgument(
@@ -484,7 +487,7 @@ void CudaDecoderModel::forward(const ForwardBatch& b, float* logits) {
   }
   if (L == 0) {
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return;
+    return {};
   }
   PAGODA_CUDA_CHECK(
       cuda::add_rms_norm(residual, hidden, final_norm_.get(), T, h, eps, normed, dtype_, stream_));
@@ -502,9 +505,16 @@ void CudaDecoderModel::forward(const ForwardBatch& b, float* logits) {
          logits_dtype_.get());
   PAGODA_CUDA_CHECK(cuda::convert(logits_dtype_.get(), dtype_, logits_f32_.get(), DType::kF32,
                                   static_cast<int64_t>(logits_elems), stream_));
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(logits, logits_f32_.get(), logits_elems * sizeof(float),
+  // Pinned host memory: the copy runs at full PCIe speed and the caller reads it in place.
+  if (host_logits_elems_ < logits_elems) {
+    if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
+    host_logits_elems_ = logits_elems * 2;
+    PAGODA_CUDA_CHECK(cudaMallocHost(&host_logits_, host_logits_elems_ * sizeof(float)));
+  }
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_logits_, logits_f32_.get(), logits_elems * sizeof(float),
                                     cudaMemcpyDeviceToHost, stream_));
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  return {static_cast<float*>(host_logits_), logits_elems};
 }
 
 }  // namespace
