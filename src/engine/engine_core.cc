@@ -197,6 +197,8 @@ void EngineCore::shutdown() {
 
 const ModelConfig& EngineCore::model_config() const { return impl_->model->config(); }
 
+int64_t EngineCore::vocab_size() const { return impl_->model->config().vocab_size; }
+
 EngineStats EngineCore::stats() const {
   std::lock_guard lock(impl_->mutex);
   return impl_->stats;

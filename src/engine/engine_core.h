@@ -68,6 +68,8 @@ class EngineCore {
   [[nodiscard]] const ModelConfig& model_config() const;
   [[nodiscard]] const std::optional<Tokenizer>& tokenizer() const { return tokenizer_; }
   [[nodiscard]] int64_t max_model_len() const { return max_model_len_; }
+  /// Rows of the model's embedding (may exceed the tokenizer's vocabulary: padded checkpoints).
+  [[nodiscard]] int64_t vocab_size() const;
   [[nodiscard]] int64_t kv_capacity_tokens() const { return kv_capacity_tokens_; }
   [[nodiscard]] EngineStats stats() const;
 

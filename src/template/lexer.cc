@@ -292,8 +292,19 @@ class Lexer {
       p += 2;
       auto hex = [&](int n) {
         if (p + n > src_.size()) fail("truncated escape in string");
-        const uint32_t cp =
-            static_cast<uint32_t>(std::stoul(std::string(src_.substr(p, n)), nullptr, 16));
+        // Parsed by hand: std::stoul throws std::invalid_argument on bad digits (found by
+        // fuzz_jinja), and a template error must be a TemplateError.
+        uint32_t cp = 0;
+        for (int i = 0; i < n; ++i) {
+          const char h = src_[p + static_cast<size_t>(i)];
+          const int digit = h >= '0' && h <= '9'   ? h - '0'
+                            : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                            : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                                   : -1;
+          if (digit < 0) fail("invalid escape in string: bad hex digit");
+          cp = cp * 16 + static_cast<uint32_t>(digit);
+        }
+        if (cp > 0x10FFFF) fail("invalid escape in string: code point out of range");
         p += n;
         append_utf8(out, cp);
       };

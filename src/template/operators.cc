@@ -353,7 +353,19 @@ std::string brace_format(const std::string& fmt, const CallArgs& args) {
     }
     const Value* arg = nullptr;
     if (field.empty() || std::isdigit(static_cast<unsigned char>(field[0]))) {
-      const size_t index = field.empty() ? auto_index++ : std::stoul(field);
+      size_t index = auto_index;
+      if (field.empty()) {
+        ++auto_index;
+      } else {
+        // Hand-parsed: std::stoul throws std::out_of_range on long digit runs.
+        index = 0;
+        for (const char d : field) {
+          if (!std::isdigit(static_cast<unsigned char>(d)) || index > 1000000) {
+            fail("Replacement index '" + field + "' is not a small integer");
+          }
+          index = index * 10 + static_cast<size_t>(d - '0');
+        }
+      }
       if (index >= args.args.size())
         fail("Replacement index " + std::to_string(index) + " out of range");
       arg = &args.args[index];

@@ -45,7 +45,7 @@ class Dict {
   /// Throws TemplateError for unhashable keys (lists, dicts).
   void set(const Value& key, Value value);
   [[nodiscard]] const std::vector<std::pair<Value, Value>>& items() const { return items_; }
-  [[nodiscard]] size_t size() const { return items_.size(); }
+  [[nodiscard]] size_t size() const;  // defined after Value is complete (clang requires it)
   void clear();
 
   bool is_namespace = false;
@@ -181,5 +181,7 @@ struct JsonDumpOptions {
 
 /// Deepest nesting allowed for values (lists in lists ...) when printing, serialising, comparing.
 inline constexpr int kMaxValueDepth = 256;
+
+inline size_t Dict::size() const { return items_.size(); }
 
 }  // namespace pagoda::tmpl

@@ -96,6 +96,14 @@ TEST(Errors, RaiseExceptionKeepsTheTemplatesMessageExactly) {
   EXPECT_THROW((void)render("{{ raise_exception('x') }}"), InvalidArgument);
 }
 
+TEST(Errors, BadEscapesAndFormatIndicesAreTemplateErrors) {
+  // Found by fuzz_jinja: these threw std::invalid_argument / std::out_of_range before.
+  EXPECT_THROW((void)render("{{ '\\xZZ' }}"), TemplateError);
+  EXPECT_THROW((void)render("{{ '\\uD8' }}"), TemplateError);
+  EXPECT_THROW((void)render("{{ '{99999999999999999999999}'.format(1) }}"), TemplateError);
+  EXPECT_EQ(render("{{ '\\x41\\u00e9' }}"), "A\u00e9");
+}
+
 // ---- hostile templates and inputs: an error, never a crash or a hang ----
 
 TEST(Hostile, DeeplyNestedExpressionIsASyntaxError) {
