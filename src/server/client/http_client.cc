@@ -265,14 +265,20 @@ bool apply_stream_chunk(std::string_view data, double now, StreamResult& result,
       if (auto c = d->find("content"); c != d->end()) text = &*c;
     }
     // As vLLM's benchmark: the first chunk with choices is the first token, every later one an
-    // inter-token gap (several tokens may arrive in one chunk).
+    // inter-token gap (several tokens may arrive in one chunk). Unlike it, a chunk with neither
+    // text nor a finish reason (a chat stream's opening role delta) is no token: a server may send
+    // that one before the first token exists.
+    const bool has_text =
+        text != nullptr && text->is_string() && !text->get_ref<const std::string&>().empty();
+    const auto finish = choice.find("finish_reason");
+    if (!has_text && (finish == choice.end() || finish->is_null())) return true;
     if (last_chunk_time == 0) {
       result.ttft = now - result.start_time;
     } else {
       result.itl.push_back(now - last_chunk_time);
     }
     last_chunk_time = now;
-    if (text != nullptr && text->is_string()) result.generated_text += text->get<std::string>();
+    if (has_text) result.generated_text += text->get<std::string>();
   }
   if (auto it = j.find("usage"); it != j.end() && it->is_object()) {
     result.prompt_tokens = it->value("prompt_tokens", result.prompt_tokens);

@@ -58,13 +58,18 @@ TEST(StreamChunkTest, CompletionChunksTimeTokensAndReadUsage) {
 TEST(StreamChunkTest, ChatChunksReadTheDelta) {
   StreamResult r;
   double last = 0;
+  // The opening role delta carries no token: TTFT starts at the first content.
   EXPECT_TRUE(apply_stream_chunk(R"({"choices":[{"delta":{"role":"assistant","content":""}}]})",
                                  0.1, r, last));
+  EXPECT_EQ(last, 0);
   EXPECT_TRUE(apply_stream_chunk(R"({"choices":[{"delta":{"content":"Hi"}}]})", 0.3, r, last));
+  EXPECT_TRUE(apply_stream_chunk(R"({"choices":[{"delta":{"content":null},"finish_reason":null}]})",
+                                 0.35, r, last));
   EXPECT_TRUE(
       apply_stream_chunk(R"({"choices":[{"delta":{},"finish_reason":"stop"}]})", 0.4, r, last));
-  EXPECT_DOUBLE_EQ(r.ttft, 0.1);
-  ASSERT_EQ(r.itl.size(), 2u);
+  EXPECT_DOUBLE_EQ(r.ttft, 0.3);
+  ASSERT_EQ(r.itl.size(), 1u);  // the finish chunk
+  EXPECT_NEAR(r.itl[0], 0.1, 1e-12);
   EXPECT_EQ(r.generated_text, "Hi");
   EXPECT_EQ(r.output_tokens, -1);
 }
