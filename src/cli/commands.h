@@ -9,5 +9,6 @@ void register_generate_command(CLI::App& app, int& exit_code);
 void register_tokenize_commands(CLI::App& app, int& exit_code);  // tokenize, detokenize
 void register_chat_template_command(CLI::App& app, int& exit_code);
 void register_bench_commands(CLI::App& app, int& exit_code);  // bench throughput
+void register_serve_command(CLI::App& app, int& exit_code);
 
 }  // namespace pagoda::cli

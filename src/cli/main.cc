@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   pagoda::cli::register_tokenize_commands(app, exit_code);
   pagoda::cli::register_chat_template_command(app, exit_code);
   pagoda::cli::register_bench_commands(app, exit_code);
+  pagoda::cli::register_serve_command(app, exit_code);
   app.parse_complete_callback([&] { pagoda::init_logging(log_level); });
   try {
     app.parse(argc, argv);

@@ -110,6 +110,8 @@ class SessionResponder final : public Responder {
   std::shared_ptr<RequestState> state_;
 };
 
+std::string_view view(boost::beast::string_view s) { return {s.data(), s.size()}; }
+
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -214,8 +216,9 @@ void Session::reply_and_close(int status, std::string_view message) {
   request_ = std::make_shared<RequestState>();
   request_->seq = ++seq_;
   request_->claimed = true;
-  method_ = parser_ && parser_->is_header_done() ? std::string(parser_->get().method_string()) : "";
-  path_ = parser_ && parser_->is_header_done() ? std::string(parser_->get().target()) : "";
+  method_ =
+      parser_ && parser_->is_header_done() ? std::string(view(parser_->get().method_string())) : "";
+  path_ = parser_ && parser_->is_header_done() ? std::string(view(parser_->get().target())) : "";
   keep_alive_ = false;
   head_queued_ = streaming_ = body_complete_ = false;
   do_send(seq_, server_->error_response(status, message));
@@ -233,13 +236,14 @@ void Session::on_body(error_code ec) {
   parser_.reset();
 
   HttpRequest request;
-  request.method = std::string(message.method_string());
-  request.target = std::string(message.target());
+  request.method = std::string(view(message.method_string()));
+  request.target = std::string(view(message.target()));
   auto question = request.target.find('?');
   request.path = request.target.substr(0, question);
   if (question != std::string::npos) request.query = request.target.substr(question + 1);
   for (const auto& field : message) {
-    request.headers.emplace_back(lower(field.name_string()), std::string(field.value()));
+    request.headers.emplace_back(lower(view(field.name_string())),
+                                 std::string(view(field.value())));
   }
   request.body = std::move(message.body());
   request.remote = remote_;

@@ -1,0 +1,185 @@
+// `pagoda serve MODEL_DIR`: the OpenAI-compatible HTTP server (vLLM's `vllm serve`), until SIGINT
+// or SIGTERM, after which requests in flight get --shutdown-timeout seconds to finish.
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "core/logging.h"
+#include "core/status.h"
+#include "engine/engine_core.h"
+#include "kv/memory_size.h"
+#include "model/config.h"
+#include "server/server.h"
+
+namespace pagoda::cli {
+namespace {
+
+struct ServeOptions {
+  EngineFlags engine;
+  std::string model_dir;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  std::vector<std::string> served_model_names;
+  std::string api_key;
+  std::string chat_template_file;
+  std::string max_request_body = "1M";
+  double shutdown_timeout = 30;
+  double keep_alive_timeout = 5;
+  std::string metrics_prefix = "pagoda";
+};
+
+// The signal handler can reach only globals; it writes one byte to a pipe that the main thread
+// waits on (write() is async-signal-safe, condition variables are not). A second signal skips
+// the graceful part.
+int g_signal_pipe[2] = {-1, -1};
+std::atomic<int> g_signals{0};
+
+void on_signal(int) {
+  if (g_signals.fetch_add(1) >= 1) ::_exit(130);
+  const char byte = 1;
+  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
+}
+
+void install_signal_handlers() {
+  if (::pipe(g_signal_pipe) != 0) throw Internal("pipe() failed for the signal handler");
+  struct sigaction action {};
+  action.sa_handler = on_signal;
+  sigemptyset(&action.sa_mask);
+  ::sigaction(SIGINT, &action, nullptr);
+  ::sigaction(SIGTERM, &action, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a signal
+}
+
+void wait_for_signal() {
+  char byte = 0;
+  while (::read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw NotFound("--chat-template: cannot open " + path);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+std::chrono::milliseconds to_ms(double seconds, const char* flag) {
+  if (!(seconds >= 0)) throw InvalidArgument(fmt::format("{} must be >= 0", flag));
+  return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+}
+
+/// Loads the engine, with a progress line on a terminal (the load is one call: the line says
+/// what is happening and how long it took).
+std::unique_ptr<EngineCore> load_engine(const EngineArgs& args) {
+  const bool tty = ::isatty(STDERR_FILENO) == 1;
+  const auto t0 = std::chrono::steady_clock::now();
+  if (tty) std::fprintf(stderr, "loading weights from %s ...", args.model.c_str());
+  std::unique_ptr<EngineCore> engine;
+  try {
+    engine = std::make_unique<EngineCore>(args);
+  } catch (...) {
+    if (tty) std::fprintf(stderr, " failed\n");
+    throw;
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (tty)
+    std::fprintf(stderr, "\rloading weights from %s: done in %.1f s\n", args.model.c_str(),
+                 seconds);
+  spdlog::info("model {} loaded in {:.1f} s; KV cache {} tokens, max model length {}", args.model,
+               seconds, engine->kv_capacity_tokens(), engine->max_model_len());
+  return engine;
+}
+
+int run_serve(const ServeOptions& o) {
+  const size_t fd_limit = http::raise_open_file_limit();
+  if (fd_limit < 4096) {
+    spdlog::warn("open file limit is {}: fewer concurrent connections fit", fd_limit);
+  }
+  if (o.metrics_prefix != "pagoda" && o.metrics_prefix != "vllm") {
+    throw InvalidArgument("--metrics-prefix must be pagoda or vllm");
+  }
+  EngineArgs args = o.engine.to_engine_args();
+  args.model = o.model_dir;
+
+  server::ServerOptions so;
+  so.http.host = o.host;
+  so.http.port = static_cast<uint16_t>(o.port);
+  so.http.num_io_threads =
+      std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 4);
+  try {
+    so.http.max_request_body = static_cast<size_t>(kv::parse_memory_size(o.max_request_body));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("--max-request-body: {}", e.what()));
+  }
+  so.http.keep_alive_timeout = to_ms(o.keep_alive_timeout, "--keep-alive-timeout");
+  const auto grace = to_ms(o.shutdown_timeout, "--shutdown-timeout");
+  so.served_model_names =
+      o.served_model_names.empty() ? std::vector<std::string>{o.model_dir} : o.served_model_names;
+  so.api_key = o.api_key;
+  if (so.api_key.empty()) {
+    if (const char* env = std::getenv("PAGODA_API_KEY")) so.api_key = env;
+  }
+  if (!o.chat_template_file.empty()) so.chat_template = read_text_file(o.chat_template_file);
+  so.metrics_prefix = o.metrics_prefix;
+
+  std::unique_ptr<EngineCore> engine = load_engine(args);
+  const ModelConfig& config = engine->model_config();
+  so.vocab_size = config.vocab_size;
+  so.generation_defaults.temperature = config.generation.temperature;
+  so.generation_defaults.top_p = config.generation.top_p;
+  so.generation_defaults.top_k = config.generation.top_k;
+  so.generation_defaults.repetition_penalty = config.generation.repetition_penalty;
+
+  install_signal_handlers();
+  server::Server server(*engine, so);
+  const uint16_t port = server.start();
+  spdlog::info("serving {} as {} on http://{}:{}{}", o.model_dir,
+               fmt::join(so.served_model_names, ", "),
+               o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host, port,
+               so.api_key.empty() ? "" : " (API key required)");
+
+  wait_for_signal();
+  spdlog::info("shutting down: up to {:g} s for requests in flight", o.shutdown_timeout);
+  server.shutdown(grace);
+  engine->shutdown();
+  spdlog::info("stopped");
+  return 0;
+}
+
+}  // namespace
+
+void register_serve_command(CLI::App& app, int& exit_code) {
+  auto opts = std::make_shared<ServeOptions>();
+  CLI::App* cmd = app.add_subcommand("serve", "Serve a model with an OpenAI-compatible HTTP API");
+  cmd->add_option("model", opts->model_dir, "Hugging Face model directory")->required();
+  cmd->add_option("--host", opts->host, "address to listen on (default 127.0.0.1)");
+  cmd->add_option("--port", opts->port, "port to listen on (default 8000)")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--served-model-name", opts->served_model_names,
+                  "names the API answers to (repeatable; default: the model directory)");
+  cmd->add_option("--api-key", opts->api_key,
+                  "require 'Authorization: Bearer KEY' on /v1 routes (or env PAGODA_API_KEY)");
+  cmd->add_option("--chat-template", opts->chat_template_file,
+                  "a Jinja chat template file (default: the tokenizer's)");
+  cmd->add_option("--max-request-body", opts->max_request_body,
+                  "largest request body, e.g. 1M (default), 512K; larger gets 413");
+  cmd->add_option("--shutdown-timeout", opts->shutdown_timeout,
+                  "seconds requests in flight may take after SIGINT/SIGTERM (default 30)");
+  cmd->add_option("--keep-alive-timeout", opts->keep_alive_timeout,
+                  "seconds an idle connection stays open between requests (default 5)");
+  cmd->add_option("--metrics-prefix", opts->metrics_prefix,
+                  "metric name prefix on /metrics: pagoda (default) or vllm")
+      ->check(CLI::IsMember({"pagoda", "vllm", "pagoda:", "vllm:"}));
+  add_engine_flags(cmd, opts->engine, /*model_flag=*/false);
+  cmd->callback([opts, &exit_code] { exit_code = run_serve(*opts); });
+}
+
+}  // namespace pagoda::cli
