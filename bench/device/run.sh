@@ -5,7 +5,7 @@
 # kernels against the H200 limits; the Llama-3.1-8B shape end to end: batch-1 decode, batched
 # decode, 512-token prefill). Logs go to $OUT/; the summary is printed last.
 #
-#   bench/device/run.sh [--fixtures] [--skip-bench]
+#   bench/device/run.sh [--fixtures] [--skip-bench] [--skip-kernel-bench]
 #
 # Carry `.device` (make it with tools/prepare_device.sh): the headers and libraries the device image
 # lacks (pcre2, xxhash) and the model configs the benchmarks read (../shared does not travel).
@@ -13,11 +13,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$out"
-fixtures=0 bench=1
+fixtures=0 bench=1 kernel_bench=1
 for a in "$@"; do
   case $a in
     --fixtures) fixtures=1 ;;
     --skip-bench) bench=0 ;;
+    --skip-kernel-bench) kernel_bench=0 ;;
   esac
 done
 start=$(date +%s)
@@ -59,13 +60,31 @@ grep -E "Failure|Expected|Which is|steps equal|FAILED|tests passed|tests failed|
 echo "tests: exit $test_rc ($(( $(date +%s) - start )) s)"
 
 if [ $bench -eq 1 ]; then
-  timeout 200 "$build/bench/kernels_cuda/bench_kernels_cuda" >"$out/bench_kernels.log" 2>&1
-  echo "kernel bench: exit $?"
-  tail -40 "$out/bench_kernels.log"
-  timeout 200 "$build/bench/model/bench_decode" .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 \
-    --batches 1,16,64 --steps 64 --context 512 --prefill 512 >"$out/bench_model.log" 2>&1
-  echo "model bench: exit $?"
-  grep -v "^\[" "$out/bench_model.log" | tail -15
+  if [ $kernel_bench -eq 1 ]; then
+    timeout 200 "$build/bench/kernels_cuda/bench_kernels_cuda" >"$out/bench_kernels.log" 2>&1
+    echo "kernel bench: exit $?"
+    tail -40 "$out/bench_kernels.log"
+  fi
+  model=(.device/configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1,16,64 --steps 64
+         --context 512 --prefill 512)
+  timeout 150 "$build/bench/model/bench_decode" "${model[@]}" >"$out/bench_model.log" 2>&1
+  echo "model bench (CUDA graphs for decode): exit $?"
+  grep -v "^\[" "$out/bench_model.log" | tail -8
+  PAGODA_ENFORCE_EAGER=1 timeout 150 "$build/bench/model/bench_decode" "${model[@]}" \
+    >"$out/bench_model_eager.log" 2>&1
+  echo "model bench (eager): exit $?"
+  grep -v "^\[" "$out/bench_model_eager.log" | tail -5
+  # The whole engine (scheduler, sampling on the CPU, detokenization) on the GPU, offline.
+  if ninja -C "$build" -j "$(nproc)" pagoda >>"$out/build.log" 2>&1; then
+    timeout 200 "$build/pagoda" bench throughput --model .device/configs/llama-3.1-8b \
+      --load-format dummy --dtype bfloat16 --input-len 512 --output-len 128 --num-prompts 128 \
+      --max-num-seqs 64 --max-num-batched-tokens 8192 --max-model-len 4096 \
+      >"$out/bench_throughput.log" 2>&1
+    echo "engine throughput 512/128, 128 prompts, 64 seqs: exit $?"
+    grep -v "^\[" "$out/bench_throughput.log" | tail -6
+  else
+    echo "pagoda did not build (see build.log): no engine benchmark"
+  fi
 fi
 echo "total: $(( $(date +%s) - start )) s"
 [ $test_rc -eq 0 ]
