@@ -17,21 +17,7 @@ build=${PAGODA_FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${PAGODA_FUZZ_JOBS:-2}
 shared=${PAGODA_SHARED_DIR:-$(cd .. && pwd)/shared}
 
-# Workaround, until src/template/value.h defines Dict::size() out of line: clang (unlike gcc)
-# rejects its inline body, which instantiates std::pair<Value, Value> while Value is incomplete.
-# An overlay (-iquote, searched before the -I dirs) holds a copy where size() is a member template (instantiated
-# only where Value is complete); it is emptied as soon as the real header no longer needs it.
-overlay=$(pwd)/$build/overlay
-rm -rf "$overlay"
-mkdir -p "$overlay/template"
-broken='[[nodiscard]] size_t size() const { return items_.size(); }'
-if grep -qF "$broken" src/template/value.h; then
-  sed 's/\[\[nodiscard\]\] size_t size() const { return items_.size(); }/template <class D = Dict>\n  [[nodiscard]] size_t size() const { return static_cast<const D*>(this)->items_.size(); }/' \
-    src/template/value.h >"$overlay/template/value.h"
-  echo "run_fuzzers: using the clang workaround for src/template/value.h (Dict::size)"
-fi
-
-sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -iquote $overlay"
+sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -9,6 +9,7 @@
 #include "template/builtins.h"
 #include "template/error.h"
 #include "template/evaluator.h"
+#include "template/numbers.h"
 
 namespace pagoda::tmpl {
 
@@ -45,7 +46,9 @@ Value get_path(const Value& v, const Value& path) {
     if (!part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
           return std::isdigit(static_cast<unsigned char>(c));
         })) {
-      cur = get_item(cur, Value(static_cast<int64_t>(std::stoll(part))));
+      const std::optional<int64_t> index = parse_int(part);
+      if (!index) fail("attribute index out of range: " + part);
+      cur = get_item(cur, Value(*index));
     } else {
       if (cur.is_undefined()) return cur;
       cur = get_item(cur, Value(part));

@@ -1,4 +1,5 @@
 #include "template/lexer.h"
+#include "template/numbers.h"
 
 #include <cctype>
 #include <cstdint>
@@ -247,8 +248,9 @@ class Lexer {
       e += 2;
       std::string d =
           digits([](char ch) { return std::isxdigit(static_cast<unsigned char>(ch)) != 0; });
-      tokens_.push_back(
-          {TokenType::kInt, std::to_string(std::stoll(d, nullptr, base)), line_at_pos_});
+      const std::optional<int64_t> value = parse_int(d, base);
+      if (!value) fail("invalid integer literal");
+      tokens_.push_back({TokenType::kInt, std::to_string(*value), line_at_pos_});
       advance_to(e);
       return;
     }

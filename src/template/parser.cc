@@ -1,4 +1,5 @@
 #include "template/parser.h"
+#include "template/numbers.h"
 
 #include <charconv>
 #include <initializer_list>
@@ -514,7 +515,7 @@ class Parser {
         int64_t v = 0;
         auto res = std::from_chars(t.value.data(), t.value.data() + t.value.size(), v);
         if (res.ec != std::errc()) {
-          lit->literal = Value(std::stod(t.value));
+          lit->literal = Value(parse_double(t.value));
         } else {
           lit->literal = Value(v);
         }
@@ -523,7 +524,7 @@ class Parser {
       }
       case TokenType::kFloat: {
         auto lit = make_expr(ExprKind::kLiteral, line);
-        lit->literal = Value(std::stod(t.value));
+        lit->literal = Value(parse_double(t.value));
         next();
         return lit;
       }
@@ -574,7 +575,9 @@ class Parser {
         if (cur().type == TokenType::kInt) {  // x.0 is x[0]
           e->kind = ExprKind::kGetItem;
           auto idx = make_expr(ExprKind::kLiteral, line);
-          idx->literal = Value(static_cast<int64_t>(std::stoll(cur().value)));
+          const std::optional<int64_t> index = parse_int(cur().value);
+          if (!index) fail("integer index out of range: " + cur().value);
+          idx->literal = Value(*index);
           next();
           e->items.push_back(std::move(idx));
         } else {

@@ -101,6 +101,11 @@ TEST(Errors, BadEscapesAndFormatIndicesAreTemplateErrors) {
   EXPECT_THROW((void)render("{{ '\\xZZ' }}"), TemplateError);
   EXPECT_THROW((void)render("{{ '\\uD8' }}"), TemplateError);
   EXPECT_THROW((void)render("{{ '{99999999999999999999999}'.format(1) }}"), TemplateError);
+  EXPECT_THROW((void)render("{{ 0b123 }}"), TemplateError);
+  EXPECT_THROW((void)render("{{ 0x }}"), TemplateError);
+  EXPECT_THROW((void)render("{{ 0xffffffffffffffffffff }}"), TemplateError);
+  EXPECT_THROW((void)render("{{ x.99999999999999999999999 }}", {{"x", {1}}}), TemplateError);
+  EXPECT_EQ(render("{{ 1e999999 > 1 }}"), "True");
   EXPECT_EQ(render("{{ '\\x41\\u00e9' }}"), "A\u00e9");
 }
 
