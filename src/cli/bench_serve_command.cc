@@ -244,7 +244,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
   }
   std::printf("Initial test run completed. Starting main benchmark run...\n");
   std::printf("Traffic request rate: %s\n", o.request_rate.c_str());
-  std::printf("Burstiness factor: %g (%s)\n", o.burstiness,
+  std::printf("Burstiness factor: %s (%s)\n", fmt::format("{:.1f}", o.burstiness).c_str(),
               o.burstiness == 1.0 ? "Poisson process" : "Gamma distribution");
   std::printf("Maximum request concurrency: %s\n",
               o.max_concurrency > 0 ? std::to_string(o.max_concurrency).c_str() : "None");

@@ -1,0 +1,86 @@
+// `pagoda bench serve` against the live server: a short run reports its requests as vLLM's
+// benchmark does, saves them as JSON, and reads the prefix-cache counters from /metrics.
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, it } from 'node:test';
+import { promisify } from 'node:util';
+import { MODEL_DIR, PAGODA_BIN, metric, readMetrics, startServer } from './lib/harness.mjs';
+
+const run = promisify(execFile);
+let server;
+
+before(async () => {
+  server = await startServer(['--kv-cache-memory', '64M']);
+});
+
+after(async () => {
+  const status = await server.stop();
+  assert.deepEqual(status, { code: 0, signal: null }, `SIGTERM exit\n${server.log().slice(-4000)}`);
+});
+
+/** A value of the result block (after its ==== header), as the 40-column label layout puts it. */
+function field(stdout, label) {
+  const report = stdout.slice(stdout.indexOf('============ Serving Benchmark Result'));
+  const line = report.split('\n').find((l) => l.startsWith(label));
+  assert.ok(line, `report has "${label}"\n${stdout}`);
+  return Number(line.slice(40).trim());
+}
+
+it('bench serve: 20 completions with random token prompts', async () => {
+  const out = join(mkdtempSync(join(tmpdir(), 'pagoda-bench-')), 'result.json');
+  const before = await readMetrics(server.baseURL);
+  const { stdout } = await run(PAGODA_BIN, [
+    'bench', 'serve', '--base-url', server.baseURL, '--tokenizer', MODEL_DIR,
+    '--random-input-len', '32', '--random-output-len', '16', '--num-prompts', '20',
+    '--max-concurrency', '8', '--seed', '1', '--save-result', out,
+  ], { timeout: 120000 });
+  console.log(stdout.split('\n').map((l) => `# ${l}`).join('\n'));
+  assert.match(stdout, /============ Serving Benchmark Result ============/);
+  assert.equal(field(stdout, 'Successful requests:'), 20);
+  assert.equal(field(stdout, 'Failed requests:'), 0);
+  assert.equal(field(stdout, 'Maximum request concurrency:'), 8);
+  assert.equal(field(stdout, 'Total input tokens:'), 20 * 32);
+  assert.equal(field(stdout, 'Total generated tokens:'), 20 * 16);
+  assert.ok(field(stdout, 'Peak concurrent requests:') <= 8);
+  for (const m of ['TTFT', 'TPOT', 'ITL', 'E2EL']) {
+    assert.ok(field(stdout, `Mean ${m} (ms):`) > 0, m);
+    assert.ok(field(stdout, `P99 ${m} (ms):`) >= field(stdout, `Median ${m} (ms):`), m);
+  }
+  assert.ok(field(stdout, 'Mean E2EL (ms):') >= field(stdout, 'Mean TTFT (ms):'));
+
+  const saved = JSON.parse(readFileSync(out, 'utf8'));
+  assert.equal(saved.completed, 20);
+  assert.equal(saved.failed, 0);
+  assert.equal(saved.output_lens.length, 20);
+  assert.ok(saved.output_lens.every((n) => n === 16));
+  assert.equal(saved.itls.length, 20);
+  // The run's prefix-cache queries equal what /metrics says happened during it (the initial test
+  // request goes before the first read, as in vLLM).
+  const afterRun = await readMetrics(server.baseURL);
+  const queries = metric(afterRun, 'pagoda:prefix_cache_queries_total') -
+    metric(before, 'pagoda:prefix_cache_queries_total');
+  assert.ok(saved.prefix_cache_queries > 0 && saved.prefix_cache_queries <= queries,
+    `prefix cache queries ${saved.prefix_cache_queries} of ${queries}`);
+  assert.match(stdout, /Prefix cache hit rate \(%\):/);
+});
+
+it('bench serve: chat endpoint at a finite request rate', async () => {
+  const { stdout } = await run(PAGODA_BIN, [
+    'bench', 'serve', '--base-url', server.baseURL, '--endpoint', '/v1/chat/completions',
+    '--random-input-len', '8', '--random-output-len', '8', '--num-prompts', '10',
+    '--request-rate', '20', '--seed', '2',
+  ], { timeout: 120000 });
+  assert.equal(field(stdout, 'Successful requests:'), 10);
+  assert.equal(field(stdout, 'Request rate configured (RPS):'), 20);
+  assert.equal(field(stdout, 'Total generated tokens:'), 80);
+});
+
+it('bench serve: exits non-zero when the server is gone', async () => {
+  await assert.rejects(run(PAGODA_BIN, [
+    'bench', 'serve', '--base-url', 'http://127.0.0.1:9', '--model', 'x', '--random-vocab-size', '10',
+    '--num-prompts', '2',
+  ], { timeout: 60000 }));
+});

@@ -1,0 +1,163 @@
+// Shared pieces of the end-to-end suites: start `pagoda serve` on a free loopback port, wait for
+// /health, read /metrics, stop the server with SIGTERM and report its exit status.
+import { spawn } from 'node:child_process';
+import net from 'node:net';
+
+export const PAGODA_BIN = process.env.PAGODA_BIN;
+export const MODEL_DIR = process.env.PAGODA_MODEL_DIR;
+if (!PAGODA_BIN || !MODEL_DIR) {
+  throw new Error('set PAGODA_BIN and PAGODA_MODEL_DIR (tests/server/run.sh does)');
+}
+
+export function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+export function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** Polls `check` (async, returns truthy when done) until it succeeds or `timeoutMs` passes. */
+export async function waitFor(check, { timeoutMs = 30000, intervalMs = 100, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeoutMs;
+  let last;
+  for (;;) {
+    try {
+      last = await check();
+      if (last) return last;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what} (last: ${last})`);
+    await sleep(intervalMs);
+  }
+}
+
+/**
+ * Starts `pagoda serve MODEL_DIR --host 127.0.0.1 --port P ...extraArgs` and waits for /health.
+ * Returns { baseURL, port, model, log(), stop() }; stop() sends SIGTERM and resolves to the exit
+ * { code, signal }.
+ */
+export async function startServer(extraArgs = []) {
+  for (let attempt = 0; ; ++attempt) {
+    const port = await freePort();
+    const args = ['serve', MODEL_DIR, '--host', '127.0.0.1', '--port', String(port), ...extraArgs];
+    const proc = spawn(PAGODA_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const keep = (chunk) => {
+      output += chunk.toString();
+      if (output.length > 200000) output = output.slice(-100000);
+    };
+    proc.stdout.on('data', keep);
+    proc.stderr.on('data', keep);
+    const exited = new Promise((resolve) =>
+      proc.on('exit', (code, signal) => resolve({ code, signal })));
+    let exitStatus = null;
+    exited.then((s) => { exitStatus = s; });
+    const baseURL = `http://127.0.0.1:${port}`;
+    try {
+      await waitFor(async () => {
+        if (exitStatus) throw new Error(`pagoda serve exited early (${JSON.stringify(exitStatus)})`);
+        const r = await fetch(`${baseURL}/health`);
+        return r.status === 200;
+      }, { timeoutMs: 60000, what: `${baseURL}/health` });
+    } catch (e) {
+      if (!exitStatus) proc.kill('SIGKILL');
+      // Another process may have taken the port between freePort() and the bind: retry once.
+      if (attempt === 0 && /address|in use|bind/i.test(output)) continue;
+      throw new Error(`${e.message}\n--- server output ---\n${output}`);
+    }
+    const models = await (await fetch(`${baseURL}/v1/models`, {
+      headers: apiKeyHeader(extraArgs),
+    })).json();
+    const model = models.data?.[0]?.id;
+    return {
+      baseURL,
+      port,
+      model,
+      proc,
+      log: () => output,
+      async stop(timeoutMs = 30000) {
+        if (exitStatus) return exitStatus;
+        proc.kill('SIGTERM');
+        const timer = setTimeout(() => proc.kill('SIGKILL'), timeoutMs);
+        const status = await exited;
+        clearTimeout(timer);
+        return status;
+      },
+    };
+  }
+}
+
+function apiKeyHeader(args) {
+  const i = args.indexOf('--api-key');
+  return i >= 0 ? { Authorization: `Bearer ${args[i + 1]}` } : {};
+}
+
+/** Parses the Prometheus text of /metrics into name -> [{ labels, value }]. */
+export function parseMetrics(text) {
+  const out = new Map();
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})? (\S+)$/.exec(line);
+    if (!m) throw new Error(`bad metrics line: ${line}`);
+    const labels = {};
+    if (m[3]) {
+      for (const l of m[3].matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) {
+        labels[l[1]] = l[2].replace(/\\(.)/g, (_, c) => (c === 'n' ? '\n' : c));
+      }
+    }
+    const value = m[4] === '+Inf' ? Infinity : m[4] === '-Inf' ? -Infinity : Number(m[4]);
+    if (!out.has(m[1])) out.set(m[1], []);
+    out.get(m[1]).push({ labels, value });
+  }
+  return out;
+}
+
+export async function readMetrics(baseURL) {
+  const r = await fetch(`${baseURL}/metrics`);
+  if (r.status !== 200) throw new Error(`/metrics: HTTP ${r.status}`);
+  return parseMetrics(await r.text());
+}
+
+/** The value of one series (the sum over label sets matching `labels`). */
+export function metric(metrics, name, labels = {}) {
+  const samples = metrics.get(name);
+  if (!samples) throw new Error(`no series ${name} on /metrics`);
+  let sum = 0;
+  for (const s of samples) {
+    if (Object.entries(labels).every(([k, v]) => s.labels[k] === v)) sum += s.value;
+  }
+  return sum;
+}
+
+/** Waits until the engine holds no request and no KV block, as /metrics reports it. */
+export async function waitForIdle(baseURL, prefix = 'pagoda', timeoutMs = 30000) {
+  let last;
+  await waitFor(async () => {
+    last = await readMetrics(baseURL);
+    return metric(last, `${prefix}:kv_cache_usage_perc`) === 0 &&
+      metric(last, `${prefix}:num_requests_running`) === 0 &&
+      metric(last, `${prefix}:num_requests_waiting`) === 0;
+  }, { timeoutMs, what: 'kv_cache_usage_perc == 0 and no running or waiting request' });
+  return last;
+}
+
+/**
+ * The token counts of a usage object. prompt_tokens_details.cached_tokens is left out: it depends
+ * on what the prefix cache held when the request came, which differs between twin requests.
+ */
+export function counts(usage) {
+  return {
+    prompt_tokens: usage.prompt_tokens,
+    completion_tokens: usage.completion_tokens,
+    total_tokens: usage.total_tokens,
+  };
+}
