@@ -84,3 +84,26 @@ it('bench serve: exits non-zero when the server is gone', async () => {
     '--num-prompts', '2',
   ], { timeout: 60000 }));
 });
+
+it('--metrics-prefix vllm: the same series under vllm:, which bench serve reads too', async () => {
+  const vllm = await startServer(['--kv-cache-memory', '16M', '--metrics-prefix', 'vllm']);
+  try {
+    const { stdout } = await run(PAGODA_BIN, [
+      'bench', 'serve', '--base-url', vllm.baseURL, '--tokenizer', MODEL_DIR,
+      '--random-input-len', '16', '--random-output-len', '4', '--num-prompts', '4',
+    ], { timeout: 60000 });
+    assert.equal(field(stdout, 'Successful requests:'), 4);
+    assert.ok(field(stdout, 'Prefix cache queries (tokens):') >= 4 * 16);
+    const text = await (await fetch(`${vllm.baseURL}/metrics`)).text();
+    assert.ok(!text.includes('pagoda:'), 'no pagoda: series');
+    const m = await readMetrics(vllm.baseURL);
+    for (const name of ['vllm:num_requests_running', 'vllm:kv_cache_usage_perc',
+      'vllm:generation_tokens_total', 'vllm:time_to_first_token_seconds_count']) {
+      assert.ok(m.has(name), name);
+    }
+    assert.equal(metric(m, 'vllm:request_success_total', { finished_reason: 'length' }), 5);
+    assert.equal(metric(m, 'vllm:time_to_first_token_seconds_count'), 5);
+  } finally {
+    assert.deepEqual(await vllm.stop(), { code: 0, signal: null });
+  }
+});
