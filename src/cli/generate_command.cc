@@ -59,10 +59,10 @@ ordered_json logprobs_json(const std::vector<TokenLogprobs>& list) {
   return out;
 }
 
-ordered_json completion_json(const CompletionOutput& c, bool with_logprobs) {
+ordered_json completion_json(const CompletionOutput& c, bool with_logprobs, bool has_text) {
   ordered_json j;
   j["token_ids"] = c.token_ids;
-  j["text"] = c.text;
+  j["text"] = has_text ? ordered_json(c.text) : ordered_json(nullptr);  // null: no tokenizer
   j["finish_reason"] = to_string(c.finish_reason);
   j["logprobs"] = with_logprobs ? logprobs_json(c.logprobs) : ordered_json(nullptr);
   if (!c.error.empty()) j["error"] = c.error;
@@ -72,15 +72,15 @@ ordered_json completion_json(const CompletionOutput& c, bool with_logprobs) {
 /// One result line: completion 0's fields flat (as vLLM's single-completion output), plus all n
 /// completions under "outputs" when n > 1.
 ordered_json result_json(const std::vector<int32_t>& prompt_ids, const GenerateResult& r,
-                         const SamplingParams& p) {
+                         const SamplingParams& p, bool has_text) {
   ordered_json j;
   j["prompt_token_ids"] = prompt_ids;
-  const ordered_json first = completion_json(r.outputs.at(0), p.logprobs.has_value());
+  const ordered_json first = completion_json(r.outputs.at(0), p.logprobs.has_value(), has_text);
   for (const auto& [k, v] : first.items()) j[k] = v;
   if (p.n > 1) {
     j["outputs"] = ordered_json::array();
     for (const CompletionOutput& c : r.outputs) {
-      ordered_json o = completion_json(c, p.logprobs.has_value());
+      ordered_json o = completion_json(c, p.logprobs.has_value(), has_text);
       o["index"] = c.index;
       j["outputs"].push_back(std::move(o));
     }
@@ -176,7 +176,9 @@ int run_jsonl(const GenerateOptions& o, EngineCore& engine) {
     }
   }
   for (Pending& p : pending)
-    out << dump(result_json(p.prompt_ids, collect_result(*p.stream), p.params)) << "\n";
+    out << dump(result_json(p.prompt_ids, collect_result(*p.stream), p.params,
+                            engine.tokenizer().has_value()))
+        << "\n";
   out.flush();
   return 0;
 }
@@ -221,7 +223,7 @@ int run_generate(const GenerateOptions& o) {
   for (size_t i = 0; i < streams.size(); ++i) {
     const GenerateResult r = collect_result(*streams[i]);
     if (o.json) {
-      std::cout << dump(result_json(prompt_ids[i], r, params)) << "\n";
+      std::cout << dump(result_json(prompt_ids[i], r, params, tokenizer.has_value())) << "\n";
     } else if (tokenizer) {
       std::cout << tokenizer->decode(prompt_ids[i], true) << r.outputs[0].text << "\n";
     } else {
