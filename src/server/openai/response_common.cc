@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <span>
 
 #include "tokenizer/utf8.h"
 
@@ -42,8 +44,21 @@ std::string stop_string_suffix(const RequestOutput& out, const SamplingParams& p
 TokenText token_text(const Tokenizer* tokenizer, int32_t id) {
   TokenText t;
   if (tokenizer && id >= 0 && id < tokenizer->vocab_size()) {
-    const int32_t ids[] = {id};
-    t.bytes = tokenizer->decode(ids, /*skip_special_tokens=*/false);
+    // Decoded after an ordinary anchor token, minus the anchor's text: a token decoded alone
+    // loses the leading space of a sentencepiece "▁" (the Strip decoder), so that the tokens of a
+    // completion would no longer join into its text, as OpenAI's and vLLM's do.
+    const std::optional<int32_t> anchor = tokenizer->token_to_id("a");
+    if (anchor && *anchor != id) {
+      const int32_t pair[] = {*anchor, id};
+      const int32_t alone[] = {*anchor};
+      const std::string with = tokenizer->decode(pair, /*skip_special_tokens=*/false);
+      const std::string base = tokenizer->decode(alone, /*skip_special_tokens=*/false);
+      t.bytes = with.starts_with(base) ? with.substr(base.size())
+                                       : tokenizer->decode(std::span(pair + 1, 1), false);
+    } else {
+      const int32_t ids[] = {id};
+      t.bytes = tokenizer->decode(ids, /*skip_special_tokens=*/false);
+    }
   } else {
     t.bytes = "token_id:" + std::to_string(id);
   }

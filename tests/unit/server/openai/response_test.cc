@@ -192,7 +192,10 @@ TEST(ChatResponseTest, WholeResponseWithLogprobs) {
   EXPECT_EQ(choice["message"], Json({{"role", "assistant"}, {"content", "x"}}));
   EXPECT_EQ(choice["finish_reason"], "length");
   const Json& entry = choice["logprobs"]["content"][0];
-  const std::string token = testing::tokenizer().decode(std::vector<int32_t>{400}, false);
+  // Id 400 is the word-initial piece "▁do": its text inside a completion is " do" (decoding it
+  // alone would strip the space, and the tokens would no longer join into the text).
+  ASSERT_EQ(testing::tokenizer().id_to_token(400), "\u2581do");
+  const std::string token = " do";
   EXPECT_EQ(entry["token"], token);
   EXPECT_DOUBLE_EQ(entry["logprob"].get<double>(), -0.25);
   ASSERT_EQ(entry["bytes"].size(), token.size());
