@@ -24,4 +24,7 @@ for c in ../shared/configs/*/; do
   name=$(basename "$c")
   mkdir -p ".device/configs/$name" && cp "$c/config.json" ".device/configs/$name/"
 done
+mkdir -p .device/tokenizers/llama3
+cp ../shared/tokenizers/llama3/tokenizer.json ../shared/tokenizers/llama3/tokenizer_config.json \
+  .device/tokenizers/llama3/
 du -sh .device

@@ -2,7 +2,9 @@
 # The serving figures of docs/benchmarks.md on the device machine, in one call: builds pagoda
 # (PAGODA_CUDA=ON), serves the Llama-3.1-8B shape with dummy weights and runs `pagoda bench serve`
 # (512 in / 128 out at concurrency 64; 1000 in / 1000 out saturated), then writes a real 16 GB bf16
-# checkpoint with torch and times process start to first token from it (page cache warm).
+# checkpoint with torch and times process start to first token from it (page cache warm). The server
+# detokenizes with the Llama 3 tokenizer (.device/tokenizers/llama3), so that streamed chunks carry
+# text and the client can time the tokens.
 #
 #   bench/device/serve_bench.sh [--skip-ttft]      (carry .device: see tools/prepare_device.sh)
 set -uo pipefail
@@ -28,7 +30,8 @@ serve_and_bench() {  # name, serve flags..., -- bench flags...
   local serve=() bench=()
   while [ "$1" != "--" ]; do serve+=("$1"); shift; done; shift
   bench=("$@")
-  "$pagoda" serve "$config" --load-format dummy --dtype bfloat16 --port 8123 "${serve[@]}" \
+  "$pagoda" serve "$config" --load-format dummy --dtype bfloat16 --port 8123 \
+    --tokenizer .device/tokenizers/llama3 "${serve[@]}" \
     >"$out/serve_$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 120); do curl -sf http://127.0.0.1:8123/health >/dev/null 2>&1 && break; sleep 0.5; done
