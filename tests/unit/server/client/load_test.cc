@@ -10,6 +10,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <utility>
 
 #include "server/client/http_client.h"
 
@@ -57,6 +58,12 @@ class FakeServer {
     asio::write(s, asio::buffer(std::string(size) + event + "\r\n"));
   }
   void serve(tcp::socket s) {
+    // A request stops counting as in flight before its last bytes go out: the client may start
+    // its next request as soon as it reads them, before this thread gets to run again.
+    bool counted = true;
+    auto done = [&] {
+      if (std::exchange(counted, false)) --current_;
+    };
     const int now = ++current_;
     for (int p = peak_; now > p && !peak_.compare_exchange_weak(p, now);) {
     }
@@ -65,6 +72,7 @@ class FakeServer {
       http::request<http::string_body> req;
       http::read(s, buffer, req);
       if (req.target() == "/fail") {
+        done();
         asio::write(s, asio::buffer(std::string(
                            "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 4\r\n\r\nboom")));
       } else {
@@ -81,6 +89,7 @@ class FakeServer {
         write_chunk(s, R"({"choices":[{"index":0,"text":"","finish_reason":"length"}]})");
         write_chunk(s, R"({"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":)" +
                            std::to_string(n) + "}}");
+        done();
         write_chunk(s, "[DONE]");
         asio::write(s, asio::buffer(std::string("0\r\n\r\n")));
       }
@@ -88,7 +97,7 @@ class FakeServer {
     }
     boost::system::error_code ec;
     s.shutdown(tcp::socket::shutdown_both, ec);
-    --current_;
+    done();
   }
 
   asio::io_context io_;
