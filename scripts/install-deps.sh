@@ -12,6 +12,10 @@ packages=(
   python3
 )
 
+# The server tests drive pagoda with the official openai npm client. Machines of this kind come with
+# Node.js 20; where none is installed, Debian's nodejs and npm are (a second Node.js would clash).
+command -v node >/dev/null 2>&1 || packages+=(nodejs npm)
+
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
