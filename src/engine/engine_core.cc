@@ -49,7 +49,23 @@ struct Completion {
   StopChecker stop;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
+  uint64_t device_seed = 0;  // the seed of draws made on the model's device
 };
+
+/// Whether a completion's next token may be drawn on the model's device (only the token id comes
+/// back): greedy or plain temperature sampling with no processor that needs the logits on the
+/// host (penalties, bias, min_tokens masking, top-k/top-p/min-p, log-probabilities, a fork).
+DeviceDraw device_draw(const Completion& c, int num_output_tokens) {
+  const SamplingParams& p = c.request->params;
+  const bool host_only = p.logprobs.has_value() || p.presence_penalty != 0 ||
+                         p.frequency_penalty != 0 || p.repetition_penalty != 1 ||
+                         !p.logit_bias.empty() || num_output_tokens < p.min_tokens ||
+                         (p.n > 1 && !c.request->forked) ||
+                         (!p.greedy() && (p.top_k > 0 || p.top_p < 1 || p.min_p > 0));
+  if (host_only) return DeviceDraw{};
+  return DeviceDraw{p.greedy() ? 0.0f : p.temperature, c.device_seed,
+                    static_cast<uint64_t>(num_output_tokens)};
+}
 
 TokenLogprobs to_token_logprobs(const SampledToken& t) {
   TokenLogprobs out{t.token, t.logprob, {}};
@@ -313,6 +329,7 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
   Completion c{request, 0,
                RequestSampler(request->params, model->config().eos_token_ids, seed_source()),
                std::nullopt, StopChecker(request->params.stop)};
+  c.device_seed = request->params.seed.value_or(seed_source());
   if (tokenizer->has_value()) c.detok.emplace(**tokenizer, true, request->prompt);
   try {
     scheduler->add_request(std::move(r));
@@ -348,8 +365,10 @@ void EngineCore::Impl::step() {
     if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
     const bool prompt_logits =
         a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
-    steps.push_back({r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens,
-                     kv_manager->block_table(s.id), s.samples, prompt_logits});
+    steps.push_back(
+        {r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens, kv_manager->block_table(s.id),
+         s.samples, prompt_logits,
+         s.samples ? device_draw(completions.at(s.id), r->num_output_tokens()) : DeviceDraw{}});
     if (s.num_computed_tokens < r->num_prompt_tokens()) {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
@@ -400,6 +419,11 @@ void EngineCore::Impl::step() {
       const kv::RequestId id = out.scheduled[i].id;
       Completion& c = completions.at(id);  // distinct per row: no two threads share a sampler
       const scheduler::Request* r = scheduler->get(id);
+      const int32_t drawn = logits.tokens[static_cast<size_t>(logits.sample_row[i])];
+      if (drawn >= 0) {  // drawn on the device: no log-probabilities were asked for
+        tokens[static_cast<size_t>(j)] = SampledToken{drawn, 0.0f, {}};
+        continue;
+      }
       tokens[static_cast<size_t>(j)] = c.sampler.sample(
           logits.row(logits.sample_row[i]), r->prompt_token_ids(), r->output_token_ids());
     }
@@ -425,6 +449,7 @@ void EngineCore::Impl::step() {
       Completion child{a, index,
                        RequestSampler(child_params, model->config().eos_token_ids, seed_source()),
                        std::nullopt, StopChecker(a->params.stop)};
+      child.device_seed = child_params.seed.value_or(seed_source());
       if (tokenizer->has_value()) child.detok.emplace(**tokenizer, true, a->prompt);
       std::vector<float> child_row = row;
       SampledToken t = child.sampler.sample(child_row, a->prompt, {});

@@ -1,5 +1,6 @@
 #pragma once
 // The model interface the runtime drives, and the entry point that builds one from a directory.
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -10,6 +11,14 @@
 #include "model/forward_batch.h"
 
 namespace pagoda {
+
+/// How one logits row may be drawn on the model's device instead of being returned
+/// (forward_sample).
+struct DeviceDraw {
+  float temperature = -1.0f;  // < 0: return the logits; 0: greedy; > 0: temperature sampling
+  uint64_t seed = 0;          // the request's seed
+  uint64_t counter = 0;       // the request's token index: draws depend on (seed, counter) only
+};
 
 /// A loaded causal language model that runs forward passes over flat token batches.
 class Model {
@@ -33,6 +42,17 @@ class Model {
   /// [batch.logits_indices.size(), vocab_size] (fp32, row-major, host memory owned by the model:
   /// writable, valid until the next forward). Not thread-safe: one engine thread drives a model.
   [[nodiscard]] virtual std::span<float> forward(const ForwardBatch& batch) = 0;
+  /// forward() that may sample on the device: each row whose draw has temperature >= 0 may be drawn
+  /// where the logits are, its token written to tokens[row]; rows left at -1 have their logits in
+  /// the returned span (a model that samples rows may leave the logits of those rows unwritten).
+  /// The default samples nothing and returns forward().
+  [[nodiscard]] virtual std::span<float> forward_sample(const ForwardBatch& batch,
+                                                        std::span<const DeviceDraw> draws,
+                                                        std::span<int32_t> tokens) {
+    (void)draws;
+    std::fill(tokens.begin(), tokens.end(), -1);
+    return forward(batch);
+  }
 };
 
 /// How weights are obtained.

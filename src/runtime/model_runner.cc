@@ -23,6 +23,7 @@ StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
   tables_.clear();
   logits_rows_.clear();
   slots_.clear();
+  draws_.clear();
   StepLogits out;
   out.vocab = model_.config().vocab_size;
   out.sample_row.assign(steps.size(), -1);
@@ -46,10 +47,18 @@ StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
       slots_.push_back(static_cast<int64_t>(s.block_table[static_cast<size_t>(p / block_size)]) *
                            block_size +
                        p % block_size);
-      if (s.prompt_logits) logits_rows_.push_back(row);
+      if (s.prompt_logits) {
+        logits_rows_.push_back(row);
+        draws_.emplace_back();  // prompt rows are returned as logits
+      }
     }
     if (s.sample) {
-      if (!s.prompt_logits) logits_rows_.push_back(static_cast<int32_t>(ids_.size()) - 1);
+      if (!s.prompt_logits) {
+        logits_rows_.push_back(static_cast<int32_t>(ids_.size()) - 1);
+        draws_.push_back(s.draw);
+      } else {
+        draws_.back() = s.draw;  // the last prompt row is also the sampled one
+      }
       out.sample_row[i] = static_cast<int>(logits_rows_.size()) - 1;
     }
     query_start_.push_back(static_cast<int32_t>(ids_.size()));
@@ -59,9 +68,11 @@ StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
   }
   const ForwardBatch batch{ids_,    positions_, query_start_, seq_lens_,
                            tables_, max_blocks, slots_,       logits_rows_};
-  out.rows = model_.forward(batch);
-  PAGODA_CHECK(out.rows.size() == logits_rows_.size() * static_cast<size_t>(out.vocab),
-               "the model returned {} logits for {} rows", out.rows.size(), logits_rows_.size());
+  out.tokens.assign(logits_rows_.size(), -1);
+  out.rows = model_.forward_sample(batch, draws_, out.tokens);
+  PAGODA_CHECK(
+      out.rows.empty() || out.rows.size() == logits_rows_.size() * static_cast<size_t>(out.vocab),
+      "the model returned {} logits for {} rows", out.rows.size(), logits_rows_.size());
   return out;
 }
 

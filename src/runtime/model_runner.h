@@ -19,6 +19,7 @@ struct SequenceStep {
   std::span<const kv::BlockId> block_table;  // logical -> physical blocks, covering the new tokens
   bool sample = false;                       // wants the logits of its last new token
   bool prompt_logits = false;                // wants the logits of every new token
+  DeviceDraw draw;                           // with sample: may be drawn on the model's device
 };
 
 /// Logits of one step: rows [num_rows, vocab] and, per SequenceStep, where its rows are.
@@ -28,6 +29,7 @@ struct StepLogits {
   std::vector<int> sample_row;  // per sequence: the row to sample from, or -1
   std::vector<int>
       first_token_row;  // per sequence with prompt_logits: row of its first new token, else -1
+  std::vector<int32_t> tokens;  // per row: the token drawn on the device, or -1 (use its logits)
 
   [[nodiscard]] std::span<float> row(int r) {
     return {rows.data() + static_cast<size_t>(r) * static_cast<size_t>(vocab),
@@ -51,6 +53,7 @@ class ModelRunner {
   // Reused between steps so a step allocates nothing once warm.
   std::vector<int32_t> ids_, positions_, query_start_, seq_lens_, tables_, logits_rows_;
   std::vector<int64_t> slots_;
+  std::vector<DeviceDraw> draws_;
 };
 
 }  // namespace pagoda
