@@ -116,6 +116,13 @@ class CompletionTimer {
   std::map<std::pair<size_t, int>, Timing> timings_;
 };
 
+/// An engine failure (not a client abort) reported to the client: the engine's message, 503 when
+/// the engine is shutting down.
+openai::ApiError engine_failure(const std::string& error) {
+  const bool shutting_down = error.find("shut down") != std::string::npos;
+  return {shutting_down ? 503 : 500, "", error, ""};
+}
+
 /// One HTTP request's engine requests, from submit to the last byte. The engine thread's
 /// listeners only schedule drain() on an io thread; drains of one call never overlap.
 class EngineCall : public std::enable_shared_from_this<EngineCall> {
@@ -154,6 +161,20 @@ class EngineCall : public std::enable_shared_from_this<EngineCall> {
   }
 
  protected:
+  /// The end of a completions or chat response, whichever builder made it: the engine's error,
+  /// or the usage chunk (if asked) and [DONE] of a stream, or the whole JSON body.
+  template <class Builder>
+  void finish(Builder& builder, bool include_usage) {
+    if (!engine_error().empty()) {
+      fail(engine_failure(engine_error()));
+    } else if (streaming()) {
+      if (include_usage) responder().write(openai::sse_event(builder.usage_chunk()));
+      responder().write(std::string(openai::kSseDone));
+      responder().end();
+    } else {
+      responder().send(json_response(builder.response()));
+    }
+  }
   virtual void on_started() {}
   virtual void on_output(size_t stream, const RequestOutput& out) = 0;
   /// Every stream has closed: send the answer (or the stream's tail).
@@ -228,13 +249,6 @@ class EngineCall : public std::enable_shared_from_this<EngineCall> {
   std::string engine_error_;
 };
 
-/// An engine failure (not a client abort) reported to the client: the engine's message, 503 when
-/// the engine is shutting down.
-openai::ApiError engine_failure(const std::string& error) {
-  const bool shutting_down = error.find("shut down") != std::string::npos;
-  return {shutting_down ? 503 : 500, "", error, ""};
-}
-
 /// POST /v1/completions: one engine request per prompt, choices prompt-major.
 class CompletionCall final : public EngineCall {
  public:
@@ -254,17 +268,7 @@ class CompletionCall final : public EngineCall {
       responder().write(openai::sse_event(chunk));
     }
   }
-  void on_finished() override {
-    if (!engine_error().empty()) {
-      fail(engine_failure(engine_error()));
-    } else if (streaming()) {
-      if (include_usage_) responder().write(openai::sse_event(builder_.usage_chunk()));
-      responder().write(std::string(openai::kSseDone));
-      responder().end();
-    } else {
-      responder().send(json_response(builder_.response()));
-    }
-  }
+  void on_finished() override { finish(builder_, include_usage_); }
 
   bool include_usage_;
   openai::CompletionResponseBuilder builder_;
@@ -294,17 +298,7 @@ class ChatCall final : public EngineCall {
       responder().write(openai::sse_event(chunk));
     }
   }
-  void on_finished() override {
-    if (!engine_error().empty()) {
-      fail(engine_failure(engine_error()));
-    } else if (streaming()) {
-      if (include_usage_) responder().write(openai::sse_event(builder_.usage_chunk()));
-      responder().write(std::string(openai::kSseDone));
-      responder().end();
-    } else {
-      responder().send(json_response(builder_.response()));
-    }
-  }
+  void on_finished() override { finish(builder_, include_usage_); }
 
   bool include_usage_;
   openai::ChatResponseBuilder builder_;
