@@ -1,6 +1,7 @@
 #pragma once
 // EngineArgs: everything that configures an engine, with vLLM's flag names in the comments.
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -25,6 +26,8 @@ struct EngineArgs {
   int max_num_seqs = 256;                  // --max-num-seqs
   int64_t max_model_len = 0;               // --max-model-len; 0 = the model's maximum
   std::string scheduling_policy = "fcfs";  // --scheduling-policy: fcfs or priority
+  /// Called with the fraction of the weights loaded (0..1) during the constructor; may be empty.
+  std::function<void(double)> load_progress;
 };
 
 }  // namespace pagoda

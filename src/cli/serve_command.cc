@@ -75,12 +75,21 @@ std::chrono::milliseconds to_ms(double seconds, const char* flag) {
   return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
 }
 
-/// Loads the engine, with a progress line on a terminal (the load is one call: the line says
-/// what is happening and how long it took).
-std::unique_ptr<EngineCore> load_engine(const EngineArgs& args) {
+/// Loads the engine, with a progress line on a terminal: the percentage of the weights loaded
+/// (GPU uploads, dummy fills), then how long it took.
+std::unique_ptr<EngineCore> load_engine(EngineArgs args) {
   const bool tty = ::isatty(STDERR_FILENO) == 1;
   const auto t0 = std::chrono::steady_clock::now();
-  if (tty) std::fprintf(stderr, "loading weights from %s ...", args.model.c_str());
+  if (tty) {
+    std::fprintf(stderr, "loading weights from %s ...", args.model.c_str());
+    auto last = std::make_shared<int>(-1);
+    args.load_progress = [model = args.model, last](double fraction) {
+      const int percent = static_cast<int>(fraction * 100);
+      if (percent == *last) return;
+      *last = percent;
+      std::fprintf(stderr, "\rloading weights from %s: %3d%%", model.c_str(), percent);
+    };
+  }
   std::unique_ptr<EngineCore> engine;
   try {
     engine = std::make_unique<EngineCore>(args);

@@ -26,7 +26,8 @@ DummyInit dummy_init(const ArchitectureEntry::TensorSpec& spec, size_t index, ui
 }
 
 WeightStore make_dummy_weights(const std::vector<ArchitectureEntry::TensorSpec>& specs, DType dtype,
-                               uint64_t seed, ThreadPool& pool) {
+                               uint64_t seed, ThreadPool& pool,
+                               const std::function<void(double)>& progress) {
   PAGODA_CHECK(is_float_weight_dtype(dtype), "dummy weights need a float dtype, got {}",
                dtype_name(dtype));
   WeightStore store = make_empty_weight_store("dummy weights");
@@ -54,6 +55,7 @@ WeightStore make_dummy_weights(const std::vector<ArchitectureEntry::TensorSpec>&
       }
     });
     store.add_owned(spec.name, dtype, spec.shape, std::move(buffer));
+    if (progress) progress(static_cast<double>(index + 1) / static_cast<double>(specs.size()));
   }
   return store;
 }

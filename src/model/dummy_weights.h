@@ -1,5 +1,6 @@
 #pragma once
 // --load-format dummy: random weights of the right shapes for any config.json, for benchmarks.
+#include <functional>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -20,10 +21,10 @@ struct DummyInit {
 
 /// Fills a WeightStore with deterministic pseudo-random tensors (a counter-based hash of seed,
 /// tensor index and element index, so the values do not depend on the thread count). Matrices are
-/// uniform in
-/// +-0.035 (std 0.02, the usual initializer_range); norm weights are uniform in [0.9, 1.1].
+/// uniform in +-0.035 (std 0.02, the usual initializer_range); norm weights are uniform in
+/// [0.9, 1.1]. `progress` (may be empty) gets the fraction of tensors done.
 [[nodiscard]] WeightStore make_dummy_weights(
     const std::vector<ArchitectureEntry::TensorSpec>& specs, DType dtype, uint64_t seed,
-    ThreadPool& pool);
+    ThreadPool& pool, const std::function<void(double)>& progress = {});
 
 }  // namespace pagoda

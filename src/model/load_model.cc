@@ -16,7 +16,7 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
   WeightStore weights =
       options.format == LoadFormat::kDummy
           ? make_dummy_weights(entry.expected_tensors(config), options.dtype.value_or(config.dtype),
-                               options.seed, pool)
+                               options.seed, pool, options.progress)
           : WeightStore::open_directory(model_dir);
   spdlog::info("model {}: {} with {} layers, hidden {}, {} heads ({} kv), head_dim {}, vocab {}",
                model_dir, config.architecture, config.num_layers, config.hidden_size,

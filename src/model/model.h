@@ -1,6 +1,7 @@
 #pragma once
 // The model interface the runtime drives, and the entry point that builds one from a directory.
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -66,6 +67,9 @@ struct LoadOptions {
   LoadFormat format = LoadFormat::kSafetensors;
   std::optional<DType> dtype;  // dummy weights' dtype; default: the config's
   uint64_t seed = 0;           // dummy weights' seed
+  /// Called with the fraction of the weights loaded so far (0..1) while loading takes time: GPU
+  /// uploads and dummy fills (an mmapped CPU checkpoint needs no loading). May be empty.
+  std::function<void(double)> progress;
 };
 
 /// Reads the config, finds the architecture in the registry, loads and checks the weights.

@@ -33,9 +33,17 @@ std::string layer_name(int layer, const char* suffix) {
 class WeightSource {
  public:
   WeightSource(const ModelConfig& config, const std::vector<ArchitectureEntry::TensorSpec>& specs,
-               std::optional<WeightStore> store, uint64_t seed)
-      : config_(config), specs_(specs), store_(std::move(store)), seed_(seed) {
-    for (size_t i = 0; i < specs_.size(); ++i) index_[specs_[i].name] = i;
+               std::optional<WeightStore> store, uint64_t seed,
+               std::function<void(double)> progress)
+      : config_(config),
+        specs_(specs),
+        store_(std::move(store)),
+        seed_(seed),
+        progress_(std::move(progress)) {
+    for (size_t i = 0; i < specs_.size(); ++i) {
+      index_[specs_[i].name] = i;
+      total_elements_ += specs_[i].shape.num_elements();
+    }
   }
 
   [[nodiscard]] bool has(const std::string& name) const {
@@ -46,6 +54,11 @@ class WeightSource {
   void upload(const std::string& name, const Shape& shape, void* dst, DType dtype,
               cudaStream_t stream) {
     const int64_t n = shape.num_elements();
+    done_elements_ += n;
+    if (progress_ && total_elements_ > 0) {
+      progress_(std::min(
+          1.0, static_cast<double>(done_elements_) / static_cast<double>(total_elements_)));
+    }
     if (!store_) {
       const auto it = index_.find(name);
       PAGODA_CHECK(it != index_.end(), "dummy weights have no tensor {}", name);
@@ -91,6 +104,8 @@ class WeightSource {
   const std::vector<ArchitectureEntry::TensorSpec>& specs_;
   std::optional<WeightStore> store_;
   uint64_t seed_;
+  std::function<void(double)> progress_;
+  int64_t total_elements_ = 0, done_elements_ = 0;
   std::map<std::string, size_t> index_;
   DeviceBuffer staging_;
 };
@@ -709,7 +724,7 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
   const bool qkv_bias = expects("self_attn.q_proj.bias");
   const bool o_bias = expects("self_attn.o_proj.bias");
   const bool qk_norm = expects("self_attn.q_norm.weight");
-  WeightSource source(config, specs, std::move(store), options.seed);
+  WeightSource source(config, specs, std::move(store), options.seed, options.progress);
   spdlog::info("model {}: {} with {} layers on GPU {} in {}", model_dir, config.architecture,
                config.num_layers, device, dtype_name(dtype));
   (void)pool;
