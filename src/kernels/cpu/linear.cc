@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/linear_paths.h"
@@ -137,70 +138,29 @@ void gemv_tile(const void* w, int64_t k, const float* xp, int64_t kp, int64_t ro
   }
 }
 
-// One row block of R rows of W against every activation row, in tiles of at most 8 rows. The weight
-// block stays in L1/L2 across the tiles, so W still comes from memory once.
+// Runs gemv_tile<D, R, M> for a run-time M in [1, sizeof...(Ms)]: a table of the instantiations.
+template <DType D, int R, int... Ms>
+void gemv_tile_rows(int64_t m_tile, std::integer_sequence<int, Ms...>, const void* w, int64_t k,
+                    const float* xp, int64_t kp, int64_t row, int64_t m0, int64_t n,
+                    const float* bias, float* y) {
+  using Tile = void (*)(const void*, int64_t, const float*, int64_t, int64_t, int64_t, int64_t,
+                        const float*, float*);
+  static constexpr Tile kTiles[] = {&gemv_tile<D, R, Ms + 1>...};
+  kTiles[m_tile - 1](w, k, xp, kp, row, m0, n, bias, y);
+}
+
+// One row block of R rows of W against every activation row, in tiles of at most 4 rows (R >= 4:
+// more independent weight streams) or 8 (R <= 2: registers for the wider tile). The weight block
+// stays in L1/L2 across the tiles, so W still comes from memory once.
 template <DType D, int R>
 void gemv_rows(const void* w, int64_t k, const float* xp, int64_t kp, int64_t m, int64_t row,
                int64_t n, const float* bias, float* y) {
-  int64_t m0 = 0;
-  while (m0 < m) {
-    const int64_t left = m - m0;
-    // Small tiles keep R=4 (more independent memory streams); wide tiles use R<=2 for registers.
-    if constexpr (R >= 4) {
-      switch (std::min<int64_t>(left, 4)) {
-        case 1:
-          gemv_tile<D, R, 1>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 1;
-          break;
-        case 2:
-          gemv_tile<D, R, 2>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 2;
-          break;
-        case 3:
-          gemv_tile<D, R, 3>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 3;
-          break;
-        default:
-          gemv_tile<D, R, 4>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 4;
-          break;
-      }
-    } else {
-      switch (std::min<int64_t>(left, 8)) {
-        case 1:
-          gemv_tile<D, R, 1>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 1;
-          break;
-        case 2:
-          gemv_tile<D, R, 2>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 2;
-          break;
-        case 3:
-          gemv_tile<D, R, 3>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 3;
-          break;
-        case 4:
-          gemv_tile<D, R, 4>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 4;
-          break;
-        case 5:
-          gemv_tile<D, R, 5>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 5;
-          break;
-        case 6:
-          gemv_tile<D, R, 6>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 6;
-          break;
-        case 7:
-          gemv_tile<D, R, 7>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 7;
-          break;
-        default:
-          gemv_tile<D, R, 8>(w, k, xp, kp, row, m0, n, bias, y);
-          m0 += 8;
-          break;
-      }
-    }
+  constexpr int kMaxTile = R >= 4 ? 4 : 8;
+  for (int64_t m0 = 0; m0 < m;) {
+    const int64_t tile = std::min<int64_t>(m - m0, kMaxTile);
+    gemv_tile_rows<D, R>(tile, std::make_integer_sequence<int, kMaxTile>{}, w, k, xp, kp, row, m0,
+                         n, bias, y);
+    m0 += tile;
   }
 }
 
