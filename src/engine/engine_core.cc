@@ -104,9 +104,19 @@ struct EngineCore::Impl {
 
   explicit Impl(const EngineArgs& a) : args(a), pool(a.num_threads), seed_source(a.seed) {}
 
+  // The step the device is running (launched, not yet completed) and the tokens of the step
+  // before it, emitted while the device runs.
+  std::optional<scheduler::SchedulerOutput> in_flight;
+  std::vector<std::pair<kv::RequestId, SampledToken>> to_emit;
+  std::vector<kv::RequestId> to_emit_length_finished;
+  double device_wait_seconds = 0, host_serial_seconds = 0, emit_seconds = 0;
+
   void loop();
   void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
-  void step();
+  void launch_step();
+  void complete_step();
+  void emit_pending();
+  void fail_all(const std::string& error);
   void emit_token(kv::RequestId id, const SampledToken& token, bool length_finished);
   void finish(kv::RequestId id, FinishReason reason, std::string stop_reason, std::string error,
               RequestOutput out);
@@ -278,6 +288,11 @@ void EngineCore::abort(const std::string& request_id) {
   impl_->wake.notify_all();
 }
 
+// One iteration: complete the step on the device (its tokens update the scheduler), schedule
+// and launch the next, then emit the completed step's tokens while the device runs the next one
+// (vLLM's async scheduling does the same). A request that an emitted token finishes (EOS, a stop
+// string) was already scheduled in the launched step: that row's token is dropped when the step
+// completes, and its blocks, freed now, are reused only by steps launched after it.
 void EngineCore::Impl::loop() {
   for (;;) {
     decltype(incoming) new_requests;
@@ -286,7 +301,7 @@ void EngineCore::Impl::loop() {
     {
       std::unique_lock lock(mutex);
       wake.wait(lock, [&] {
-        return stopping || !incoming.empty() || !aborts.empty() ||
+        return stopping || !incoming.empty() || !aborts.empty() || in_flight.has_value() ||
                scheduler->has_unfinished_requests();
       });
       new_requests.swap(incoming);
@@ -296,26 +311,56 @@ void EngineCore::Impl::loop() {
     for (auto& [request, prompt] : new_requests) admit(std::move(request), std::move(prompt));
     for (const std::string& id : new_aborts) abort_request(id, "");
     if (stop) {
-      std::vector<std::string> ids;
-      for (const auto& [id, r] : requests) ids.push_back(id);
-      for (const std::string& id : ids) abort_request(id, "the engine shut down");
+      fail_all("the engine shut down");
       publish_stats();
       return;
     }
-    if (scheduler->has_unfinished_requests()) {
-      try {
-        step();
-      } catch (const std::exception& e) {
-        // A failed step fails the requests in flight, never the engine.
-        spdlog::error("engine step failed: {}", e.what());
-        std::vector<std::string> ids;
-        for (const auto& [id, r] : requests) ids.push_back(id);
-        for (const std::string& id : ids)
-          abort_request(id, fmt::format("engine error: {}", e.what()));
-      }
+    try {
+      // complete_step() adds its wait for the device to device_wait_seconds; the rest of this
+      // block is host work the device waits for.
+      const auto t0 = std::chrono::steady_clock::now();
+      const double waited_before = device_wait_seconds;
+      if (in_flight) complete_step();
+      if (scheduler->has_unfinished_requests()) launch_step();
+      host_serial_seconds +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
+          (device_wait_seconds - waited_before);
+    } catch (const std::exception& e) {
+      // A failed step fails the requests in flight, never the engine.
+      spdlog::error("engine step failed: {}", e.what());
+      fail_all(fmt::format("engine error: {}", e.what()));
     }
+    const auto t2 = std::chrono::steady_clock::now();
+    emit_pending();
+    emit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
     publish_stats();
   }
+}
+
+void EngineCore::Impl::fail_all(const std::string& error) {
+  if (runner->in_flight()) {
+    try {
+      (void)runner->wait();  // the device must be done with the blocks before they are freed
+    } catch (const std::exception& e) {
+      spdlog::error("engine step failed: {}", e.what());
+    }
+  }
+  in_flight.reset();
+  to_emit.clear();
+  to_emit_length_finished.clear();
+  std::vector<std::string> ids;
+  for (const auto& [id, r] : requests) ids.push_back(id);
+  for (const std::string& id : ids) abort_request(id, error);
+}
+
+void EngineCore::Impl::emit_pending() {
+  for (auto& [id, token] : to_emit) {
+    const bool length = std::find(to_emit_length_finished.begin(), to_emit_length_finished.end(),
+                                  id) != to_emit_length_finished.end();
+    emit_token(id, token, length);
+  }
+  to_emit.clear();
+  to_emit_length_finished.clear();
 }
 
 void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt) {
@@ -350,8 +395,8 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
   completions.emplace(kv_id, std::move(c));
 }
 
-void EngineCore::Impl::step() {
-  const scheduler::SchedulerOutput out = scheduler->schedule();
+void EngineCore::Impl::launch_step() {
+  scheduler::SchedulerOutput out = scheduler->schedule();
   if (out.scheduled.empty()) {
     // Nothing fits right now (it can only be transient); avoid spinning.
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -374,12 +419,25 @@ void EngineCore::Impl::step() {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
   }
-  StepLogits logits = runner->execute(steps, out.block_copies);
+  runner->launch(steps, out.block_copies);
+  in_flight = std::move(out);
+}
+
+void EngineCore::Impl::complete_step() {
+  const scheduler::SchedulerOutput out = std::move(*in_flight);
+  in_flight.reset();
+  const auto wait_start = std::chrono::steady_clock::now();
+  StepLogits logits = runner->wait();
+  device_wait_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   ++num_steps;
+  // Rows of requests that finished while the step ran (an emitted EOS or stop string, an abort)
+  // are dropped: their completions are gone and the scheduler no longer runs them.
+  auto live = [&](kv::RequestId id) { return completions.count(id) != 0; };
 
   // Prompt log-probabilities: row j of a chunk predicts prompt token num_computed + j + 1.
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (logits.first_token_row[i] < 0) continue;
+    if (logits.first_token_row[i] < 0 || !live(out.scheduled[i].id)) continue;
     const auto& s = out.scheduled[i];
     ActiveRequest& a = *completions.at(s.id).request;
     const int k = *a.params.prompt_logprobs;
@@ -404,7 +462,7 @@ void EngineCore::Impl::step() {
   std::vector<size_t> to_sample;
   std::vector<std::pair<kv::RequestId, std::vector<float>>> fork_rows;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (logits.sample_row[i] < 0) continue;
+    if (logits.sample_row[i] < 0 || !live(out.scheduled[i].id)) continue;
     to_sample.push_back(i);
     const kv::RequestId id = out.scheduled[i].id;
     const Completion& c = completions.at(id);
@@ -468,11 +526,9 @@ void EngineCore::Impl::step() {
     }
   }
 
-  for (auto& [id, token] : sampled) {
-    const bool length =
-        std::find(length_finished.begin(), length_finished.end(), id) != length_finished.end();
-    emit_token(id, token, length);
-  }
+  // Emitted by the loop once the next step is launched.
+  to_emit = std::move(sampled);
+  to_emit_length_finished = length_finished;
 }
 
 void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
@@ -586,6 +642,9 @@ void EngineCore::Impl::publish_stats() {
   stats.prompt_tokens = prompt_tokens;
   stats.generation_tokens = generation_tokens;
   stats.num_steps = num_steps;
+  stats.device_wait_seconds = device_wait_seconds;
+  stats.host_serial_seconds = host_serial_seconds;
+  stats.emit_seconds = emit_seconds;
 }
 
 }  // namespace pagoda

@@ -45,6 +45,13 @@ struct EngineStats {
   int64_t prompt_tokens = 0;      // computed prompt tokens (cache hits excluded)
   int64_t generation_tokens = 0;  // sampled tokens
   int64_t num_steps = 0;
+  // Where the engine thread's time goes (seconds, summed over steps): waiting for the device,
+  // the serial host work between a step's end and the next launch (sampling on the host,
+  // scheduling, batch assembly: the device idles), and emitting tokens (detokenize, stop strings,
+  // push to the streams), which overlaps the next step on the device.
+  double device_wait_seconds = 0;
+  double host_serial_seconds = 0;
+  double emit_seconds = 0;
 };
 
 /// The engine: continuous batching over a paged KV cache on one model.

@@ -54,6 +54,21 @@ class Model {
     std::fill(tokens.begin(), tokens.end(), -1);
     return forward(batch);
   }
+  /// Starts forward_sample(batch, draws) and returns while the device still computes, so that the
+  /// caller's host work (emitting the previous step's tokens) overlaps it; finish_step() then
+  /// waits and returns what forward_sample would. The batch's spans must stay valid until then;
+  /// one step at a time. Returns false when this model computes synchronously: the caller then
+  /// calls forward_sample itself (the default).
+  virtual bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) {
+    (void)batch;
+    (void)draws;
+    return false;
+  }
+  /// Waits for the step start_step() launched; tokens and the returned span as forward_sample.
+  [[nodiscard]] virtual std::span<float> finish_step(std::span<int32_t> tokens) {
+    (void)tokens;
+    return {};
+  }
 };
 
 /// How weights are obtained.

@@ -8,8 +8,9 @@ namespace pagoda {
 
 ModelRunner::ModelRunner(Model& model, int block_size) : model_(model), block_size_(block_size) {}
 
-StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
-                                std::span<const kv::BlockCopy> copies) {
+void ModelRunner::launch(std::span<const SequenceStep> steps,
+                         std::span<const kv::BlockCopy> copies) {
+  PAGODA_CHECK(!in_flight_, "ModelRunner::launch while a step is in flight");
   if (!copies.empty()) {
     std::vector<std::pair<int32_t, int32_t>> pairs;
     for (const kv::BlockCopy& c : copies) pairs.emplace_back(c.src, c.dst);
@@ -66,10 +67,24 @@ StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
     tables_.insert(tables_.end(), s.block_table.begin(), s.block_table.end());
     tables_.resize(static_cast<size_t>(max_blocks) * (i + 1), kv::kNullBlockId);
   }
-  const ForwardBatch batch{ids_,    positions_, query_start_, seq_lens_,
-                           tables_, max_blocks, slots_,       logits_rows_};
+  max_blocks_ = max_blocks;
   out.tokens.assign(logits_rows_.size(), -1);
-  out.rows = model_.forward_sample(batch, draws_, out.tokens);
+  synchronous_ = !model_.start_step(batch(), draws_);
+  pending_ = std::move(out);
+  in_flight_ = true;
+}
+
+ForwardBatch ModelRunner::batch() const {
+  return ForwardBatch{ids_,    positions_,  query_start_, seq_lens_,
+                      tables_, max_blocks_, slots_,       logits_rows_};
+}
+
+StepLogits ModelRunner::wait() {
+  PAGODA_CHECK(in_flight_, "ModelRunner::wait without launch");
+  in_flight_ = false;
+  StepLogits out = std::move(pending_);
+  out.rows = synchronous_ ? model_.forward_sample(batch(), draws_, out.tokens)
+                          : model_.finish_step(out.tokens);
   PAGODA_CHECK(
       out.rows.empty() || out.rows.size() == logits_rows_.size() * static_cast<size_t>(out.vocab),
       "the model returned {} logits for {} rows", out.rows.size(), logits_rows_.size());

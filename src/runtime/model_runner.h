@@ -45,15 +45,31 @@ class ModelRunner {
 
   /// Performs the copy-on-write block copies, then the forward pass of `steps` as one flat batch.
   [[nodiscard]] StepLogits execute(std::span<const SequenceStep> steps,
-                                   std::span<const kv::BlockCopy> copies);
+                                   std::span<const kv::BlockCopy> copies) {
+    launch(steps, copies);
+    return wait();
+  }
+
+  /// execute() in two halves: launch() builds the batch and starts the device on it (the steps'
+  /// spans are copied; they may change afterwards), wait() blocks until its results are ready.
+  /// The engine emits the previous step's tokens in between, while the device computes.
+  void launch(std::span<const SequenceStep> steps, std::span<const kv::BlockCopy> copies);
+  [[nodiscard]] StepLogits wait();
+  [[nodiscard]] bool in_flight() const { return in_flight_; }
 
  private:
   Model& model_;
   int block_size_;
+  bool in_flight_ = false;
+  bool synchronous_ = false;  // the model computes in wait() (Model::start_step returned false)
+  StepLogits pending_;
   // Reused between steps so a step allocates nothing once warm.
   std::vector<int32_t> ids_, positions_, query_start_, seq_lens_, tables_, logits_rows_;
   std::vector<int64_t> slots_;
   std::vector<DeviceDraw> draws_;
+  int max_blocks_ = 1;
+
+  [[nodiscard]] ForwardBatch batch() const;
 };
 
 }  // namespace pagoda

@@ -231,7 +231,12 @@ class CudaDecoderModel final : public Model {
     return forward_sample(batch, {}, {});
   }
   std::span<float> forward_sample(const ForwardBatch& batch, std::span<const DeviceDraw> draws,
-                                  std::span<int32_t> tokens) override;
+                                  std::span<int32_t> tokens) override {
+    PAGODA_CHECK(start_step(batch, draws), "start_step failed");
+    return finish_step(tokens);
+  }
+  bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) override;
+  std::span<float> finish_step(std::span<int32_t> tokens) override;
 
   std::optional<std::pair<size_t, size_t>> device_memory() const override {
     size_t free = 0, total = 0;
@@ -286,6 +291,13 @@ class CudaDecoderModel final : public Model {
   static constexpr int64_t kMaxGraphTokens = 256;
   bool graphs_enabled_ = true;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
+  // The step start_step() launched and finish_step() collects.
+  struct PendingStep {
+    bool active = false;
+    int64_t rows = 0;            // logits rows
+    size_t logits_elems = 0;     // > 0: the fp32 logits are being copied to host_logits_
+    std::vector<uint8_t> drawn;  // per row: 1 if its token was drawn on the device
+  } pending_;
 };
 
 void CudaDecoderModel::upload_weights(WeightSource& w) {
@@ -417,16 +429,18 @@ void CudaDecoderModel::invalidate_graphs() {
   graphs_.clear();
 }
 
-std::span<float> CudaDecoderModel::forward_sample(const ForwardBatch& b,
-                                                  std::span<const DeviceDraw> draws,
-                                                  std::span<int32_t> tokens) {
-  std::fill(tokens.begin(), tokens.end(), -1);
+bool CudaDecoderModel::start_step(const ForwardBatch& b, std::span<const DeviceDraw> draws) {
+  PAGODA_CHECK(!pending_.active, "start_step while a step is in flight");
   PAGODA_CHECK(!keys_.empty(), "forward before init_kv_cache");
   const ModelConfig& c = config_;
   const int64_t T = b.num_tokens();
   const int S = b.num_seqs();
   const int64_t L = static_cast<int64_t>(b.logits_indices.size());
-  if (T == 0) return {};
+  pending_ = PendingStep{};
+  if (T == 0) {
+    pending_.active = true;
+    return true;
+  }
   for (int32_t id : b.token_ids) {
     if (id < 0 || id >= c.vocab_size) {
       throw InvalidArgument(
@@ -532,14 +546,14 @@ std::span<float> CudaDecoderModel::forward_sample(const ForwardBatch& b,
     }
     PAGODA_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
   }
-  if (L == 0) {
-    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    return {};
-  }
+  pending_.active = true;
+  pending_.rows = L;
+  if (L == 0) return true;
   // Rows drawn on the device send back one token id each; only if some row needs its logits are
   // all of them converted and copied (a [rows, 128k] fp32 copy is the largest transfer of a step).
   bool any_draw = false, any_logits = draws.size() != static_cast<size_t>(L);
   for (const DeviceDraw& d : draws) (d.temperature >= 0 ? any_draw : any_logits) = true;
+  pending_.drawn.assign(static_cast<size_t>(L), 0);
   if (any_draw) {
     if (draw_capacity_ < static_cast<size_t>(L)) {
       PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -564,20 +578,35 @@ std::span<float> CudaDecoderModel::forward_sample(const ForwardBatch& b,
                                         d_tokens, stream_));
     PAGODA_CUDA_CHECK(cudaMemcpyAsync(h_tokens, d_tokens, static_cast<size_t>(L) * 4,
                                       cudaMemcpyDeviceToHost, stream_));
-    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    for (int64_t r = 0; r < L; ++r) {
-      if (draws[static_cast<size_t>(r)].temperature >= 0)
-        tokens[static_cast<size_t>(r)] = h_tokens[r];
-    }
+    for (int64_t r = 0; r < L; ++r)
+      pending_.drawn[static_cast<size_t>(r)] = draws[static_cast<size_t>(r)].temperature >= 0;
   }
-  if (!any_logits) return {};
+  if (!any_logits) return true;
   PAGODA_CUDA_CHECK(cuda::convert(logits_dtype_.get(), dtype_, logits_f32_.get(), DType::kF32,
                                   static_cast<int64_t>(logits_elems), stream_));
   // Pinned host memory: the copy runs at full PCIe speed and the caller reads it in place.
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_logits_, logits_f32_.get(), logits_elems * sizeof(float),
                                     cudaMemcpyDeviceToHost, stream_));
+  pending_.logits_elems = logits_elems;
+  return true;
+}
+
+std::span<float> CudaDecoderModel::finish_step(std::span<int32_t> tokens) {
+  PAGODA_CHECK(pending_.active, "finish_step without start_step");
+  pending_.active = false;
+  std::fill(tokens.begin(), tokens.end(), -1);
+  PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  return {static_cast<float*>(host_logits_), logits_elems};
+  if (pending_.rows == 0) return {};
+  PAGODA_CHECK(tokens.size() == static_cast<size_t>(pending_.rows),
+               "finish_step: {} token slots for {} rows", tokens.size(), pending_.rows);
+  const auto* h_tokens =
+      reinterpret_cast<const int32_t*>(static_cast<cuda::RowSample*>(host_draws_) + draw_capacity_);
+  for (size_t r = 0; r < pending_.drawn.size(); ++r) {
+    if (pending_.drawn[r] != 0) tokens[r] = h_tokens[r];
+  }
+  if (pending_.logits_elems == 0) return {};
+  return {static_cast<float*>(host_logits_), pending_.logits_elems};
 }
 
 /// The kernel sequence of one step, from the embedding to the logits in pinned host memory. It
