@@ -10,6 +10,7 @@ __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 template <typename T, int kVec>
 __global__ void silu_and_mul_kernel(const T* gate, const T* up, int64_t rows, int64_t cols,
                                     int64_t in_stride, T* out) {
+  begin_dependent_kernel();
   const int64_t chunks_per_row = cols / kVec;
   const int64_t total = rows * chunks_per_row;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -45,11 +46,11 @@ cudaError_t silu_and_mul(const void* gate, const void* up, int64_t rows, int64_t
     const auto blocks =
         static_cast<unsigned>(std::min<int64_t>((work + threads - 1) / threads, 65536));
     if (vec)
-      silu_and_mul_kernel<scalar_t, 8>
-          <<<blocks, threads, 0, stream>>>(g, u, rows, cols, in_stride, o);
+      launch_kernel(silu_and_mul_kernel<scalar_t, 8>, blocks, threads, 0, stream, g, u, rows, cols,
+                    in_stride, o);
     else
-      silu_and_mul_kernel<scalar_t, 1>
-          <<<blocks, threads, 0, stream>>>(g, u, rows, cols, in_stride, o);
+      launch_kernel(silu_and_mul_kernel<scalar_t, 1>, blocks, threads, 0, stream, g, u, rows, cols,
+                    in_stride, o);
     return cudaGetLastError();
   });
 }

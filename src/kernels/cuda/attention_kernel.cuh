@@ -102,6 +102,7 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
 
 template <typename T, int kD, bool kDecode>
 __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
+  begin_dependent_kernel();
   using S = Shape<kD, kDecode>;
   constexpr int kRows = S::kRows, kStride = S::kStride, kWarpKeys = S::kWarpKeys;
   constexpr int kNT = kWarpKeys / 8;  // n-tiles of 8 keys per warp and tile
@@ -398,7 +399,7 @@ cudaError_t launch_attention(const KernelArgs& args, int grid, cudaStream_t stre
                                            static_cast<int>(smem));
       e != cudaSuccess)
     return e;
-  kernel<<<grid, kThreads, smem, stream>>>(args);
+  launch_kernel(kernel, grid, kThreads, smem, stream, args);
   return cudaGetLastError();
 }
 

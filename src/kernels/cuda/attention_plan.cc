@@ -19,6 +19,47 @@ constexpr int kBlocksPerSm = 2;
 
 size_t align16(size_t x) { return (x + 15) / 16 * 16; }
 
+struct Tile {
+  int seq, token_begin, token_end;
+  bool decode;
+};
+
+/// Decode blocks resident per SM: shared memory (Q tile + two K and V buffers of 64 keys, rows
+/// padded by 8) over the 227 KB an SM gives, at most 4 (registers: 128 threads x ~128).
+int decode_blocks_per_sm(int head_dim) {
+  const size_t smem = (16 + 4 * kKeyTile) * static_cast<size_t>(head_dim + 8) * 2 + 128;
+  return static_cast<int>(std::clamp<size_t>((227 * 1024) / smem, 1, 4));
+}
+
+/// The split count of an all-decode batch: the one that minimises (waves of blocks) x (keys per
+/// block + kSplitCostKeys), a wave being num_sms x decode_blocks_per_sm blocks. Without it a
+/// batch whose items just exceed one wave runs two (64 sequences x 8 kv heads = 512 items on
+/// 396 slots: 65% of the SMs busy on average); splitting adds partial writes and a combine.
+int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_items,
+                      const std::vector<Tile>& tiles) {
+  constexpr int64_t kSplitCostKeys = 64;
+  int64_t keys = 0;
+  for (const Tile& t : tiles) keys += std::max(0, in.seq_lens[t.seq]);
+  const int64_t mean_keys = std::max<int64_t>(1, keys / static_cast<int64_t>(tiles.size()));
+  const int64_t slots =
+      static_cast<int64_t>(std::max(1, in.num_sms)) * decode_blocks_per_sm(head_dim);
+  const int64_t max_splits =
+      std::clamp<int64_t>((mean_keys + kMinSplitKeys - 1) / kMinSplitKeys, 1, 64);
+  int64_t best = 1;
+  double best_cost = 0;
+  for (int64_t n = 1; n <= max_splits; ++n) {
+    const int64_t waves = (base_items * n + slots - 1) / slots;
+    const int64_t chunk = ((mean_keys + n - 1) / n + kKeyTile - 1) / kKeyTile * kKeyTile;
+    const double cost =
+        static_cast<double>(waves) * static_cast<double>(chunk + (n > 1 ? kSplitCostKeys : 0));
+    if (n == 1 || cost < best_cost) {
+      best = n;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 AttentionWorkspaceSections attention_workspace_sections(const AttentionLimits& l) {
@@ -32,15 +73,6 @@ AttentionWorkspaceSections attention_workspace_sections(const AttentionLimits& l
                         static_cast<size_t>(l.max_partial_slots);
   return s;
 }
-
-namespace {
-
-struct Tile {
-  int seq, token_begin, token_end;
-  bool decode;
-};
-
-}  // namespace
 
 size_t attention_workspace_bytes(const AttentionLimits& limits) {
   return attention_workspace_sections(limits).total;
@@ -72,8 +104,11 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
   }
   const int64_t base_items = static_cast<int64_t>(tiles.size()) * in.num_kv_heads;
   const int64_t target = static_cast<int64_t>(std::max(1, in.num_sms)) * kBlocksPerSm;
-  const int64_t want_splits =
+  int64_t want_splits =
       base_items > 0 && base_items < target ? (target + base_items - 1) / base_items : 1;
+  const bool all_decode = !tiles.empty() && std::all_of(tiles.begin(), tiles.end(),
+                                                        [](const Tile& t) { return t.decode; });
+  if (all_decode) want_splits = decode_splits(in, limits.head_dim, base_items, tiles);
 
   // Splits per tile, then a fallback to no splits if they would not fit the workspace.
   std::vector<int> splits(tiles.size(), 1), chunk(tiles.size(), 0);

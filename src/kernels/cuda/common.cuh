@@ -85,6 +85,44 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// Programmatic dependent launch (Hopper). Every kernel of this folder starts with
+// begin_dependent_kernel() and is launched by launch_kernel(), which lets the GPU start it while
+// the kernel before it in the stream is still finishing: its blocks become resident and wait at
+// griddepcontrol.wait until that kernel has completed and its writes are visible, instead of
+// paying a launch gap after it (~1-2 us per kernel boundary, ~350 boundaries per 8B decode step).
+// launch_dependents lets the next kernel be scheduled as soon as all of this one's blocks have
+// started; it is safe that early because the next kernel waits for this one's completion anyway.
+
+/// The first statement of every kernel: waits for the previous kernel in the stream (a no-op when
+/// launched without the attribute or before sm_90), then allows the next one to be scheduled.
+__device__ __forceinline__ void begin_dependent_kernel() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+}
+
+/// Whether launches use programmatic dependent launch: compute capability >= 9 and
+/// PAGODA_DISABLE_PDL unset or 0 (for A/B measurements). Fixed per process at its first call.
+bool dependent_launch_enabled();
+
+/// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when enabled.
+template <typename... Params, typename... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                          cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attribute[1];
+  attribute[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = dependent_launch_enabled() ? 1 : 0;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...);
+}
+
 }  // namespace pagoda::cuda
 
 /// Runs the code after it with `scalar_t` bound to the CUDA type of a 16-bit activation DType;

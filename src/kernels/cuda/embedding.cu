@@ -8,6 +8,7 @@ namespace {
 template <typename V>
 __global__ void embedding_kernel(const int32_t* ids, const V* table, int64_t vocab, int64_t row,
                                  V* out) {
+  begin_dependent_kernel();
   const int64_t t = blockIdx.x;
   const int32_t id = ids[t];
   V* dst = out + t * row;
@@ -31,12 +32,12 @@ cudaError_t embedding(const int32_t* ids, int64_t num_tokens, const void* table,
   if (hidden % 8 == 0 && aligned16(table) && aligned16(out)) {
     const int64_t row = hidden / 8;
     const int threads = static_cast<int>(std::min<int64_t>(256, (row + 31) / 32 * 32));
-    embedding_kernel<uint4><<<blocks, threads, 0, stream>>>(ids, static_cast<const uint4*>(table),
-                                                            vocab, row, static_cast<uint4*>(out));
+    launch_kernel(embedding_kernel<uint4>, blocks, threads, 0, stream, ids,
+                  static_cast<const uint4*>(table), vocab, row, static_cast<uint4*>(out));
   } else {
     const int threads = static_cast<int>(std::min<int64_t>(256, (hidden + 31) / 32 * 32));
-    embedding_kernel<uint16_t><<<blocks, threads, 0, stream>>>(
-        ids, static_cast<const uint16_t*>(table), vocab, hidden, static_cast<uint16_t*>(out));
+    launch_kernel(embedding_kernel<uint16_t>, blocks, threads, 0, stream, ids,
+                  static_cast<const uint16_t*>(table), vocab, hidden, static_cast<uint16_t*>(out));
   }
   return cudaGetLastError();
 }

@@ -40,6 +40,7 @@ template <typename T, int M>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y, int m, int64_t k, int64_t n) {
+  begin_dependent_kernel();
   __shared__ float partial[kThreads / 32][M * kCols];
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
   const int64_t chunks = k / 8;
@@ -112,15 +113,15 @@ cudaError_t launch_gemv(const T* x, int m, int64_t k, const T* w, int64_t n, con
   const dim3 grid(static_cast<unsigned>(blocks));
   // The one dispatch point of the GEMV family: five accumulator shapes per dtype.
   if (m == 1)
-    gemv_kernel<T, 1><<<grid, kThreads, 0, stream>>>(x, w, bias, y, m, k, n);
+    launch_kernel(gemv_kernel<T, 1>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
   else if (m == 2)
-    gemv_kernel<T, 2><<<grid, kThreads, 0, stream>>>(x, w, bias, y, m, k, n);
+    launch_kernel(gemv_kernel<T, 2>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
   else if (m <= 4)
-    gemv_kernel<T, 4><<<grid, kThreads, 0, stream>>>(x, w, bias, y, m, k, n);
+    launch_kernel(gemv_kernel<T, 4>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
   else if (m <= 8)
-    gemv_kernel<T, 8><<<grid, kThreads, 0, stream>>>(x, w, bias, y, m, k, n);
+    launch_kernel(gemv_kernel<T, 8>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
   else
-    gemv_kernel<T, 16><<<grid, kThreads, 0, stream>>>(x, w, bias, y, m, k, n);
+    launch_kernel(gemv_kernel<T, 16>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
   return cudaGetLastError();
 }
 

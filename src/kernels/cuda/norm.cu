@@ -10,6 +10,7 @@ namespace {
 template <typename T, bool kAdd, bool kVec>
 __global__ void rms_norm_kernel(T* x_io, const T* x_add, const T* weight, int64_t n, float eps,
                                 T* out) {
+  begin_dependent_kernel();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   T* x = x_io + row * n;
@@ -70,11 +71,11 @@ cudaError_t launch(T* x, const T* xa, const T* weight, int64_t rows, int64_t n, 
   const int threads =
       static_cast<int>(std::min<int64_t>(512, std::max<int64_t>(32, (lanes + 31) / 32 * 32)));
   if (vec)
-    rms_norm_kernel<T, kAdd, true>
-        <<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, xa, weight, n, eps, out);
+    launch_kernel(rms_norm_kernel<T, kAdd, true>, static_cast<unsigned>(rows), threads, 0, stream,
+                  x, xa, weight, n, eps, out);
   else
-    rms_norm_kernel<T, kAdd, false>
-        <<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, xa, weight, n, eps, out);
+    launch_kernel(rms_norm_kernel<T, kAdd, false>, static_cast<unsigned>(rows), threads, 0, stream,
+                  x, xa, weight, n, eps, out);
   return cudaGetLastError();
 }
 

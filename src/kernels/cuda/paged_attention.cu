@@ -12,6 +12,7 @@ constexpr int kCombineWarps = 4;
 template <typename T>
 __global__ void combine_kernel(PagedAttentionParams p, const AttentionTokenInfo* token_info,
                                const float* partial_lse, const float* partial_out, int group) {
+  begin_dependent_kernel();
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kCombineWarps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
   if (row >= p.num_tokens * p.num_heads) return;
@@ -76,8 +77,8 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
   const auto blocks = static_cast<unsigned>((rows + kCombineWarps - 1) / kCombineWarps);
   const auto* info = reinterpret_cast<const AttentionTokenInfo*>(base + sec.token_info);
   PAGODA_DISPATCH_HALF(params.dtype, {
-    combine_kernel<scalar_t><<<blocks, kCombineWarps * 32, 0, stream>>>(
-        params, info, args.partial_lse, args.partial_out, args.group);
+    launch_kernel(combine_kernel<scalar_t>, blocks, kCombineWarps * 32, 0, stream, params, info,
+                  args.partial_lse, args.partial_out, args.group);
     return cudaGetLastError();
   });
 }

@@ -9,6 +9,7 @@ namespace {
 
 template <typename T>
 __global__ void rope_and_cache_kernel(RopeCacheParams p) {
+  begin_dependent_kernel();
   const int64_t t = blockIdx.x;
   const int d = p.layout.head_dim, half = d / 2, kvh = p.layout.num_kv_heads;
   const float pos = static_cast<float>(p.positions[t]);
@@ -54,8 +55,8 @@ cudaError_t rope_and_cache(const RopeCacheParams& params, cudaStream_t stream) {
   const int pairs = (params.num_heads + params.layout.num_kv_heads) * params.layout.head_dim / 2;
   const int threads = std::min(512, std::max(32, (pairs + 31) / 32 * 32));
   PAGODA_DISPATCH_HALF(params.dtype, {
-    rope_and_cache_kernel<scalar_t>
-        <<<static_cast<unsigned>(params.num_tokens), threads, 0, stream>>>(params);
+    launch_kernel(rope_and_cache_kernel<scalar_t>, static_cast<unsigned>(params.num_tokens),
+                  threads, 0, stream, params);
     return cudaGetLastError();
   });
 }
