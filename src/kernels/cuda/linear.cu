@@ -4,6 +4,10 @@
 // y^T[n, m] = W^T x^T where w, read column-major, is the k x n matrix W^T: so A = w with op T
 // (lda = k), B = x with op N (ldb = k), D = y (ldd = n). The bias epilogue adds bias[n] along D's
 // rows, which are y's columns.
+#include <map>
+#include <memory>
+#include <tuple>
+
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/linear.h"
 
@@ -35,48 +39,35 @@ struct LtDescs {
     if (status_ != CUBLAS_STATUS_SUCCESS) return from_cublas(status_); \
   } while (0)
 
+/// One shape's descriptors and the algorithm the heuristic chose for it.
+struct LtPlan {
+  LtDescs descs;
+  cublasLtMatmulAlgo_t algo{};
+};
+
 }  // namespace
 
-cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes) {
-  *ctx = BlasContext{};
-  if (const cudaError_t e = from_cublas(cublasLtCreate(&ctx->handle)); e != cudaSuccess) return e;
-  if (workspace_bytes > 0) {
-    if (const cudaError_t e = cudaMalloc(&ctx->workspace, workspace_bytes); e != cudaSuccess) {
-      cublasLtDestroy(ctx->handle);
-      ctx->handle = nullptr;
-      return e;
-    }
-  }
-  ctx->workspace_bytes = workspace_bytes;
-  return cudaSuccess;
-}
+struct LtPlanCache {
+  using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;  // m, n, k, dtype, bias
+  std::map<Key, std::unique_ptr<LtPlan>> plans;
+};
 
-void blas_context_destroy(BlasContext* ctx) {
-  if (ctx->workspace) cudaFree(ctx->workspace);
-  if (ctx->handle) cublasLtDestroy(ctx->handle);
-  *ctx = BlasContext{};
-}
+namespace {
 
-cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, int64_t k,
-                            const void* w, int64_t n, const void* bias, void* y, DType dtype,
-                            cudaStream_t stream) {
-  if (m == 0 || n == 0) return cudaSuccess;
-  if (m < 0 || n < 0 || k <= 0 || ctx.handle == nullptr) return cudaErrorInvalidValue;
-  if (dtype != DType::kBF16 && dtype != DType::kF16) return cudaErrorInvalidValue;
-  const cudaDataType_t dt = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-  LtDescs s;
+/// Builds the descriptors of y[m, n] = x w^T (+ bias) and asks the heuristic for an algorithm.
+cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t k, int64_t n, bool bias,
+                      cudaDataType_t dt, LtPlan* plan) {
+  LtDescs& s = plan->descs;
   PAGODA_LT(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
   PAGODA_LT(
       cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
   PAGODA_LT(
       cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-  if (bias != nullptr) {
+  if (bias) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     PAGODA_LT(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                              sizeof(epilogue)));
-    PAGODA_LT(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                             sizeof(bias)));
   }
   PAGODA_LT(
       cublasLtMatrixLayoutCreate(&s.a, dt, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
@@ -93,9 +84,69 @@ cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, in
   PAGODA_LT(cublasLtMatmulAlgoGetHeuristic(ctx.handle, s.op, s.a, s.b, s.d, s.d, s.pref, 1, &result,
                                            &found));
   if (found == 0) return cudaErrorNotSupported;
+  plan->algo = result.algo;
+  return cudaSuccess;
+}
+
+}  // namespace
+
+cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes) {
+  *ctx = BlasContext{};
+  if (const cudaError_t e = from_cublas(cublasLtCreate(&ctx->handle)); e != cudaSuccess) return e;
+  if (workspace_bytes > 0) {
+    if (const cudaError_t e = cudaMalloc(&ctx->workspace, workspace_bytes); e != cudaSuccess) {
+      cublasLtDestroy(ctx->handle);
+      ctx->handle = nullptr;
+      return e;
+    }
+  }
+  ctx->workspace_bytes = workspace_bytes;
+  ctx->plans = new LtPlanCache();
+  return cudaSuccess;
+}
+
+void blas_context_destroy(BlasContext* ctx) {
+  delete ctx->plans;
+  if (ctx->workspace) cudaFree(ctx->workspace);
+  if (ctx->handle) cublasLtDestroy(ctx->handle);
+  *ctx = BlasContext{};
+}
+
+cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, int64_t k,
+                            const void* w, int64_t n, const void* bias, void* y, DType dtype,
+                            cudaStream_t stream) {
+  if (m == 0 || n == 0) return cudaSuccess;
+  if (m < 0 || n < 0 || k <= 0 || ctx.handle == nullptr) return cudaErrorInvalidValue;
+  if (dtype != DType::kBF16 && dtype != DType::kF16) return cudaErrorInvalidValue;
+  const cudaDataType_t dt = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const LtPlanCache::Key key{m, n, k, static_cast<int>(dtype), bias != nullptr};
+  LtPlan* plan = nullptr;
+  std::unique_ptr<LtPlan> uncached;
+  if (ctx.plans != nullptr) {
+    auto it = ctx.plans->plans.find(key);
+    if (it == ctx.plans->plans.end()) {
+      auto made = std::make_unique<LtPlan>();
+      if (const cudaError_t e = make_plan(ctx, m, k, n, bias != nullptr, dt, made.get());
+          e != cudaSuccess)
+        return e;
+      it = ctx.plans->plans.emplace(key, std::move(made)).first;
+    }
+    plan = it->second.get();
+  } else {
+    uncached = std::make_unique<LtPlan>();
+    if (const cudaError_t e = make_plan(ctx, m, k, n, bias != nullptr, dt, uncached.get());
+        e != cudaSuccess)
+      return e;
+    plan = uncached.get();
+  }
+  LtDescs& s = plan->descs;
+  if (bias != nullptr) {
+    PAGODA_LT(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                             sizeof(bias)));
+  }
   const float alpha = 1.0f, beta = 0.0f;
   PAGODA_LT(cublasLtMatmul(ctx.handle, s.op, &alpha, w, s.a, x, s.b, &beta, y, s.d, y, s.d,
-                           &result.algo, ctx.workspace, ctx.workspace_bytes, stream));
+                           &plan->algo, ctx.workspace, ctx.workspace_bytes, stream));
   return cudaGetLastError();
 }
 

@@ -12,10 +12,15 @@ namespace pagoda::cuda {
 
 /// What cuBLASLt needs across calls: a handle and a device workspace. Owned by the caller (one per
 /// device/stream); create with blas_context_create, free with blas_context_destroy.
+struct LtPlanCache;
 struct BlasContext {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;  // device memory, workspace_bytes long
   size_t workspace_bytes = 0;
+  // Descriptors and heuristic choice per (m, n, k, dtype, bias): the heuristic query costs tens of
+  // microseconds of host time, paid once per shape instead of on each of a step's 129 GEMMs.
+  // Used by one thread at a time, as the stream is.
+  LtPlanCache* plans = nullptr;
 };
 
 [[nodiscard]] cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes = 32u << 20);

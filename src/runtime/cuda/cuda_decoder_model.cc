@@ -598,12 +598,13 @@ std::span<float> CudaDecoderModel::finish_step(std::span<int32_t> tokens) {
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (pending_.rows == 0) return {};
-  PAGODA_CHECK(tokens.size() == static_cast<size_t>(pending_.rows),
-               "finish_step: {} token slots for {} rows", tokens.size(), pending_.rows);
   const auto* h_tokens =
       reinterpret_cast<const int32_t*>(static_cast<cuda::RowSample*>(host_draws_) + draw_capacity_);
   for (size_t r = 0; r < pending_.drawn.size(); ++r) {
-    if (pending_.drawn[r] != 0) tokens[r] = h_tokens[r];
+    if (pending_.drawn[r] == 0) continue;
+    PAGODA_CHECK(r < tokens.size(), "finish_step: {} token slots for {} rows", tokens.size(),
+                 pending_.rows);
+    tokens[r] = h_tokens[r];
   }
   if (pending_.logits_elems == 0) return {};
   return {static_cast<float*>(host_logits_), pending_.logits_elems};
