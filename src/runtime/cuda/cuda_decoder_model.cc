@@ -21,6 +21,7 @@
 #include "model/loader/safetensors.h"
 #include "model/registry.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/weight_streamer.h"
 
 namespace pagoda {
 namespace {
@@ -29,17 +30,20 @@ std::string layer_name(int layer, const char* suffix) {
   return fmt::format("model.layers.{}.{}", layer, suffix);
 }
 
-/// Where the weights come from: checkpoint tensors (host, mmapped) or the dummy recipe.
+/// Where the weights come from: checkpoint tensors (host, mmapped) or the dummy recipe. Checkpoint
+/// tensors are checked when named and copied together at finish(), through weight_streamer.h.
 class WeightSource {
  public:
   WeightSource(const ModelConfig& config, const std::vector<ArchitectureEntry::TensorSpec>& specs,
                std::optional<WeightStore> store, uint64_t seed,
-               std::function<void(double)> progress)
+               std::function<void(double)> progress, int device, ThreadPool& pool)
       : config_(config),
         specs_(specs),
         store_(std::move(store)),
         seed_(seed),
-        progress_(std::move(progress)) {
+        progress_(std::move(progress)),
+        device_(device),
+        pool_(pool) {
     for (size_t i = 0; i < specs_.size(); ++i) {
       index_[specs_[i].name] = i;
       total_elements_ += specs_[i].shape.num_elements();
@@ -50,16 +54,17 @@ class WeightSource {
     return store_ ? store_->contains(name) : index_.count(name) != 0;
   }
 
-  /// Writes tensor `name` (checked against its expected shape) into dst in `dtype`.
+  /// Writes tensor `name` (checked against its expected shape) into dst in `dtype`: dummy values
+  /// now, checkpoint tensors at finish().
   void upload(const std::string& name, const Shape& shape, void* dst, DType dtype,
               cudaStream_t stream) {
     const int64_t n = shape.num_elements();
-    done_elements_ += n;
-    if (progress_ && total_elements_ > 0) {
-      progress_(std::min(
-          1.0, static_cast<double>(done_elements_) / static_cast<double>(total_elements_)));
-    }
     if (!store_) {
+      done_elements_ += n;
+      if (progress_ && total_elements_ > 0) {
+        progress_(std::min(
+            1.0, static_cast<double>(done_elements_) / static_cast<double>(total_elements_)));
+      }
       const auto it = index_.find(name);
       PAGODA_CHECK(it != index_.end(), "dummy weights have no tensor {}", name);
       const DummyInit init = dummy_init(specs_[it->second], it->second, seed_);
@@ -78,25 +83,16 @@ class WeightSource {
           fmt::format("{}: tensor '{}' has dtype {}, expected float32, bfloat16 or float16",
                       store_->source_of(name), name, dtype_name(t.dtype)));
     }
-    if (t.dtype == dtype) {
-      PAGODA_CUDA_CHECK(
-          cudaMemcpyAsync(dst, t.data, t.num_bytes(), cudaMemcpyHostToDevice, stream));
-      return;
-    }
-    // Convert on the device: upload as stored, then one conversion pass.
-    if (staging_.size() < t.num_bytes()) {
-      PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
-      staging_ = DeviceBuffer(t.num_bytes());
-    }
-    PAGODA_CUDA_CHECK(
-        cudaMemcpyAsync(staging_.get(), t.data, t.num_bytes(), cudaMemcpyHostToDevice, stream));
-    PAGODA_CUDA_CHECK(cuda::convert(staging_.get(), t.dtype, dst, dtype, n, stream));
+    pending_.push_back(WeightUpload{t.data, t.dtype, dst, dtype, n});
   }
 
-  /// Frees the conversion buffer once everything is uploaded.
+  /// Copies the checkpoint tensors named so far and waits for every upload.
   void finish(cudaStream_t stream) {
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
-    staging_ = DeviceBuffer();
+    if (pending_.empty()) return;
+    stream_weights(pending_, device_, WeightStreamOptions::from_env(pool_.num_threads()), pool_,
+                   progress_);
+    pending_.clear();
   }
 
  private:
@@ -105,9 +101,11 @@ class WeightSource {
   std::optional<WeightStore> store_;
   uint64_t seed_;
   std::function<void(double)> progress_;
+  int device_;
+  ThreadPool& pool_;
   int64_t total_elements_ = 0, done_elements_ = 0;
   std::map<std::string, size_t> index_;
-  DeviceBuffer staging_;
+  std::vector<WeightUpload> pending_;  // checkpoint tensors, in upload order
 };
 
 struct LayerWeights {
@@ -754,10 +752,10 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
   const bool qkv_bias = expects("self_attn.q_proj.bias");
   const bool o_bias = expects("self_attn.o_proj.bias");
   const bool qk_norm = expects("self_attn.q_norm.weight");
-  WeightSource source(config, specs, std::move(store), options.seed, options.progress);
+  WeightSource source(config, specs, std::move(store), options.seed, options.progress, device,
+                      pool);
   spdlog::info("model {}: {} with {} layers on GPU {} in {}", model_dir, config.architecture,
                config.num_layers, device, dtype_name(dtype));
-  (void)pool;
   return std::make_unique<CudaDecoderModel>(config, qkv_bias, o_bias, qk_norm, dtype, device,
                                             source);
 }
