@@ -71,6 +71,12 @@ int run_throughput(const ThroughputOptions& o) {
       100.0 * st.host_serial_seconds /
           std::max(1e-9, st.device_wait_seconds + st.host_serial_seconds + st.emit_seconds),
       1e3 * st.emit_seconds / steps);
+  const double decodes = std::max<double>(1.0, static_cast<double>(st.num_decode_steps));
+  std::printf(
+      "  of which launch %.3f ms; decode-only steps: %lld, device wait %.3f ms, serial host work "
+      "%.3f ms\n",
+      1e3 * st.launch_seconds / steps, static_cast<long long>(st.num_decode_steps),
+      1e3 * st.decode_device_wait_seconds / decodes, 1e3 * st.decode_host_serial_seconds / decodes);
   return 0;
 }
 

@@ -109,7 +109,10 @@ struct EngineCore::Impl {
   std::optional<scheduler::SchedulerOutput> in_flight;
   std::vector<std::pair<kv::RequestId, SampledToken>> to_emit;
   std::vector<kv::RequestId> to_emit_length_finished;
-  double device_wait_seconds = 0, host_serial_seconds = 0, emit_seconds = 0;
+  double device_wait_seconds = 0, host_serial_seconds = 0, emit_seconds = 0, launch_seconds = 0;
+  int64_t num_decode_steps = 0;
+  double decode_device_wait_seconds = 0, decode_host_serial_seconds = 0;
+  bool completing_decode_step = false;  // the step in flight computes one token per request
 
   void loop();
   void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
@@ -320,11 +323,18 @@ void EngineCore::Impl::loop() {
       // block is host work the device waits for.
       const auto t0 = std::chrono::steady_clock::now();
       const double waited_before = device_wait_seconds;
+      const bool decode_step = in_flight && completing_decode_step;
       if (in_flight) complete_step();
       if (scheduler->has_unfinished_requests()) launch_step();
-      host_serial_seconds +=
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() -
-          (device_wait_seconds - waited_before);
+      const double waited = device_wait_seconds - waited_before;
+      const double serial =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - waited;
+      host_serial_seconds += serial;
+      if (decode_step) {
+        ++num_decode_steps;
+        decode_device_wait_seconds += waited;
+        decode_host_serial_seconds += serial;
+      }
     } catch (const std::exception& e) {
       // A failed step fails the requests in flight, never the engine.
       spdlog::error("engine step failed: {}", e.what());
@@ -419,7 +429,12 @@ void EngineCore::Impl::launch_step() {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
   }
+  completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
+                                       [](const auto& s) { return s.num_new_tokens == 1; });
+  const auto launch_start = std::chrono::steady_clock::now();
   runner->launch(steps, out.block_copies);
+  launch_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   in_flight = std::move(out);
 }
 
@@ -645,6 +660,10 @@ void EngineCore::Impl::publish_stats() {
   stats.device_wait_seconds = device_wait_seconds;
   stats.host_serial_seconds = host_serial_seconds;
   stats.emit_seconds = emit_seconds;
+  stats.launch_seconds = launch_seconds;
+  stats.num_decode_steps = num_decode_steps;
+  stats.decode_device_wait_seconds = decode_device_wait_seconds;
+  stats.decode_host_serial_seconds = decode_host_serial_seconds;
 }
 
 }  // namespace pagoda

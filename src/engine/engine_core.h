@@ -52,6 +52,11 @@ struct EngineStats {
   double device_wait_seconds = 0;
   double host_serial_seconds = 0;
   double emit_seconds = 0;
+  double launch_seconds = 0;  // the part of host_serial_seconds spent in ModelRunner::launch
+  // The same for steps in which every request computed one token (decodes only).
+  int64_t num_decode_steps = 0;
+  double decode_device_wait_seconds = 0;
+  double decode_host_serial_seconds = 0;
 };
 
 /// The engine: continuous batching over a paged KV cache on one model.
