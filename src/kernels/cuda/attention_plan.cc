@@ -19,17 +19,22 @@ constexpr int kBlocksPerSm = 2;
 
 size_t align16(size_t x) { return (x + 15) / 16 * 16; }
 
+// Partial-result slots the workspace really holds: none for a shape of the general kernel.
+int64_t partial_slots(const AttentionLimits& l) {
+  return attention_fast_kernel_supports(l.head_dim, l.block_size) ? std::max(0, l.max_partial_slots)
+                                                                  : 0;
+}
+
 }  // namespace
 
 AttentionWorkspaceSections attention_workspace_sections(const AttentionLimits& l) {
+  const auto slots = static_cast<size_t>(partial_slots(l));
   AttentionWorkspaceSections s{};
   s.items = 16;
   s.token_info = s.items + align16(sizeof(AttentionWorkItem) * static_cast<size_t>(l.max_items));
   s.lse = s.token_info + align16(sizeof(AttentionTokenInfo) * static_cast<size_t>(l.max_tokens));
-  s.out = s.lse +
-          align16(sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.max_partial_slots));
-  s.total = s.out + sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.head_dim) *
-                        static_cast<size_t>(l.max_partial_slots);
+  s.out = s.lse + align16(sizeof(float) * kAttentionTileRows * slots);
+  s.total = s.out + sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.head_dim) * slots;
   return s;
 }
 
@@ -90,7 +95,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
     chunk[i] = c;
     if (splits[i] > 1) slots += static_cast<int64_t>(splits[i]) * in.num_kv_heads;
   }
-  if (slots > limits.max_partial_slots) {
+  if (slots > partial_slots(limits)) {
     std::fill(splits.begin(), splits.end(), 1);
     slots = 0;
   }
