@@ -5,7 +5,9 @@ from golden.json and where greedy decoding parts from it. This is how golden_gpu
 for stories260K was chosen without a GPU. Roundings: weights to bf16 at load; every kernel output
 (embedding, norms, residual adds, projections, RoPE, attention, SiLU*up, logits) stored in bf16;
 sums and softmax in fp64 (closer to the GPU's fp32 than bf16 is). `--fp32` skips the roundings (it
-must then match golden.json to ~1e-5, which checks this reimplementation).
+must then match golden.json to ~1e-5, which checks this reimplementation). Handles plain Llama
+checkpoints with float32 safetensors and unscaled RoPE (stories260K, tests/data/tiny/mistral-mqa:
+0.085 in bf16); no biases, q/k norms or RoPE scaling.
 Usage: tools/bf16_emulation.py [MODEL_DIR] [--fp32]   (a few minutes for stories260K)
 """
 import json, math, struct, sys
