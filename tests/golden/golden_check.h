@@ -21,8 +21,8 @@ using nlohmann::json;
 
 inline const std::string kSource = PAGODA_SOURCE_DIR;
 
-/// The tiny checkpoints of tests/data/tiny (tools/make_golden_fixtures.py). The *-hd64/-hd128 ones
-/// have head dims the GPU attention kernels take, so they run on both backends.
+/// The tiny checkpoints of tests/data/tiny (tools/make_golden_fixtures.py); all run on both
+/// backends (the *-hd64/-hd128 ones through the GPU's fast attention kernel at block size 16).
 inline const char* const kTinyFixtures[] = {"llama-llama3-rope",
                                             "llama-linear-rope-tied",
                                             "llama-bf16",

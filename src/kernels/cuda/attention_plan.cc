@@ -45,32 +45,40 @@ int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_i
       static_cast<int64_t>(std::max(1, in.num_sms)) * decode_blocks_per_sm(head_dim);
   const int64_t max_splits =
       std::clamp<int64_t>((mean_keys + kMinSplitKeys - 1) / kMinSplitKeys, 1, 64);
-  int64_t best = 1;
-  double best_cost = 0;
-  for (int64_t n = 1; n <= max_splits; ++n) {
+  auto cost = [&](int64_t n) {
     const int64_t waves = (base_items * n + slots - 1) / slots;
     const int64_t chunk = ((mean_keys + n - 1) / n + kKeyTile - 1) / kKeyTile * kKeyTile;
-    const double cost =
-        static_cast<double>(waves) * static_cast<double>(chunk + (n > 1 ? kSplitCostKeys : 0));
-    if (n == 1 || cost < best_cost) {
+    return static_cast<double>(waves) * static_cast<double>(chunk + (n > 1 ? kSplitCostKeys : 0));
+  };
+  int64_t best = 1;
+  double best_cost = 0;
+  for (int64_t n = 2; n <= max_splits; ++n) {
+    if (best == 1 || cost(n) < best_cost) {
       best = n;
-      best_cost = cost;
+      best_cost = cost(n);
     }
   }
-  return best;
+  // A split also costs a combine launch per layer (a few microseconds): only worth it when the
+  // model says it saves more than 15%.
+  return best > 1 && best_cost < 0.85 * cost(1) ? best : 1;
+}
+
+// Partial-result slots the workspace really holds: none for a shape of the general kernel.
+int64_t partial_slots(const AttentionLimits& l) {
+  return attention_fast_kernel_supports(l.head_dim, l.block_size) ? std::max(0, l.max_partial_slots)
+                                                                  : 0;
 }
 
 }  // namespace
 
 AttentionWorkspaceSections attention_workspace_sections(const AttentionLimits& l) {
+  const auto slots = static_cast<size_t>(partial_slots(l));
   AttentionWorkspaceSections s{};
   s.items = 16;
   s.token_info = s.items + align16(sizeof(AttentionWorkItem) * static_cast<size_t>(l.max_items));
   s.lse = s.token_info + align16(sizeof(AttentionTokenInfo) * static_cast<size_t>(l.max_tokens));
-  s.out = s.lse +
-          align16(sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.max_partial_slots));
-  s.total = s.out + sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.head_dim) *
-                        static_cast<size_t>(l.max_partial_slots);
+  s.out = s.lse + align16(sizeof(float) * kAttentionTileRows * slots);
+  s.total = s.out + sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.head_dim) * slots;
   return s;
 }
 
@@ -125,7 +133,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
     chunk[i] = c;
     if (splits[i] > 1) slots += static_cast<int64_t>(splits[i]) * in.num_kv_heads;
   }
-  if (slots > limits.max_partial_slots) {
+  if (slots > partial_slots(limits)) {
     std::fill(splits.begin(), splits.end(), 1);
     slots = 0;
   }

@@ -14,9 +14,9 @@ namespace pagoda::cuda {
 /// [num_blocks, block_size, num_kv_heads, head_dim] fp32; tests convert between the two.)
 struct KVCacheLayout {
   int64_t num_blocks = 0;
-  int block_size = 16;  // a multiple of 16
+  int block_size = 16;  // any size >= 1 (the fast attention kernel: a multiple of 16)
   int num_kv_heads = 0;
-  int head_dim = 0;  // 64 or 128 for attention; any even size for rope_and_cache
+  int head_dim = 0;  // even, at most 256 (the fast attention kernel: 64 or 128)
 };
 
 /// Element offset of (slot, kv head) in a cache of this layout.

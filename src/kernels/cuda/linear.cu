@@ -1,4 +1,5 @@
-// linear: the m-based choice between our GEMV and cuBLASLt, and the cuBLASLt call.
+// linear: the choice between our GEMV, cuBLASLt and the any-shape fallback, and the cuBLASLt
+// call.
 //
 // cuBLASLt is column-major; a row-major y[m, n] = x[m, k] w[n, k]^T is the column-major
 // y^T[n, m] = W^T x^T where w, read column-major, is the k x n matrix W^T: so A = w with op T
@@ -154,7 +155,11 @@ cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, 
                    int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream) {
   if (m >= 1 && m <= kGemvMaxM && k > 0 && k % 8 == 0 && aligned16(x) && aligned16(w))
     return linear_gemv(x, m, k, w, n, bias, y, dtype, stream);
-  return linear_cublaslt(ctx, x, m, k, w, n, bias, y, dtype, stream);
+  // cuBLASLt takes odd k and n (kernel tests: k = 172, 333; n = 37); where its heuristics find no
+  // algorithm for a shape, the any-shape kernel computes the same function.
+  const cudaError_t e = linear_cublaslt(ctx, x, m, k, w, n, bias, y, dtype, stream);
+  if (e == cudaErrorNotSupported) return linear_fallback(x, m, k, w, n, bias, y, dtype, stream);
+  return e;
 }
 
 }  // namespace pagoda::cuda

@@ -30,7 +30,8 @@ void blas_context_destroy(BlasContext* ctx);
 /// x: [m, k] row-major; w: [n, k] row-major (a torch nn.Linear weight); bias: [n] or null;
 /// y: [m, n] row-major, must not alias x or w. All in dtype (bf16 or f16), on the device.
 /// Small m (<= kGemvMaxM) with k % 8 == 0 and 16-byte aligned x, w runs linear_gemv (bandwidth-
-/// bound: W is streamed once); everything else runs cuBLASLt.
+/// bound: W is streamed once); everything else runs cuBLASLt, and where cuBLASLt finds no
+/// algorithm for the shape (odd k or n of small models, unaligned rows) linear_fallback.
 cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
                    int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream);
 
@@ -50,5 +51,10 @@ cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int6
 cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, int64_t k,
                             const void* w, int64_t n, const void* bias, void* y, DType dtype,
                             cudaStream_t stream);
+
+/// The any-shape path alone (for tests): one warp per output element, fp32 accumulation, no
+/// alignment or size requirement on k or n.
+cudaError_t linear_fallback(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                            const void* bias, void* y, DType dtype, cudaStream_t stream);
 
 }  // namespace pagoda::cuda

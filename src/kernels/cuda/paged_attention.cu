@@ -1,4 +1,5 @@
-// paged_attention: validation, the two attention launches and the split-KV combine.
+// paged_attention: the choice of kernel, validation, the two attention launches and the split-KV
+// combine.
 #include "kernels/cuda/attention_kernel.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/paged_attention.h"
@@ -54,11 +55,15 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
   const KVCacheLayout& L = params.layout;
   if (params.num_tokens <= 0) return cudaSuccess;
   if (L.num_kv_heads <= 0 || params.num_heads % L.num_kv_heads != 0 ||
-      params.num_heads / L.num_kv_heads > kAttentionTileRows || L.block_size % 16 != 0 ||
-      (L.head_dim != 64 && L.head_dim != 128) || L.head_dim != limits.head_dim ||
-      params.num_tokens > limits.max_tokens || params.q_stride % 8 != 0 || !aligned16(params.q) ||
+      L.head_dim != limits.head_dim || params.num_tokens > limits.max_tokens ||
       (params.dtype != DType::kBF16 && params.dtype != DType::kF16))
     return cudaErrorInvalidValue;
+  // The fast kernel needs its tile shapes and 16-byte rows of q; the general one takes the rest.
+  // A plan made for a general shape has no splits, so the fast kernel may still run it.
+  if (!attention_fast_kernel_supports(L.head_dim, L.block_size) ||
+      params.num_heads / L.num_kv_heads > kAttentionTileRows || params.q_stride % 8 != 0 ||
+      !aligned16(params.q))
+    return paged_attention_general(params, stream);
   const AttentionWorkspaceSections sec = attention_workspace_sections(limits);
   auto* base = static_cast<char*>(workspace);
   attention::KernelArgs args{};

@@ -10,6 +10,12 @@
 // launch reads no host data but the grid sizes, so a CUDA graph may capture it: capture with
 // fixed grids (AttentionPlan::decode_grid / prefill_grid set to maxima, combine = true) and upload
 // each step's plan before replay; blocks past the uploaded item counts exit.
+//
+// Two kernels: the mma.sync FlashAttention-2 kernel (attention_kernel.cuh) for the shapes of real
+// checkpoints (head_dim 64 or 128, block_size a multiple of 16, 16-byte aligned q), and a simple
+// warp-per-row kernel (attention_general.cu) for everything else: any head_dim from 1 to 256, any
+// block_size >= 1, any GQA group (small models and test fixtures). paged_attention picks one per
+// call from the layout; the general kernel ignores the plan.
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -38,11 +44,11 @@ struct PagedAttentionParams {
   void* out = nullptr;                       // [num_tokens, num_heads, head_dim] dense, dtype
   int64_t num_tokens = 0;
   int num_seqs = 0;
-  int num_heads = 0;  // a multiple of layout.num_kv_heads, at most 64 per kv head
+  int num_heads = 0;  // a multiple of layout.num_kv_heads (the plan: at most 64 per kv head)
   int max_blocks_per_seq = 0;
   int sliding_window = 0;  // 0: unlimited
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
-  KVCacheLayout layout;    // head_dim 64 or 128; block_size a multiple of 16
+  KVCacheLayout layout;    // head_dim 1..256, block_size >= 1 (fast kernel: see above)
   DType dtype = DType::kBF16;
 };
 
@@ -76,11 +82,19 @@ struct AttentionLimits {
   int max_items = 0;
   int max_partial_slots = 0;  // each slot holds kAttentionTileRows rows of head_dim fp32
   int head_dim = 128;
+  int block_size = 16;  // of the KV cache: with head_dim, decides the kernel (and so the splits)
 };
 
 inline constexpr int kAttentionTileRows = 64;  // (token, head) rows per prefill work item
+inline constexpr int kGeneralAttentionMaxHeadDim = 256;
 
-/// Bytes of device workspace for these limits (16-byte aligned sections):
+/// Whether the mma.sync kernel takes this cache shape; else paged_attention runs the general one.
+[[nodiscard]] inline bool attention_fast_kernel_supports(int head_dim, int block_size) {
+  return (head_dim == 64 || head_dim == 128) && block_size > 0 && block_size % 16 == 0;
+}
+
+/// Bytes of device workspace for these limits (16-byte aligned sections; the partial sections are
+/// empty when the limits' shape runs the general kernel, which never splits):
 /// [counts: int32 x 4][items: AttentionWorkItem x max_items][token info: x max_tokens]
 /// [partial lse: fp32 x max_partial_slots x 64][partial out: fp32 x max_partial_slots x 64 x
 /// head_dim]
@@ -119,7 +133,8 @@ struct AttentionPlan {
   bool combine = false;  // launch the combine kernel (needed when num_partial_slots > 0)
 };
 
-/// Fills `plan`. cudaErrorInvalidValue when the batch breaks the limits or the head counts.
+/// Fills `plan`. cudaErrorInvalidValue when the batch breaks the limits or the head counts. For a
+/// shape of the general kernel (limits.head_dim, limits.block_size) the plan never splits keys.
 cudaError_t plan_paged_attention(const AttentionPlanInput& input, const AttentionLimits& limits,
                                  AttentionPlan* plan);
 
@@ -128,8 +143,16 @@ cudaError_t upload_attention_plan(const AttentionPlan& plan, const AttentionLimi
                                   void* workspace, cudaStream_t stream);
 
 /// Runs the uploaded plan: softmax(q k^T * scale) v per query token and head, fp32 online softmax,
-/// written to params.out in dtype.
+/// written to params.out in dtype. Shapes the fast kernel does not take (see
+/// attention_fast_kernel_supports; also a q that is not 16-byte aligned) run
+/// paged_attention_general instead, which needs neither the plan nor the workspace.
 cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionPlan& plan,
                             const AttentionLimits& limits, void* workspace, cudaStream_t stream);
+
+/// The general kernel alone (for tests): one warp per (token, head), keys streamed from the paged
+/// cache, fp32 online softmax. Any head_dim in [1, kGeneralAttentionMaxHeadDim], any block_size >=
+/// 1, any num_heads / num_kv_heads group, any q_stride >= num_heads * head_dim. Its grid is
+/// ceil(num_tokens * num_heads / 4) blocks and it reads only params, so a graph may capture it.
+cudaError_t paged_attention_general(const PagedAttentionParams& params, cudaStream_t stream);
 
 }  // namespace pagoda::cuda

@@ -165,9 +165,12 @@ class CudaDecoderModel final : public Model {
     PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PAGODA_CUDA_CHECK(cuda::blas_context_create(&blas_));
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
-    if (config.head_dim != 64 && config.head_dim != 128) {
+    // Head dims 64 and 128 run the fast attention kernel, the others the general one.
+    if (config.head_dim <= 0 || config.head_dim > cuda::kGeneralAttentionMaxHeadDim ||
+        config.head_dim % 2 != 0) {
       throw InvalidArgument(
-          fmt::format("head_dim {} is not supported on the GPU (64 or 128)", config.head_dim));
+          fmt::format("head_dim {} is not supported on the GPU (an even size up to {})",
+                      config.head_dim, cuda::kGeneralAttentionMaxHeadDim));
     }
     upload_weights(weights);
     const char* eager = std::getenv("PAGODA_ENFORCE_EAGER");
@@ -195,13 +198,15 @@ class CudaDecoderModel final : public Model {
   }
 
   void init_kv_cache(int64_t num_blocks, int block_size) override {
-    if (block_size % 16 != 0) {
-      throw InvalidArgument(
-          fmt::format("--block-size must be a multiple of 16 on the GPU, got {}", block_size));
+    if (block_size < 1) {
+      throw InvalidArgument(fmt::format("--block-size must be positive, got {}", block_size));
     }
     invalidate_graphs();
     keys_.clear();
     values_.clear();
+    // The attention workspace is planned for the cache shape (it decides the kernel): re-plan.
+    limits_ = cuda::AttentionLimits{};
+    attention_workspace_ = DeviceBuffer();
     layout_ = cuda::KVCacheLayout{num_blocks, block_size, config_.num_kv_heads, config_.head_dim};
     const size_t bytes = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
                          static_cast<size_t>(config_.kv_size()) * dtype_size(dtype_);
@@ -503,6 +508,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& b, std::span<const DeviceD
     PAGODA_CHECK(limits_.max_items < (1 << 26), "attention plan for {} tokens does not fit", T);
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     limits_.head_dim = c.head_dim;
+    limits_.block_size = layout_.block_size;
     limits_.max_tokens = std::max<int64_t>(T, 2 * limits_.max_tokens);
     limits_.max_items = std::max(4096, 2 * limits_.max_items);
     limits_.max_partial_slots = std::max(4096, 2 * limits_.max_partial_slots);

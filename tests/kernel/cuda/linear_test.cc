@@ -1,8 +1,8 @@
-// CUDA linear (GEMV for small m, cuBLASLt otherwise) against cpu::linear.
+// CUDA linear (GEMV for small m, cuBLASLt otherwise, the any-shape fallback) against cpu::linear.
 //
 // How to add a case: extend kMs or kShapes. Each case runs the dispatching linear() and, where
-// legal, each path alone (linear_gemv for m <= 16 with k % 8 == 0, linear_cublaslt always), with
-// and without bias, in bf16 and f16.
+// legal, each path alone (linear_gemv for m <= 16 with k % 8 == 0, linear_cublaslt and
+// linear_fallback always), with and without bias, in bf16 and f16.
 #include <gtest/gtest.h>
 
 #include "cuda_test_util.h"
@@ -18,11 +18,13 @@ const int64_t kMs[] = {1, 2, 3, 7, 16, 33, 128, 300};
 struct KN {
   int64_t k, n;
 };
-// Odd n, odd k (GEMV not legal: cuBLASLt), a k that is a multiple of 8 but not of 256x8, and a
-// Llama-sized row.
-const KN kShapes[] = {{64, 48}, {520, 37}, {333, 129}, {1000, 257}, {4096, 512}};
+// Odd n, odd k (GEMV not legal: cuBLASLt), a k that is a multiple of 8 but not of 256x8, a
+// Llama-sized row, and stories260K's projections (qkv 64 -> 128, gate_up 64 -> 344, down 172 ->
+// 64, tied LM head 64 -> 512) and a q/k-norm fixture's o_proj (96 -> 64).
+const KN kShapes[] = {{64, 48},  {520, 37}, {333, 129}, {1000, 257}, {4096, 512}, {64, 128},
+                      {64, 344}, {172, 64}, {64, 512},  {96, 64},    {8, 24}};
 
-enum class Path { kDispatch, kGemv, kCublasLt };
+enum class Path { kDispatch, kGemv, kCublasLt, kFallback };
 
 TEST(CudaLinear, MatchesCpuOverGrid) {
   REQUIRE_GPU();
@@ -44,7 +46,7 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
           std::vector<float> ref(m * s.n);
           cpu::linear(x.values.data(), m, s.k, wbytes.data(), dt, s.n,
                       with_bias ? bias.values.data() : nullptr, ref.data(), pool);
-          for (Path path : {Path::kDispatch, Path::kGemv, Path::kCublasLt}) {
+          for (Path path : {Path::kDispatch, Path::kGemv, Path::kCublasLt, Path::kFallback}) {
             const bool gemv_ok = m <= kGemvLimitM && s.k % 8 == 0;
             if (path == Path::kGemv && !gemv_ok) continue;
             SCOPED_TRACE(::testing::Message()
@@ -56,9 +58,11 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
               CUDA_OK(linear(ctx, dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), dt, nullptr));
             } else if (path == Path::kGemv) {
               CUDA_OK(linear_gemv(dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), dt, nullptr));
-            } else {
+            } else if (path == Path::kCublasLt) {
               CUDA_OK(
                   linear_cublaslt(ctx, dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), dt, nullptr));
+            } else {
+              CUDA_OK(linear_fallback(dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), dt, nullptr));
             }
             CUDA_OK(cudaDeviceSynchronize());
             EXPECT_LE(normalised_error(halves_to_floats(to_host<uint16_t>(dy, m * s.n), dt), ref),

@@ -1,178 +1,22 @@
 // CUDA paged attention (plan + upload + run) against cpu::paged_attention.
 //
-// How to add a case: a Batch is a list of SeqSpec {cached prefix length, new query tokens}
+// The shapes of the fast (mma.sync) kernel; paged_attention_general_test.cc covers the others. How
+// to add a case: a Batch is a list of SeqSpec {cached prefix length, new query tokens}
 // (prefill = {0, n}, decode = {ctx - 1, 1}, chunked prefill = {prefix, n}); add one to a batch
 // list, or extend the head / head-dim / block-size / window lists. Each case fills both caches
 // with the same random 16-bit keys and values in shuffled physical blocks (the GPU cache is
 // poisoned with NaN first, so a read of any slot outside a sequence shows up as NaN), runs three
-// variants of the plan (as planned; splits disabled; padded grids as a CUDA graph would launch),
-// and compares each with the CPU kernel on the same values.
+// variants of the plan (as planned; splits disabled; padded grids as a CUDA graph would launch)
+// and the general kernel alone, and compares each with the CPU kernel on the same values
+// (paged_attention_case.h).
 #include <gtest/gtest.h>
 
-#include <numeric>
-
-#include "cuda_test_util.h"
-#include "kernels/cpu/paged_attention.h"
-#include "kernels/cuda/paged_attention.h"
+#include "paged_attention_case.h"
 
 namespace pagoda::cuda {
 namespace {
 
 using namespace testing;  // NOLINT
-
-// bf16 inputs and output (2^-9 rounding each), P rounded to dtype before P.V, fp32 softmax.
-double attention_tolerance(DType dt) { return dt == DType::kBF16 ? 1.5e-2 : 3e-3; }
-
-struct SeqSpec {
-  int prefix;
-  int new_tokens;
-};
-using Batch = std::vector<SeqSpec>;
-
-struct Case {
-  DType dtype;
-  int head_dim, num_heads, num_kv_heads, block_size, sliding_window;
-  Batch batch;
-  bool strided_q = false;  // q inside a fused qkv row
-};
-
-enum class Variant { kPlanned, kNoSplit, kPaddedGrid };
-
-void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms) {
-  const DType dt = c.dtype;
-  const int d = c.head_dim, kvh = c.num_kv_heads, bs = c.block_size, heads = c.num_heads;
-  const int num_seqs = static_cast<int>(c.batch.size());
-  std::vector<int32_t> seq_lens, qsl = {0}, positions;
-  int max_blocks = 0;
-  for (const auto& s : c.batch) {
-    seq_lens.push_back(s.prefix + s.new_tokens);
-    qsl.push_back(qsl.back() + s.new_tokens);
-    max_blocks = std::max(max_blocks, (seq_lens.back() + bs - 1) / bs);
-    for (int i = 0; i < s.new_tokens; ++i) positions.push_back(s.prefix + i);
-  }
-  const int64_t tokens = qsl.back();
-  const int num_blocks = num_seqs * max_blocks + 3;
-  std::vector<int32_t> physical(num_blocks);
-  std::iota(physical.begin(), physical.end(), 0);
-  std::mt19937 gen(seed);
-  std::shuffle(physical.begin(), physical.end(), gen);
-  std::vector<int32_t> tables(static_cast<size_t>(num_seqs) * max_blocks, -1);
-  for (int s = 0; s < num_seqs; ++s)
-    for (int j = 0; j < (seq_lens[s] + bs - 1) / bs; ++j)
-      tables[s * max_blocks + j] = physical[s * max_blocks + j];
-
-  // Caches: CPU [block, offset, head, dim] fp32; GPU [block, head, offset, dim] 16-bit, NaN where
-  // no token lives.
-  const size_t cache_elems = static_cast<size_t>(num_blocks) * bs * kvh * d;
-  std::vector<float> kc(cache_elems, 0.0f), vc(cache_elems, 0.0f);
-  std::vector<uint16_t> gk(cache_elems, 0xffff), gv(cache_elems, 0xffff);
-  for (int s = 0; s < num_seqs; ++s) {
-    const HalfData kd = random_half(static_cast<size_t>(seq_lens[s]) * kvh * d, dt, seed + 11 + s);
-    const HalfData vd = random_half(static_cast<size_t>(seq_lens[s]) * kvh * d, dt, seed + 97 + s);
-    for (int pos = 0; pos < seq_lens[s]; ++pos) {
-      const int64_t b = tables[s * max_blocks + pos / bs], o = pos % bs;
-      for (int h = 0; h < kvh; ++h)
-        for (int e = 0; e < d; ++e) {
-          const size_t src = (static_cast<size_t>(pos) * kvh + h) * d + e;
-          const size_t ci = ((b * bs + o) * kvh + h) * d + e;
-          const size_t gi = ((b * kvh + h) * bs + o) * d + e;
-          kc[ci] = kd.values[src];
-          vc[ci] = vd.values[src];
-          gk[gi] = kd.bits[src];
-          gv[gi] = vd.bits[src];
-        }
-    }
-  }
-  // q: dense [tokens, heads, d], or rows of a fused qkv of (heads + 2 kvh) * d.
-  const int64_t q_stride = c.strided_q ? static_cast<int64_t>(heads + 2 * kvh) * d : heads * d;
-  const HalfData qd = random_half(tokens * q_stride, dt, seed + 5, -2.0f, 2.0f);
-  std::vector<float> q(tokens * heads * d);
-  for (int64_t t = 0; t < tokens; ++t)
-    std::copy(&qd.values[t * q_stride], &qd.values[t * q_stride + heads * d], &q[t * heads * d]);
-
-  std::vector<float> ref(tokens * heads * d);
-  cpu::PagedAttentionParams cp;
-  cp.q = q.data();
-  cp.positions = positions.data();
-  cp.query_start_loc = qsl.data();
-  cp.seq_lens = seq_lens.data();
-  cp.block_tables = tables.data();
-  cp.key_cache = kc.data();
-  cp.value_cache = vc.data();
-  cp.out = ref.data();
-  cp.num_tokens = tokens;
-  cp.num_seqs = num_seqs;
-  cp.num_heads = heads;
-  cp.max_blocks_per_seq = max_blocks;
-  cp.sliding_window = c.sliding_window;
-  cp.scale = 1.0f / std::sqrt(static_cast<float>(d));
-  cp.layout = {num_blocks, bs, kvh, d};
-  cpu::paged_attention(cp, pool);
-
-  DeviceBuffer dq = to_device(qd.bits), dpos = to_device(positions), dqsl = to_device(qsl);
-  DeviceBuffer dlens = to_device(seq_lens), dtables = to_device(tables);
-  DeviceBuffer dk = to_device(gk), dv = to_device(gv), dout(tokens * heads * d * 2);
-  PagedAttentionParams gp;
-  gp.q = dq.get();
-  gp.q_stride = q_stride;
-  gp.positions = dpos.as<int32_t>();
-  gp.query_start_loc = dqsl.as<int32_t>();
-  gp.seq_lens = dlens.as<int32_t>();
-  gp.block_tables = dtables.as<int32_t>();
-  gp.key_cache = dk.get();
-  gp.value_cache = dv.get();
-  gp.out = dout.get();
-  gp.num_tokens = tokens;
-  gp.num_seqs = num_seqs;
-  gp.num_heads = heads;
-  gp.max_blocks_per_seq = max_blocks;
-  gp.sliding_window = c.sliding_window;
-  gp.scale = cp.scale;
-  gp.layout = {num_blocks, bs, kvh, d};
-  gp.dtype = dt;
-
-  AttentionPlanInput in;
-  in.query_start_loc = qsl.data();
-  in.seq_lens = seq_lens.data();
-  in.num_seqs = num_seqs;
-  in.num_heads = heads;
-  in.num_kv_heads = kvh;
-  in.num_sms = num_sms;
-  for (Variant v : {Variant::kPlanned, Variant::kNoSplit, Variant::kPaddedGrid}) {
-    SCOPED_TRACE(::testing::Message() << "variant=" << static_cast<int>(v));
-    AttentionLimits limits;
-    limits.max_tokens = tokens;
-    limits.max_items = 1 << 16;
-    limits.max_partial_slots = v == Variant::kNoSplit ? 0 : 4096;
-    limits.head_dim = d;
-    AttentionPlan plan;
-    CUDA_OK(plan_paged_attention(in, limits, &plan));
-    if (v == Variant::kNoSplit) {
-      ASSERT_EQ(plan.num_partial_slots, 0);
-    }
-    if (v == Variant::kPaddedGrid) {
-      plan.decode_grid += 3;
-      plan.prefill_grid += 5;
-      plan.combine = true;
-    }
-    DeviceBuffer ws(attention_workspace_bytes(limits));
-    ASSERT_NE(ws.get(), nullptr);
-    CUDA_OK(upload_attention_plan(plan, limits, ws.get(), nullptr));
-    poison(dout);
-    CUDA_OK(paged_attention(gp, plan, limits, ws.get(), nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
-    const auto got = halves_to_floats(to_host<uint16_t>(dout, tokens * heads * d), dt);
-    EXPECT_LE(normalised_error(got, ref), attention_tolerance(dt))
-        << "items " << plan.num_decode_items << " decode + " << plan.num_prefill_items
-        << " prefill, " << plan.num_partial_slots << " partial slots";
-  }
-}
-
-int device_sms() {
-  int sms = 132;
-  cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
-  return sms;
-}
 
 const std::vector<Batch> kShortBatches = {
     {{0, 37}},                            // prefill

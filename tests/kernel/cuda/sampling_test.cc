@@ -20,31 +20,35 @@ using testing::to_host;
 TEST(Sampling, GreedyIsTheFirstMaximumInEveryDtype) {
   REQUIRE_GPU();
   std::mt19937 rng(3);
-  const int64_t rows = 37, vocab = 128256;
-  for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
-    std::vector<float> values(static_cast<size_t>(rows * vocab));
-    std::uniform_real_distribution<float> u(-8.0f, 8.0f);
-    for (auto& v : values) v = u(rng);
-    for (int64_t r = 0; r < rows; ++r) {  // a planted tie at two places: the lower index wins
-      values[static_cast<size_t>(r * vocab + 1000 + r)] = 30.0f;
-      values[static_cast<size_t>(r * vocab + 90000 + r)] = 30.0f;
+  for (const int64_t vocab : {int64_t{128256}, int64_t{512}}) {  // 512: the small models
+    const int64_t rows = 37;
+    const int64_t tie_a = vocab > 2000 ? 1000 : 100, tie_b = vocab > 2000 ? 90000 : 400;
+    for (DType dt : {DType::kF32, DType::kBF16, DType::kF16}) {
+      std::vector<float> values(static_cast<size_t>(rows * vocab));
+      std::uniform_real_distribution<float> u(-8.0f, 8.0f);
+      for (auto& v : values) v = u(rng);
+      for (int64_t r = 0; r < rows; ++r) {  // a planted tie at two places: the lower index wins
+        values[static_cast<size_t>(r * vocab + tie_a + r)] = 30.0f;
+        values[static_cast<size_t>(r * vocab + tie_b + r)] = 30.0f;
+      }
+      DeviceBuffer logits;
+      if (dt == DType::kF32) {
+        logits = to_device(values);
+      } else {
+        std::vector<uint16_t> bits(values.size());
+        for (size_t i = 0; i < bits.size(); ++i) bits[i] = testing::float_to_half(values[i], dt);
+        logits = to_device(bits);
+      }
+      const std::vector<RowSample> params(static_cast<size_t>(rows));  // temperature 0
+      DeviceBuffer d_params = to_device(params);
+      DeviceBuffer d_tokens(static_cast<size_t>(rows) * sizeof(int32_t));
+      CUDA_OK(sample_rows(logits.get(), dt, rows, vocab, d_params.as<RowSample>(),
+                          d_tokens.as<int32_t>(), nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto tokens = to_host<int32_t>(d_tokens, static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r)
+        EXPECT_EQ(tokens[static_cast<size_t>(r)], tie_a + r) << r << " vocab " << vocab;
     }
-    DeviceBuffer logits;
-    if (dt == DType::kF32) {
-      logits = to_device(values);
-    } else {
-      std::vector<uint16_t> bits(values.size());
-      for (size_t i = 0; i < bits.size(); ++i) bits[i] = testing::float_to_half(values[i], dt);
-      logits = to_device(bits);
-    }
-    const std::vector<RowSample> params(static_cast<size_t>(rows));  // temperature 0
-    DeviceBuffer d_params = to_device(params);
-    DeviceBuffer d_tokens(static_cast<size_t>(rows) * sizeof(int32_t));
-    CUDA_OK(sample_rows(logits.get(), dt, rows, vocab, d_params.as<RowSample>(),
-                        d_tokens.as<int32_t>(), nullptr));
-    CUDA_OK(cudaDeviceSynchronize());
-    const auto tokens = to_host<int32_t>(d_tokens, static_cast<size_t>(rows));
-    for (int64_t r = 0; r < rows; ++r) EXPECT_EQ(tokens[static_cast<size_t>(r)], 1000 + r) << r;
   }
 }
 

@@ -48,7 +48,9 @@ export async function waitFor(check, { timeoutMs = 30000, intervalMs = 100, what
 export async function startServer(extraArgs = []) {
   for (let attempt = 0; ; ++attempt) {
     const port = await freePort();
-    const args = ['serve', MODEL_DIR, '--host', '127.0.0.1', '--port', String(port), ...extraArgs];
+    // The CPU, also on a GPU machine: the suites' expectations are stories260K's CPU outputs.
+    const args = ['serve', MODEL_DIR, '--host', '127.0.0.1', '--port', String(port),
+                  '--device', 'cpu', ...extraArgs];
     const proc = spawn(PAGODA_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const keep = (chunk) => {

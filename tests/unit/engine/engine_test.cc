@@ -1,86 +1,24 @@
-// EngineCore end to end on stories260K: batch invariance under continuous batching (chunked
-// prefill, prefix caching, preemption), prefix-cache reuse, stop strings, n > 1 forks, seeds,
-// abort. To add a case: build an EngineArgs with small_engine(), submit EngineRequests, and compare
-// collect_result() outputs with a reference run of the request alone.
-#include <chrono>
-#include <random>
-#include <thread>
-
+// EngineCore end to end on stories260K on the CPU (engine_gpu_test.cc: the GPU): batch invariance
+// under continuous batching (chunked prefill, prefix caching, preemption), prefix-cache reuse, stop
+// strings, n > 1 forks, seeds, abort. To add a case: build an EngineArgs with small_engine()
+// (engine_test_util.h), submit EngineRequests, and compare collect_result() outputs with a
+// reference run of the request alone.
 #include <gtest/gtest.h>
 
 #include "core/status.h"
 #include "engine/engine_core.h"
+#include "engine_test_util.h"
 #include "pagoda/llm.h"
 #include "scheduler/request.h"
 
 namespace pagoda {
 namespace {
 
-const std::string kStories = std::string(PAGODA_SOURCE_DIR) + "/models/stories260K";
-
-EngineArgs small_engine(int budget = 2048, bool prefix_caching = true,
-                        int64_t kv_bytes = 64 << 20) {
-  EngineArgs args;
-  args.model = kStories;
-  args.num_threads = 2;
-  args.max_num_batched_tokens = budget;
-  args.enable_prefix_caching = prefix_caching;
-  args.kv_cache_memory_bytes = kv_bytes;
-  return args;
-}
-
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  return p;
-}
-
-struct Workload {
-  std::vector<std::vector<int32_t>> prompts;
-  std::vector<int> max_tokens;
-};
-
-/// 64 requests of random lengths; some share long prefixes so that prefix caching has work.
-Workload make_workload(uint32_t seed) {
-  std::mt19937 rng(seed);
-  Workload w;
-  std::vector<int32_t> shared;
-  for (int i = 0; i < 40; ++i) shared.push_back(3 + static_cast<int32_t>(rng() % 500));
-  for (int i = 0; i < 64; ++i) {
-    std::vector<int32_t> p{1};
-    if (i % 4 == 0)
-      p.insert(p.end(), shared.begin(), shared.begin() + 20 + static_cast<int>(rng() % 20));
-    const int len = 1 + static_cast<int>(rng() % 60);
-    for (int j = 0; j < len; ++j) p.push_back(3 + static_cast<int32_t>(rng() % 500));
-    w.prompts.push_back(std::move(p));
-    w.max_tokens.push_back(1 + static_cast<int>(rng() % 40));
-  }
-  return w;
-}
-
-/// Runs the workload with requests arriving in random waves while the engine is stepping.
-std::vector<std::vector<int32_t>> run_batched(EngineCore& engine, const Workload& w,
-                                              uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::shared_ptr<OutputStream>> streams;
-  for (size_t i = 0; i < w.prompts.size(); ++i) {
-    EngineRequest r;
-    r.prompt_token_ids = w.prompts[i];
-    r.params = greedy(w.max_tokens[i]);
-    streams.push_back(engine.submit(std::move(r)));
-    if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 2000));
-  }
-  std::vector<std::vector<int32_t>> out;
-  for (auto& s : streams) {
-    const GenerateResult r = collect_result(*s);
-    EXPECT_EQ(r.outputs.size(), 1u);
-    EXPECT_EQ(r.outputs[0].finish_reason, FinishReason::kLength);
-    out.push_back(r.outputs[0].token_ids);
-  }
-  return out;
-}
+using engine_test::greedy;
+using engine_test::make_workload;
+using engine_test::run_batched;
+using engine_test::small_engine;
+using engine_test::Workload;
 
 class EngineBatchInvariance : public ::testing::Test {
  protected:

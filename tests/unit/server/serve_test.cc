@@ -26,6 +26,7 @@ class ServeTest : public ::testing::Test {
   static void SetUpTestSuite() {
     EngineArgs args;
     args.model = PAGODA_SOURCE_DIR "/models/stories260K";
+    args.device = "cpu";  // exact CPU texts, also on the device machine
     args.kv_cache_memory_bytes = int64_t{64} << 20;
     args.num_threads = 2;
     engine_ = new EngineCore(args);

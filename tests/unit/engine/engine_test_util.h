@@ -1,0 +1,110 @@
+#pragma once
+// Helpers shared by the engine tests on the CPU (engine_test.cc) and the GPU (engine_gpu_test.cc):
+// small engines on stories260K, greedy requests, a random workload and its run in waves.
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "engine/engine_core.h"
+#include "pagoda/llm.h"
+
+namespace pagoda::engine_test {
+
+inline const std::string kStories = std::string(PAGODA_SOURCE_DIR) + "/models/stories260K";
+
+/// An engine on stories260K (or `model`) with a small KV cache. The CPU tests pin device "cpu" so
+/// that their exact expectations hold on the device machine too.
+inline EngineArgs small_engine(int budget = 2048, bool prefix_caching = true,
+                               int64_t kv_bytes = 64 << 20, const std::string& device = "cpu",
+                               const std::string& model = kStories) {
+  EngineArgs args;
+  args.model = model;
+  args.device = device;
+  args.num_threads = 2;
+  args.max_num_batched_tokens = budget;
+  args.enable_prefix_caching = prefix_caching;
+  args.kv_cache_memory_bytes = kv_bytes;
+  return args;
+}
+
+inline SamplingParams greedy(int max_tokens, int logprobs = 0) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.max_tokens = max_tokens;
+  p.ignore_eos = true;
+  if (logprobs > 0) p.logprobs = logprobs;
+  return p;
+}
+
+struct Workload {
+  std::vector<std::vector<int32_t>> prompts;
+  std::vector<int> max_tokens;
+};
+
+/// 64 requests of random lengths; some share long prefixes so that prefix caching has work.
+inline Workload make_workload(uint32_t seed) {
+  std::mt19937 rng(seed);
+  Workload w;
+  std::vector<int32_t> shared;
+  for (int i = 0; i < 40; ++i) shared.push_back(3 + static_cast<int32_t>(rng() % 500));
+  for (int i = 0; i < 64; ++i) {
+    std::vector<int32_t> p{1};
+    if (i % 4 == 0)
+      p.insert(p.end(), shared.begin(), shared.begin() + 20 + static_cast<int>(rng() % 20));
+    const int len = 1 + static_cast<int>(rng() % 60);
+    for (int j = 0; j < len; ++j) p.push_back(3 + static_cast<int32_t>(rng() % 500));
+    w.prompts.push_back(std::move(p));
+    w.max_tokens.push_back(1 + static_cast<int>(rng() % 40));
+  }
+  return w;
+}
+
+/// Runs the workload with requests arriving in random waves while the engine is stepping; returns
+/// each request's completion (with `logprobs` top entries per token when > 0).
+inline std::vector<CompletionOutput> run_batched_outputs(EngineCore& engine, const Workload& w,
+                                                         uint32_t seed, int logprobs = 0) {
+  std::mt19937 rng(seed);
+  std::vector<std::shared_ptr<OutputStream>> streams;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    EngineRequest r;
+    r.prompt_token_ids = w.prompts[i];
+    r.params = greedy(w.max_tokens[i], logprobs);
+    streams.push_back(engine.submit(std::move(r)));
+    if (rng() % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200 + rng() % 2000));
+  }
+  std::vector<CompletionOutput> out;
+  for (auto& s : streams) {
+    const GenerateResult r = collect_result(*s);
+    EXPECT_EQ(r.outputs.size(), 1u);
+    EXPECT_EQ(r.outputs[0].finish_reason, FinishReason::kLength);
+    out.push_back(r.outputs.at(0));
+  }
+  return out;
+}
+
+/// The token ids of run_batched_outputs.
+inline std::vector<std::vector<int32_t>> run_batched(EngineCore& engine, const Workload& w,
+                                                     uint32_t seed) {
+  std::vector<std::vector<int32_t>> out;
+  for (const CompletionOutput& c : run_batched_outputs(engine, w, seed)) out.push_back(c.token_ids);
+  return out;
+}
+
+/// Each request of the workload alone, one after the other (the batch-invariance reference).
+inline std::vector<CompletionOutput> run_alone(EngineCore& engine, const Workload& w,
+                                               int logprobs = 0) {
+  std::vector<CompletionOutput> out;
+  for (size_t i = 0; i < w.prompts.size(); ++i) {
+    EngineRequest r;
+    r.prompt_token_ids = w.prompts[i];
+    r.params = greedy(w.max_tokens[i], logprobs);
+    out.push_back(collect_result(*engine.submit(std::move(r))).outputs.at(0));
+  }
+  return out;
+}
+
+}  // namespace pagoda::engine_test
