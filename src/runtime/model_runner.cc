@@ -69,7 +69,8 @@ StepLogits ModelRunner::execute(std::span<const SequenceStep> steps,
   const ForwardBatch batch{ids_,    positions_, query_start_, seq_lens_,
                            tables_, max_blocks, slots_,       logits_rows_};
   out.tokens.assign(logits_rows_.size(), -1);
-  out.rows = model_.forward_sample(batch, draws_, out.tokens);
+  out.logprobs.resize(logits_rows_.size());
+  out.rows = model_.forward_sample(batch, draws_, out.tokens, out.logprobs);
   PAGODA_CHECK(
       out.rows.empty() || out.rows.size() == logits_rows_.size() * static_cast<size_t>(out.vocab),
       "the model returned {} logits for {} rows", out.rows.size(), logits_rows_.size());

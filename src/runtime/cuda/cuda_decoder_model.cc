@@ -15,12 +15,12 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/rope.h"
-#include "kernels/cuda/sampling.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "model/dummy_weights.h"
 #include "model/loader/safetensors.h"
 #include "model/registry.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/device_sampler.h"
 
 namespace pagoda {
 namespace {
@@ -186,7 +186,6 @@ class CudaDecoderModel final : public Model {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (host_inputs_ != nullptr) cudaFreeHost(host_inputs_);
     if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
-    if (host_draws_ != nullptr) cudaFreeHost(host_draws_);
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -228,10 +227,11 @@ class CudaDecoderModel final : public Model {
   }
 
   std::span<float> forward(const ForwardBatch& batch) override {
-    return forward_sample(batch, {}, {});
+    return forward_sample(batch, {}, {}, {});
   }
   std::span<float> forward_sample(const ForwardBatch& batch, std::span<const DeviceDraw> draws,
-                                  std::span<int32_t> tokens) override;
+                                  std::span<int32_t> tokens,
+                                  std::span<DrawnLogprobs> logprobs) override;
 
   std::optional<std::pair<size_t, size_t>> device_memory() const override {
     size_t free = 0, total = 0;
@@ -270,9 +270,7 @@ class CudaDecoderModel final : public Model {
   DeviceBuffer device_inputs_;
   DeviceBuffer logits_dtype_, logits_f32_, gathered_;
   void* host_logits_ = nullptr;  // pinned [rows, vocab] fp32, returned by forward()
-  void* host_draws_ = nullptr;   // pinned: RowSample x capacity, then int32 tokens x capacity
-  size_t draw_capacity_ = 0;
-  DeviceBuffer device_draws_;  // the same layout on the device
+  DeviceSampler sampler_;        // rows drawn on the device
   size_t host_logits_elems_ = 0;
   cuda::AttentionLimits limits_;
   DeviceBuffer attention_workspace_;
@@ -419,7 +417,8 @@ void CudaDecoderModel::invalidate_graphs() {
 
 std::span<float> CudaDecoderModel::forward_sample(const ForwardBatch& b,
                                                   std::span<const DeviceDraw> draws,
-                                                  std::span<int32_t> tokens) {
+                                                  std::span<int32_t> tokens,
+                                                  std::span<DrawnLogprobs> logprobs) {
   std::fill(tokens.begin(), tokens.end(), -1);
   PAGODA_CHECK(!keys_.empty(), "forward before init_kv_cache");
   const ModelConfig& c = config_;
@@ -541,33 +540,12 @@ std::span<float> CudaDecoderModel::forward_sample(const ForwardBatch& b,
   bool any_draw = false, any_logits = draws.size() != static_cast<size_t>(L);
   for (const DeviceDraw& d : draws) (d.temperature >= 0 ? any_draw : any_logits) = true;
   if (any_draw) {
-    if (draw_capacity_ < static_cast<size_t>(L)) {
+    // The processed rows go to logits_f32_ (the host copy below converts the raw rows afresh).
+    const auto rows = draws.first(std::min(draws.size(), static_cast<size_t>(L)));
+    if (sampler_.launch(logits_dtype_.get(), dtype_, c.vocab_size, rows, logits_f32_.as<float>(),
+                        stream_)) {
       PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      if (host_draws_ != nullptr) cudaFreeHost(host_draws_);
-      draw_capacity_ = static_cast<size_t>(L) * 2;
-      PAGODA_CUDA_CHECK(
-          cudaMallocHost(&host_draws_, draw_capacity_ * (sizeof(cuda::RowSample) + 4)));
-      device_draws_ = DeviceBuffer(draw_capacity_ * (sizeof(cuda::RowSample) + 4));
-    }
-    auto* params = static_cast<cuda::RowSample*>(host_draws_);
-    for (int64_t r = 0; r < L; ++r) {
-      const DeviceDraw& d = draws[static_cast<size_t>(r)];
-      params[r] = cuda::RowSample{std::max(d.temperature, 0.0f), 0, d.seed, d.counter};
-    }
-    auto* d_params = device_draws_.as<cuda::RowSample>();
-    auto* d_tokens = reinterpret_cast<int32_t*>(d_params + draw_capacity_);
-    auto* h_tokens = reinterpret_cast<int32_t*>(params + draw_capacity_);
-    PAGODA_CUDA_CHECK(cudaMemcpyAsync(d_params, params,
-                                      static_cast<size_t>(L) * sizeof(cuda::RowSample),
-                                      cudaMemcpyHostToDevice, stream_));
-    PAGODA_CUDA_CHECK(cuda::sample_rows(logits_dtype_.get(), dtype_, L, c.vocab_size, d_params,
-                                        d_tokens, stream_));
-    PAGODA_CUDA_CHECK(cudaMemcpyAsync(h_tokens, d_tokens, static_cast<size_t>(L) * 4,
-                                      cudaMemcpyDeviceToHost, stream_));
-    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    for (int64_t r = 0; r < L; ++r) {
-      if (draws[static_cast<size_t>(r)].temperature >= 0)
-        tokens[static_cast<size_t>(r)] = h_tokens[r];
+      sampler_.collect(rows, tokens, logprobs);
     }
   }
   if (!any_logits) return {};
