@@ -174,6 +174,8 @@ class CudaDecoderModel final : public Model {
     upload_weights(weights);
     const char* eager = std::getenv("PAGODA_ENFORCE_EAGER");
     graphs_enabled_ = eager == nullptr || std::string(eager) == "0";
+    const char* host_sampling = std::getenv("PAGODA_HOST_SAMPLING");  // A/B against the CPU
+    device_sampling_ = host_sampling == nullptr || std::string(host_sampling) == "0";
     const std::vector<float> inv_freq = rope_inv_freq(config_.rope, config_.head_dim);
     inv_freq_ = DeviceBuffer(inv_freq.size() * sizeof(float));
     PAGODA_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
@@ -283,6 +285,7 @@ class CudaDecoderModel final : public Model {
   };
   static constexpr int64_t kMaxGraphTokens = 256;
   bool graphs_enabled_ = true;
+  bool device_sampling_ = true;  // PAGODA_HOST_SAMPLING=1: every row goes back to the host
   std::map<GraphKey, cudaGraphExec_t> graphs_;
 };
 
@@ -538,7 +541,8 @@ std::span<float> CudaDecoderModel::forward_sample(const ForwardBatch& b,
   // Rows drawn on the device send back one token id each; only if some row needs its logits are
   // all of them converted and copied (a [rows, 128k] fp32 copy is the largest transfer of a step).
   bool any_draw = false, any_logits = draws.size() != static_cast<size_t>(L);
-  for (const DeviceDraw& d : draws) (d.temperature >= 0 ? any_draw : any_logits) = true;
+  for (const DeviceDraw& d : draws)
+    (d.temperature >= 0 && device_sampling_ ? any_draw : any_logits) = true;
   if (any_draw) {
     // The processed rows go to logits_f32_ (the host copy below converts the raw rows afresh).
     const auto rows = draws.first(std::min(draws.size(), static_cast<size_t>(L)));
