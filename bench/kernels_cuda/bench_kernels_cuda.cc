@@ -1,6 +1,6 @@
 // The CUDA kernels against the H200's limits (docs/performance.md: 4.19 TB/s HBM, 786 TFLOP/s
 // bf16): GEMV bandwidth (ours vs cuBLASLt) on the Llama-3.1-8B projections, paged decode
-// attention bandwidth, prefill attention FLOP rate.
+// attention bandwidth, prefill attention FLOP rate, the GPU sampler's time per step.
 //
 // Protocol: random data; every measured input set is rotated among copies whose total exceeds the
 // L2 several times; warm-up, then the median of kRepeats batches of launches timed with CUDA
@@ -19,6 +19,7 @@
 #include "core/half.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/paged_attention.h"
+#include "kernels/cuda/sample_logits.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -251,6 +252,93 @@ void bench_attention(const AttnCase& c, int num_sms) {
   cudaFree(dpos);
 }
 
+// The GPU sampler over a [rows, 151936] bf16 logits batch (Qwen2's vocabulary) in the step's
+// configurations: uniform logits in [-1, 1) are flat at T = 1 (top-p then takes the bit-search
+// path) and peaked at T = 0.05.
+void bench_sampling() {
+  constexpr int64_t kVocab = 151936;
+  struct Config {
+    const char* name;
+    float temperature;
+    int top_k;
+    float top_p, min_p;
+    int num_logprobs;
+    bool penalties;
+  };
+  const Config configs[] = {
+      {"greedy", 0.0f, 0, 1.0f, 0.0f, -1, false},
+      {"greedy + logprobs 20", 0.0f, 0, 1.0f, 0.0f, 20, false},
+      {"greedy + penalties", 0.0f, 0, 1.0f, 0.0f, -1, true},
+      {"T=1", 1.0f, 0, 1.0f, 0.0f, -1, false},
+      {"T=1 top_k 50 top_p 0.9", 1.0f, 50, 0.9f, 0.0f, -1, false},
+      {"T=0.05 top_p 0.9 (peaked)", 0.05f, 0, 0.9f, 0.0f, -1, false},
+      {"T=1 top_p 0.95 (flat)", 1.0f, 0, 0.95f, 0.0f, -1, false},
+      {"T=1 min_p 0.1", 1.0f, 0, 1.0f, 0.1f, -1, false},
+  };
+  std::printf("\n## Sampling (sample_logits), vocab %lld, bf16 logits\n",
+              static_cast<long long>(kVocab));
+  std::printf("%-28s %10s %10s %10s\n", "config", "1 row us", "64 rows us", "256 rows us");
+  constexpr int64_t kMaxRows = 256;
+  void* logits = alloc_random_bf16(static_cast<size_t>(kMaxRows * kVocab), 77);
+  float* work = nullptr;
+  CHECK_CUDA(cudaMalloc(&work, static_cast<size_t>(kMaxRows * kVocab) * sizeof(float)));
+  SamplingRow* params = nullptr;
+  PenaltyEntry* penalties = nullptr;
+  int32_t* outputs = nullptr;
+  constexpr int kPenalties = 2000;  // distinct tokens of a ~4k-token history
+  CHECK_CUDA(cudaMalloc(&params, kMaxRows * sizeof(SamplingRow)));
+  CHECK_CUDA(cudaMalloc(&penalties, kPenalties * sizeof(PenaltyEntry)));
+  CHECK_CUDA(cudaMalloc(&outputs, kMaxRows * (2 + 2 * kMaxTopLogprobs) * sizeof(int32_t)));
+  std::vector<PenaltyEntry> host_penalties(kPenalties);
+  for (int i = 0; i < kPenalties; ++i) host_penalties[static_cast<size_t>(i)] = {i * 61, i % 5, 1};
+  CHECK_CUDA(cudaMemcpy(penalties, host_penalties.data(), kPenalties * sizeof(PenaltyEntry),
+                        cudaMemcpyHostToDevice));
+  for (const Config& c : configs) {
+    std::printf("%-28s", c.name);
+    for (int64_t rows : {int64_t{1}, int64_t{64}, kMaxRows}) {
+      std::vector<SamplingRow> host(static_cast<size_t>(rows));
+      for (int64_t r = 0; r < rows; ++r) {
+        SamplingRow& p = host[static_cast<size_t>(r)];
+        p.temperature = c.temperature;
+        p.top_k = c.top_k;
+        p.top_p = c.top_p;
+        p.min_p = c.min_p;
+        p.num_logprobs = c.num_logprobs;
+        p.seed = 5;
+        p.counter = static_cast<uint64_t>(r);
+        if (c.penalties) {
+          p.repetition_penalty = 1.1f;
+          p.presence_penalty = 0.5f;
+          p.penalty_count = kPenalties;
+        }
+      }
+      CHECK_CUDA(cudaMemcpy(params, host.data(), host.size() * sizeof(SamplingRow),
+                            cudaMemcpyHostToDevice));
+      SampleLogitsArgs a;
+      a.logits = logits;
+      a.dtype = pagoda::DType::kBF16;
+      a.rows = rows;
+      a.vocab = kVocab;
+      a.params = params;
+      a.penalties = penalties;
+      a.workspace = work;
+      a.tokens = outputs;
+      a.logprobs = reinterpret_cast<float*>(outputs + kMaxRows);
+      a.top_tokens = outputs + 2 * kMaxRows;
+      a.top_logprobs =
+          reinterpret_cast<float*>(outputs + 2 * kMaxRows + kMaxRows * kMaxTopLogprobs);
+      const double ms = time_ms([&](int) { CHECK_CUDA(sample_logits(a, nullptr)); }, 5);
+      std::printf(" %10.1f", ms * 1e3);
+    }
+    std::printf("\n");
+  }
+  cudaFree(logits);
+  cudaFree(work);
+  cudaFree(params);
+  cudaFree(penalties);
+  cudaFree(outputs);
+}
+
 }  // namespace
 }  // namespace pagoda::cuda
 
@@ -278,6 +366,7 @@ int main() {
   };
   for (const AttnCase& c : cases) bench_attention(c, prop.multiProcessorCount);
   std::printf("\nprefill reference (torch SDPA flash, same card): L512 167 TFLOP/s, L2048 282\n");
+  bench_sampling();
   if (!gemv_ok) {
     std::printf("FAIL: GEMV and cuBLASLt disagree (see err column)\n");
     return 1;

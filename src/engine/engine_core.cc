@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/draw_inputs.h"
 #include "engine/stop_checker.h"
 #include "kv/kv_cache_config.h"
 #include "kv/kv_cache_manager.h"
@@ -50,21 +51,18 @@ struct Completion {
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
   uint64_t device_seed = 0;  // the seed of draws made on the model's device
+  DrawInputs draw_inputs{};  // the sparse processor lists of those draws
 };
 
-/// Whether a completion's next token may be drawn on the model's device (only the token id comes
-/// back): greedy or plain temperature sampling with no processor that needs the logits on the
-/// host (penalties, bias, min_tokens masking, top-k/top-p/min-p, log-probabilities, a fork).
-DeviceDraw device_draw(const Completion& c, int num_output_tokens) {
+/// How a completion's next token is drawn: on the model's device (processors, truncations and
+/// log-probabilities included; only the token and its log-probabilities come back) unless it needs
+/// the raw row on the host: the first token of an n > 1 request, which its forks sample too, and
+/// rows of a step with prompt log-probabilities. A model without a device sampler (the CPU model)
+/// returns every row, and the CPU sampler draws it.
+DeviceDraw device_draw(Completion& c, const scheduler::Request& r, bool prompt_logits) {
   const SamplingParams& p = c.request->params;
-  const bool host_only = p.logprobs.has_value() || p.presence_penalty != 0 ||
-                         p.frequency_penalty != 0 || p.repetition_penalty != 1 ||
-                         !p.logit_bias.empty() || num_output_tokens < p.min_tokens ||
-                         (p.n > 1 && !c.request->forked) ||
-                         (!p.greedy() && (p.top_k > 0 || p.top_p < 1 || p.min_p > 0));
-  if (host_only) return DeviceDraw{};
-  return DeviceDraw{p.greedy() ? 0.0f : p.temperature, c.device_seed,
-                    static_cast<uint64_t>(num_output_tokens)};
+  if ((p.n > 1 && !c.request->forked) || prompt_logits) return DeviceDraw{};
+  return c.draw_inputs.draw(p, c.device_seed, r.output_token_ids());
 }
 
 TokenLogprobs to_token_logprobs(const SampledToken& t) {
@@ -386,6 +384,7 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
                RequestSampler(request->params, model->config().eos_token_ids, seed_source()),
                std::nullopt, StopChecker(request->params.stop)};
   c.device_seed = request->params.seed.value_or(seed_source());
+  c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids);
   if (tokenizer->has_value()) c.detok.emplace(**tokenizer, true, request->prompt);
   try {
     scheduler->add_request(std::move(r));
@@ -424,7 +423,7 @@ void EngineCore::Impl::launch_step() {
     steps.push_back(
         {r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens, kv_manager->block_table(s.id),
          s.samples, prompt_logits,
-         s.samples ? device_draw(completions.at(s.id), r->num_output_tokens()) : DeviceDraw{}});
+         s.samples ? device_draw(completions.at(s.id), *r, prompt_logits) : DeviceDraw{}});
     if (s.num_computed_tokens < r->num_prompt_tokens()) {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
@@ -494,8 +493,14 @@ void EngineCore::Impl::complete_step() {
       Completion& c = completions.at(id);  // distinct per row: no two threads share a sampler
       const scheduler::Request* r = scheduler->get(id);
       const int32_t drawn = logits.tokens[static_cast<size_t>(logits.sample_row[i])];
-      if (drawn >= 0) {  // drawn on the device: no log-probabilities were asked for
-        tokens[static_cast<size_t>(j)] = SampledToken{drawn, 0.0f, {}};
+      if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
+        SampledToken& t = tokens[static_cast<size_t>(j)];
+        t.token = drawn;
+        if (c.request->params.logprobs) {
+          const DrawnLogprobs& lp = logits.logprobs[static_cast<size_t>(logits.sample_row[i])];
+          t.logprob = lp.logprob;
+          for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
+        }
         continue;
       }
       tokens[static_cast<size_t>(j)] = c.sampler.sample(
@@ -524,6 +529,7 @@ void EngineCore::Impl::complete_step() {
                        RequestSampler(child_params, model->config().eos_token_ids, seed_source()),
                        std::nullopt, StopChecker(a->params.stop)};
       child.device_seed = child_params.seed.value_or(seed_source());
+      child.draw_inputs = DrawInputs(child_params, a->prompt, model->config().eos_token_ids);
       if (tokenizer->has_value()) child.detok.emplace(**tokenizer, true, a->prompt);
       std::vector<float> child_row = row;
       SampledToken t = child.sampler.sample(child_row, a->prompt, {});

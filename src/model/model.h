@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "model/config.h"
@@ -13,12 +14,37 @@
 
 namespace pagoda {
 
+/// One distinct token of a row's history, for the penalties of a DeviceDraw: repetition applies
+/// when in_prompt or output_count > 0, presence and frequency when output_count > 0.
+struct DrawPenaltyToken {
+  int32_t token = 0;
+  int32_t output_count = 0;
+  int32_t in_prompt = 0;
+};
+
 /// How one logits row may be drawn on the model's device instead of being returned
-/// (forward_sample).
+/// (forward_sample): the CPU sampler's processors, truncations and log-probabilities, with the
+/// same semantics (src/sampling/sampler.cc). The spans must stay valid during forward_sample.
 struct DeviceDraw {
   float temperature = -1.0f;  // < 0: return the logits; 0: greedy; > 0: temperature sampling
   uint64_t seed = 0;          // the request's seed
   uint64_t counter = 0;       // the request's token index: draws depend on (seed, counter) only
+  int top_k = 0;              // <= 0: off
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  std::span<const DrawPenaltyToken> penalty_tokens;       // distinct tokens
+  std::span<const std::pair<int32_t, float>> logit_bias;  // distinct tokens
+  std::span<const int32_t> masked;                        // logits set to -inf (min_tokens)
+  int num_logprobs = -1;  // -1: none; 0: the chosen token's; N <= 20: and the top N (raw model)
+};
+
+/// The raw log-probabilities of a row drawn on the device (DeviceDraw::num_logprobs >= 0).
+struct DrawnLogprobs {
+  float logprob = 0.0f;                        // of the drawn token
+  std::vector<std::pair<int32_t, float>> top;  // descending, ties to the lower id
 };
 
 /// A loaded causal language model that runs forward passes over flat token batches.
@@ -44,13 +70,16 @@ class Model {
   /// writable, valid until the next forward). Not thread-safe: one engine thread drives a model.
   [[nodiscard]] virtual std::span<float> forward(const ForwardBatch& batch) = 0;
   /// forward() that may sample on the device: each row whose draw has temperature >= 0 may be drawn
-  /// where the logits are, its token written to tokens[row]; rows left at -1 have their logits in
-  /// the returned span (a model that samples rows may leave the logits of those rows unwritten).
-  /// The default samples nothing and returns forward().
+  /// where the logits are, its token written to tokens[row] (and, with num_logprobs >= 0, its
+  /// log-probabilities to logprobs[row]); rows left at -1 have their logits in the returned span
+  /// (a model that samples rows may leave the logits of those rows unwritten). The default
+  /// samples nothing and returns forward().
   [[nodiscard]] virtual std::span<float> forward_sample(const ForwardBatch& batch,
                                                         std::span<const DeviceDraw> draws,
-                                                        std::span<int32_t> tokens) {
+                                                        std::span<int32_t> tokens,
+                                                        std::span<DrawnLogprobs> logprobs) {
     (void)draws;
+    (void)logprobs;
     std::fill(tokens.begin(), tokens.end(), -1);
     return forward(batch);
   }
@@ -64,9 +93,12 @@ class Model {
     (void)draws;
     return false;
   }
-  /// Waits for the step start_step() launched; tokens and the returned span as forward_sample.
-  [[nodiscard]] virtual std::span<float> finish_step(std::span<int32_t> tokens) {
+  /// Waits for the step start_step() launched; tokens, logprobs and the returned span as
+  /// forward_sample.
+  [[nodiscard]] virtual std::span<float> finish_step(std::span<int32_t> tokens,
+                                                     std::span<DrawnLogprobs> logprobs) {
     (void)tokens;
+    (void)logprobs;
     return {};
   }
 };

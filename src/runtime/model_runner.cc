@@ -69,6 +69,7 @@ void ModelRunner::launch(std::span<const SequenceStep> steps,
   }
   max_blocks_ = max_blocks;
   out.tokens.assign(logits_rows_.size(), -1);
+  out.logprobs.resize(logits_rows_.size());
   synchronous_ = !model_.start_step(batch(), draws_);
   pending_ = std::move(out);
   in_flight_ = true;
@@ -83,8 +84,8 @@ StepLogits ModelRunner::wait() {
   PAGODA_CHECK(in_flight_, "ModelRunner::wait without launch");
   in_flight_ = false;
   StepLogits out = std::move(pending_);
-  out.rows = synchronous_ ? model_.forward_sample(batch(), draws_, out.tokens)
-                          : model_.finish_step(out.tokens);
+  out.rows = synchronous_ ? model_.forward_sample(batch(), draws_, out.tokens, out.logprobs)
+                          : model_.finish_step(out.tokens, out.logprobs);
   PAGODA_CHECK(
       out.rows.empty() || out.rows.size() == logits_rows_.size() * static_cast<size_t>(out.vocab),
       "the model returned {} logits for {} rows", out.rows.size(), logits_rows_.size());

@@ -30,6 +30,7 @@ struct StepLogits {
   std::vector<int>
       first_token_row;  // per sequence with prompt_logits: row of its first new token, else -1
   std::vector<int32_t> tokens;  // per row: the token drawn on the device, or -1 (use its logits)
+  std::vector<DrawnLogprobs> logprobs;  // per row drawn on the device with num_logprobs >= 0
 
   [[nodiscard]] std::span<float> row(int r) {
     return {rows.data() + static_cast<size_t>(r) * static_cast<size_t>(vocab),

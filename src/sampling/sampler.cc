@@ -85,59 +85,64 @@ void RequestSampler::apply_processors(std::span<float> logits, std::span<const i
   }
 }
 
-int32_t RequestSampler::draw(std::span<const float> logits) {
+int32_t truncate_candidates(std::span<const float> logits, const SamplingParams& params,
+                            std::vector<int32_t>& order, std::vector<float>& probs) {
   const auto vocab = static_cast<int32_t>(logits.size());
-  if (params_.greedy()) {
-    // First maximum: ties go to the lowest id, as torch.argmax does.
-    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-  }
   // Candidates sorted by logit, descending; top-k cuts the list before any probability work.
-  order_.resize(static_cast<size_t>(vocab));
-  std::iota(order_.begin(), order_.end(), 0);
+  order.resize(static_cast<size_t>(vocab));
+  std::iota(order.begin(), order.end(), 0);
   auto better = [&](int32_t a, int32_t b) {
     return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
   };
   int32_t count = vocab;
-  if (params_.top_k > 0 && params_.top_k < vocab) {
-    count = params_.top_k;
-    std::partial_sort(order_.begin(), order_.begin() + count, order_.end(), better);
-  } else if (params_.top_p < 1.0f || params_.min_p > 0.0f) {
-    std::sort(order_.begin(), order_.end(), better);
+  if (params.top_k > 0 && params.top_k < vocab) {
+    count = params.top_k;
+    std::partial_sort(order.begin(), order.begin() + count, order.end(), better);
+  } else if (params.top_p < 1.0f || params.min_p > 0.0f) {
+    std::sort(order.begin(), order.end(), better);
   } else {
     // No filter: the order does not matter, only the maximum must come first (for scaling).
-    std::iter_swap(order_.begin(), std::max_element(order_.begin(), order_.end(), better));
+    std::iter_swap(order.begin(), std::max_element(order.begin(), order.end(), better));
   }
   // Probabilities of the candidates at temperature T.
-  scratch_.resize(static_cast<size_t>(count));
-  const float inv_t = 1.0f / params_.temperature;
-  const float max = logits[order_[0]];
+  probs.resize(static_cast<size_t>(count));
+  const float inv_t = 1.0f / params.temperature;
+  const float max = logits[order[0]];
   for (int32_t i = 0; i < count; ++i) {
-    const float x = logits[order_[static_cast<size_t>(i)]];
+    const float x = logits[order[static_cast<size_t>(i)]];
     const double p =
         std::isinf(x) && x < 0 ? 0.0 : std::exp(static_cast<double>((x - max) * inv_t));
-    scratch_[static_cast<size_t>(i)] = static_cast<float>(p);
+    probs[static_cast<size_t>(i)] = static_cast<float>(p);
   }
   // vLLM's order: min-p (relative to the top probability, so independent of normalisation), then
   // top-k (already applied to the candidate list), then top-p over the renormalised remainder.
-  if (params_.min_p > 0.0f) {
-    const float threshold = params_.min_p * scratch_[0];
+  if (params.min_p > 0.0f) {
+    const float threshold = params.min_p * probs[0];
     int32_t keep = 1;
-    while (keep < count && scratch_[static_cast<size_t>(keep)] >= threshold) ++keep;
+    while (keep < count && probs[static_cast<size_t>(keep)] >= threshold) ++keep;
     count = keep;
   }
-  if (params_.top_p < 1.0f) {
+  if (params.top_p < 1.0f) {
     double remaining = 0;
-    for (int32_t i = 0; i < count; ++i) remaining += scratch_[static_cast<size_t>(i)];
+    for (int32_t i = 0; i < count; ++i) remaining += probs[static_cast<size_t>(i)];
     double cum = 0;
     for (int32_t i = 0; i < count; ++i) {
-      cum += scratch_[static_cast<size_t>(i)];
-      if (cum >=
-          params_.top_p * remaining) {  // the shortest prefix reaching top_p; the first stays
+      cum += probs[static_cast<size_t>(i)];
+      if (cum >= params.top_p * remaining) {  // the shortest prefix reaching top_p; the first stays
         count = i + 1;
         break;
       }
     }
   }
+  return count;
+}
+
+int32_t RequestSampler::draw(std::span<const float> logits) {
+  if (params_.greedy()) {
+    // First maximum: ties go to the lowest id, as torch.argmax does.
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  const int32_t count = truncate_candidates(logits, params_, order_, scratch_);
   double mass = 0;
   for (int32_t i = 0; i < count; ++i) mass += scratch_[static_cast<size_t>(i)];
   // 53 random bits -> [0, mass).

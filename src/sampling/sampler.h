@@ -30,6 +30,14 @@ void log_softmax(std::span<const float> logits, std::span<float> out);
 /// The k largest entries of values, descending (ties: lower index first).
 [[nodiscard]] std::vector<TokenLogprob> top_k_entries(std::span<const float> values, int k);
 
+/// The candidates of a non-greedy draw from processed logits: top-k, then min-p, then top-p, in
+/// the sampler's order (logit descending, ties to the lower id). Returns their count; order[0,
+/// count) are the tokens and probs[0, count) their unnormalised probabilities at the temperature
+/// (the GPU sampler's reference).
+[[nodiscard]] int32_t truncate_candidates(std::span<const float> logits,
+                                          const SamplingParams& params, std::vector<int32_t>& order,
+                                          std::vector<float>& probs);
+
 /// One request's sampler. Its random stream belongs to the request alone, so a seeded request
 /// draws the same numbers whatever else runs in the batch.
 class RequestSampler {

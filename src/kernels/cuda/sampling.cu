@@ -3,6 +3,7 @@
 
 #include <cfloat>
 
+#include "kernels/cuda/gumbel.cuh"
 #include "kernels/cuda/sampling.h"
 
 namespace pagoda::cuda {
@@ -21,20 +22,6 @@ __device__ __forceinline__ float load(const void* p, DType d, int64_t i) {
   }
 }
 
-__device__ __forceinline__ uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
-/// Gumbel(0, 1) noise of token v: -log(-log(u)), u uniform in (0, 1) from 53 hash bits.
-__device__ __forceinline__ float gumbel(uint64_t key, int64_t v) {
-  const uint64_t h = mix(key ^ mix(static_cast<uint64_t>(v)));
-  const double u = (static_cast<double>(h >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-  return static_cast<float>(-log(-log(u)));
-}
-
 // One block per row: each thread scans a strided part of the vocabulary keeping its best
 // (value, index), then the block reduces; ties go to the lower index, as torch.argmax.
 __global__ void sample_rows_kernel(const void* logits, DType dtype, int64_t vocab,
@@ -43,7 +30,7 @@ __global__ void sample_rows_kernel(const void* logits, DType dtype, int64_t voca
   const RowSample p = params[row];
   const bool greedy = !(p.temperature > 0.0f);
   const float inv_t = greedy ? 1.0f : 1.0f / p.temperature;
-  const uint64_t key = mix(p.seed ^ mix(p.counter + 0x632be59bd9b4e019ull));
+  const uint64_t key = draw_key(p.seed, p.counter);
   float best = -FLT_MAX;
   int64_t best_i = vocab;  // "none yet": loses every tie
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {

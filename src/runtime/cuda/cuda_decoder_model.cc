@@ -15,12 +15,12 @@
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/rope.h"
-#include "kernels/cuda/sampling.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "model/dummy_weights.h"
 #include "model/loader/safetensors.h"
 #include "model/registry.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/device_sampler.h"
 #include "runtime/cuda/weight_streamer.h"
 
 namespace pagoda {
@@ -175,6 +175,8 @@ class CudaDecoderModel final : public Model {
     upload_weights(weights);
     const char* eager = std::getenv("PAGODA_ENFORCE_EAGER");
     graphs_enabled_ = eager == nullptr || std::string(eager) == "0";
+    const char* host_sampling = std::getenv("PAGODA_HOST_SAMPLING");  // A/B against the CPU
+    device_sampling_ = host_sampling == nullptr || std::string(host_sampling) == "0";
     const std::vector<float> inv_freq = rope_inv_freq(config_.rope, config_.head_dim);
     inv_freq_ = DeviceBuffer(inv_freq.size() * sizeof(float));
     PAGODA_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
@@ -187,7 +189,6 @@ class CudaDecoderModel final : public Model {
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (host_inputs_ != nullptr) cudaFreeHost(host_inputs_);
     if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
-    if (host_draws_ != nullptr) cudaFreeHost(host_draws_);
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -231,15 +232,17 @@ class CudaDecoderModel final : public Model {
   }
 
   std::span<float> forward(const ForwardBatch& batch) override {
-    return forward_sample(batch, {}, {});
+    return forward_sample(batch, {}, {}, {});
   }
   std::span<float> forward_sample(const ForwardBatch& batch, std::span<const DeviceDraw> draws,
-                                  std::span<int32_t> tokens) override {
+                                  std::span<int32_t> tokens,
+                                  std::span<DrawnLogprobs> logprobs) override {
     PAGODA_CHECK(start_step(batch, draws), "start_step failed");
-    return finish_step(tokens);
+    return finish_step(tokens, logprobs);
   }
   bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) override;
-  std::span<float> finish_step(std::span<int32_t> tokens) override;
+  std::span<float> finish_step(std::span<int32_t> tokens,
+                               std::span<DrawnLogprobs> logprobs) override;
 
   std::optional<std::pair<size_t, size_t>> device_memory() const override {
     size_t free = 0, total = 0;
@@ -278,9 +281,7 @@ class CudaDecoderModel final : public Model {
   DeviceBuffer device_inputs_;
   DeviceBuffer logits_dtype_, logits_f32_, gathered_;
   void* host_logits_ = nullptr;  // pinned [rows, vocab] fp32, returned by forward()
-  void* host_draws_ = nullptr;   // pinned: RowSample x capacity, then int32 tokens x capacity
-  size_t draw_capacity_ = 0;
-  DeviceBuffer device_draws_;  // the same layout on the device
+  DeviceSampler sampler_;        // rows drawn on the device
   size_t host_logits_elems_ = 0;
   cuda::AttentionLimits limits_;
   DeviceBuffer attention_workspace_;
@@ -293,13 +294,15 @@ class CudaDecoderModel final : public Model {
   };
   static constexpr int64_t kMaxGraphTokens = 256;
   bool graphs_enabled_ = true;
+  bool device_sampling_ = true;  // PAGODA_HOST_SAMPLING=1: every row goes back to the host
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   // The step start_step() launched and finish_step() collects.
   struct PendingStep {
     bool active = false;
-    int64_t rows = 0;            // logits rows
-    size_t logits_elems = 0;     // > 0: the fp32 logits are being copied to host_logits_
-    std::vector<uint8_t> drawn;  // per row: 1 if its token was drawn on the device
+    int64_t rows = 0;                // logits rows
+    size_t logits_elems = 0;         // > 0: the fp32 logits are being copied to host_logits_
+    bool sampled = false;            // sampler_ drew some rows
+    std::vector<DeviceDraw> draws;   // the rows' draws (for sampler_.collect)
   } pending_;
 };
 
@@ -556,34 +559,18 @@ bool CudaDecoderModel::start_step(const ForwardBatch& b, std::span<const DeviceD
   // Rows drawn on the device send back one token id each; only if some row needs its logits are
   // all of them converted and copied (a [rows, 128k] fp32 copy is the largest transfer of a step).
   bool any_draw = false, any_logits = draws.size() != static_cast<size_t>(L);
-  for (const DeviceDraw& d : draws) (d.temperature >= 0 ? any_draw : any_logits) = true;
-  pending_.drawn.assign(static_cast<size_t>(L), 0);
+  for (const DeviceDraw& d : draws)
+    (d.temperature >= 0 && device_sampling_ ? any_draw : any_logits) = true;
   if (any_draw) {
-    if (draw_capacity_ < static_cast<size_t>(L)) {
-      PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      if (host_draws_ != nullptr) cudaFreeHost(host_draws_);
-      draw_capacity_ = static_cast<size_t>(L) * 2;
-      PAGODA_CUDA_CHECK(
-          cudaMallocHost(&host_draws_, draw_capacity_ * (sizeof(cuda::RowSample) + 4)));
-      device_draws_ = DeviceBuffer(draw_capacity_ * (sizeof(cuda::RowSample) + 4));
+    // The processed rows go to logits_f32_ (the host copy below converts the raw rows afresh).
+    const auto rows = draws.first(std::min(draws.size(), static_cast<size_t>(L)));
+    if (sampler_.launch(logits_dtype_.get(), dtype_, c.vocab_size, rows, logits_f32_.as<float>(),
+                        stream_)) {
+      pending_.sampled = true;
+      // collect() reads each draw's temperature and num_logprobs only, never its spans (which
+      // the engine may free before finish_step).
+      pending_.draws.assign(rows.begin(), rows.end());
     }
-    auto* params = static_cast<cuda::RowSample*>(host_draws_);
-    for (int64_t r = 0; r < L; ++r) {
-      const DeviceDraw& d = draws[static_cast<size_t>(r)];
-      params[r] = cuda::RowSample{std::max(d.temperature, 0.0f), 0, d.seed, d.counter};
-    }
-    auto* d_params = device_draws_.as<cuda::RowSample>();
-    auto* d_tokens = reinterpret_cast<int32_t*>(d_params + draw_capacity_);
-    auto* h_tokens = reinterpret_cast<int32_t*>(params + draw_capacity_);
-    PAGODA_CUDA_CHECK(cudaMemcpyAsync(d_params, params,
-                                      static_cast<size_t>(L) * sizeof(cuda::RowSample),
-                                      cudaMemcpyHostToDevice, stream_));
-    PAGODA_CUDA_CHECK(cuda::sample_rows(logits_dtype_.get(), dtype_, L, c.vocab_size, d_params,
-                                        d_tokens, stream_));
-    PAGODA_CUDA_CHECK(cudaMemcpyAsync(h_tokens, d_tokens, static_cast<size_t>(L) * 4,
-                                      cudaMemcpyDeviceToHost, stream_));
-    for (int64_t r = 0; r < L; ++r)
-      pending_.drawn[static_cast<size_t>(r)] = draws[static_cast<size_t>(r)].temperature >= 0;
   }
   if (!any_logits) return true;
   PAGODA_CUDA_CHECK(cuda::convert(logits_dtype_.get(), dtype_, logits_f32_.get(), DType::kF32,
@@ -595,20 +582,18 @@ bool CudaDecoderModel::start_step(const ForwardBatch& b, std::span<const DeviceD
   return true;
 }
 
-std::span<float> CudaDecoderModel::finish_step(std::span<int32_t> tokens) {
+std::span<float> CudaDecoderModel::finish_step(std::span<int32_t> tokens,
+                                               std::span<DrawnLogprobs> logprobs) {
   PAGODA_CHECK(pending_.active, "finish_step without start_step");
   pending_.active = false;
   std::fill(tokens.begin(), tokens.end(), -1);
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (pending_.rows == 0) return {};
-  const auto* h_tokens =
-      reinterpret_cast<const int32_t*>(static_cast<cuda::RowSample*>(host_draws_) + draw_capacity_);
-  for (size_t r = 0; r < pending_.drawn.size(); ++r) {
-    if (pending_.drawn[r] == 0) continue;
-    PAGODA_CHECK(r < tokens.size(), "finish_step: {} token slots for {} rows", tokens.size(),
-                 pending_.rows);
-    tokens[r] = h_tokens[r];
+  if (pending_.sampled) {
+    PAGODA_CHECK(tokens.size() >= pending_.draws.size(), "finish_step: {} token slots for {} rows",
+                 tokens.size(), pending_.draws.size());
+    sampler_.collect(pending_.draws, tokens, logprobs);
   }
   if (pending_.logits_elems == 0) return {};
   return {static_cast<float*>(host_logits_), pending_.logits_elems};
