@@ -31,6 +31,8 @@ constexpr u64 kIndexMask = (u64{1} << kIndexBits) - 1;
 
 struct Shared {
   int hist[256];
+  double hist_mass[256];
+  double sel_above;
   double red_d[kWarps];
   u64 red_u[kWarps];
   float red_f[kWarps];
@@ -308,27 +310,89 @@ __device__ u64 top_p_threshold(int vocab, u64 floor, int count, double target, K
     __syncthreads();
     return key;
   }
-  // Many candidates: the largest threshold whose mass still reaches the target, bit by bit.
-  // mass(>= t) falls as t grows, so setting bits from the top finds the largest such t.
-  u64 threshold = 0;
-  for (int bit = 55; bit >= 0; --bit) {
-    const u64 candidate = threshold | (u64{1} << bit);
-    double mass = 0;
-    for (int v = threadIdx.x; v < vocab; v += kThreads) {
-      float p;
-      const u64 key = key_prob(v, p);
-      if (key >= candidate && key >= floor) mass += p;
+  // Many candidates: a radix search by mass, 8 key bits per pass (7 passes over the row). Each
+  // pass histograms the mass of the members under the digits fixed so far by their next digit
+  // and fixes the digit at which the mass counted from the top reaches the target; after the
+  // last pass the prefix is the key of the token where the prefix ends.
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  u64 prefix = 0;
+  double above = 0;  // mass of the members above the current digit range
+  for (int shift = 48; shift >= 0; shift -= 8) {
+    for (int i = threadIdx.x; i < 256; i += kThreads) s.hist_mass[i] = 0.0;
+    __syncthreads();
+    const u64 high_mask = shift + 8 >= 64 ? 0 : ~u64{0} << (shift + 8);
+    for (int b = 0; b < vocab; b += kThreads) {
+      const int v = b + static_cast<int>(threadIdx.x);
+      float p = 0.0f;
+      bool in = false;
+      u64 key = 0;
+      if (v < vocab) {
+        key = key_prob(v, p);
+        in = key >= floor && (key & high_mask) == prefix;
+      }
+      const int digit = in ? static_cast<int>((key >> shift) & 255) : 256;
+      const float mass = in ? p : 0.0f;
+      // The mass of this warp's lanes with the same digit, then one shared atomic per digit.
+      float group = 0.0f;
+      for (int l = 0; l < 32; ++l) {
+        const int d = __shfl_sync(kFull, digit, l);
+        const float m = __shfl_sync(kFull, mass, l);
+        if (d == digit) group += m;
+      }
+      const unsigned peers = __match_any_sync(kFull, digit);
+      if (in && lane == __ffs(peers) - 1)
+        atomicAdd(&s.hist_mass[digit], static_cast<double>(group));
     }
-    if (block_sum(mass, s.red_d) >= target) threshold = candidate;
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      // Lane l holds bins 255 - 8l .. 248 - 8l (from the top).
+      double c[8];
+      double sum = 0;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        c[j] = s.hist_mass[255 - lane * 8 - j];
+        sum += c[j];
+      }
+      double incl = sum;
+      for (int o = 1; o < 32; o <<= 1) {
+        const double n = __shfl_up_sync(kFull, incl, o);
+        if (lane >= o) incl += n;
+      }
+      const double excl = incl - sum;
+      const unsigned reaches = __ballot_sync(kFull, above + incl >= target);
+      if (reaches != 0) {
+        if (lane == __ffs(reaches) - 1) {
+          double acc = above + excl;
+          int j = 0;
+          for (; j < 7; ++j) {
+            if (acc + c[j] >= target) break;
+            acc += c[j];
+          }
+          s.sel_digit = 255 - lane * 8 - j;
+          s.sel_above = acc;
+        }
+      } else {
+        // Rounding left the target out of reach: the lowest digit with members ends the prefix.
+        const unsigned nonempty = __ballot_sync(kFull, sum > 0.0);
+        if (nonempty == 0) {
+          if (lane == 0) s.sel_digit = -1;
+        } else if (lane == 31 - __clz(nonempty)) {
+          int j = 7;
+          while (j > 0 && c[j] == 0.0) --j;
+          s.sel_digit = 255 - lane * 8 - j;
+          s.sel_above = above + incl - c[j];
+        }
+      }
+    }
+    __syncthreads();
+    const int digit = s.sel_digit;
+    const double new_above = s.sel_above;
+    __syncthreads();              // everyone has read sel_* before the next pass writes them
+    if (digit < 0) return floor;  // no members (cannot happen: count > kCompact)
+    prefix |= static_cast<u64>(digit) << shift;
+    above = new_above;
   }
-  // The smallest member key >= threshold is the prefix's last.
-  u64 last = ~u64{0};
-  for (int v = threadIdx.x; v < vocab; v += kThreads) {
-    float p;
-    const u64 key = key_prob(v, p);
-    if (key >= threshold && key >= floor && key < last) last = key;
-  }
-  return block_min_u64(last, s.red_u);
+  return prefix;
 }
 
 __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArgs a) {
