@@ -93,6 +93,13 @@ PY
     t1=$(date +%s.%N)
     echo "process start to first token, run $run: $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s (exit $rc)"
   done
+  # The old pageable path, for the A/B of the pinned staging loader (docs/engine.md).
+  t0=$(date +%s.%N)
+  PAGODA_LOAD_PINNED=0 "$pagoda" generate --model "$ckpt" --device cuda --prompt-ids 1,2,3,4 \
+    --max-tokens 1 --json --max-model-len 4096 >"$out/ttft_pageable.log" 2>&1
+  t1=$(date +%s.%N)
+  echo "process start to first token, pageable copies: $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s"
+  grep -hE "weights:" "$out/ttft_2.log" "$out/ttft_pageable.log" | head -3
   grep -E "model|KV cache" "$out/ttft_2.log" | head -3
 fi
 echo "total: $(( $(date +%s) - start )) s"
