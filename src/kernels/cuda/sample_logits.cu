@@ -456,11 +456,6 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
         }
       }
       __syncthreads();
-    } else if (threadIdx.x == 0) {  // no alternatives asked for: the list is empty
-      for (int i = 0; i < kMaxTopLogprobs; ++i) {
-        a.top_tokens[row * kMaxTopLogprobs + i] = -1;
-        a.top_logprobs[row * kMaxTopLogprobs + i] = -INFINITY;
-      }
     }
   }
 

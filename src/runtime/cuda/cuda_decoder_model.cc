@@ -299,10 +299,10 @@ class CudaDecoderModel final : public Model {
   // The step start_step() launched and finish_step() collects.
   struct PendingStep {
     bool active = false;
-    int64_t rows = 0;               // logits rows
-    size_t logits_elems = 0;        // > 0: the fp32 logits are being copied to host_logits_
-    bool sampled = false;           // sampler_ drew some rows
-    std::vector<DeviceDraw> draws;  // the rows' draws (for sampler_.collect)
+    int64_t rows = 0;                // logits rows
+    size_t logits_elems = 0;         // > 0: the fp32 logits are being copied to host_logits_
+    bool sampled = false;            // sampler_ drew some rows
+    std::vector<DeviceDraw> draws;   // the rows' draws (for sampler_.collect)
   } pending_;
 };
 
