@@ -19,6 +19,9 @@
 // To add a case: add a fixture to tools/make_golden_fixtures.py and list it in kTinyFixtures.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <numeric>
+
 #include <set>
 
 #include "golden_check.h"
@@ -177,7 +180,18 @@ TEST(GoldenGpu, DeviceSamplingMatchesTheHostSampler) {
       std::vector<float> probs;
       const int32_t count = truncate_candidates(row, p, order, probs);
       const std::set<int32_t> kept(order.begin(), order.begin() + count);
-      EXPECT_EQ(kept.count(got), 1u) << "row " << s << " drew outside the CPU's set";
+      if (kept.count(got) == 0) {
+        const auto it = std::find(order.begin(), order.end(), got);
+        const double total = std::accumulate(probs.begin(), probs.end(), 0.0);
+        double kept_mass = 0;
+        for (int32_t i = 0; i < count; ++i) kept_mass += probs[static_cast<size_t>(i)];
+        ADD_FAILURE() << "row " << s << " drew " << got << " outside the CPU's set of " << count
+                      << " (its rank " << (it - order.begin()) << ", p/p_max "
+                      << (it != order.end()
+                              ? probs[static_cast<size_t>(it - order.begin())] / probs[0]
+                              : -1.0)
+                      << ", kept mass " << kept_mass / total << ")";
+      }
     }
     if (p.logprobs) {
       const DrawnLogprobs& g = logprobs[static_cast<size_t>(s)];
