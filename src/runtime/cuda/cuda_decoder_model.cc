@@ -1,6 +1,7 @@
 #include "runtime/cuda/cuda_decoder_model.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -296,13 +297,20 @@ class CudaDecoderModel final : public Model {
   bool graphs_enabled_ = true;
   bool device_sampling_ = true;  // PAGODA_HOST_SAMPLING=1: every row goes back to the host
   std::map<GraphKey, cudaGraphExec_t> graphs_;
+  // A decode batch padded to its graph bucket (pad_to_graph_bucket).
+  struct PaddedBatch {
+    std::vector<int32_t> ids, positions, query_start, seq_lens, tables, rows;
+    std::vector<int64_t> slots;
+    ForwardBatch batch;
+  } padded_;
+  const ForwardBatch& pad_to_graph_bucket(const ForwardBatch& b);
   // The step start_step() launched and finish_step() collects.
   struct PendingStep {
     bool active = false;
-    int64_t rows = 0;                // logits rows
-    size_t logits_elems = 0;         // > 0: the fp32 logits are being copied to host_logits_
-    bool sampled = false;            // sampler_ drew some rows
-    std::vector<DeviceDraw> draws;   // the rows' draws (for sampler_.collect)
+    int64_t rows = 0;               // logits rows
+    size_t logits_elems = 0;        // > 0: the fp32 logits are being copied to host_logits_
+    bool sampled = false;           // sampler_ drew some rows
+    std::vector<DeviceDraw> draws;  // the rows' draws (for sampler_.collect)
   } pending_;
 };
 
@@ -435,18 +443,21 @@ void CudaDecoderModel::invalidate_graphs() {
   graphs_.clear();
 }
 
-bool CudaDecoderModel::start_step(const ForwardBatch& b, std::span<const DeviceDraw> draws) {
+bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) {
   PAGODA_CHECK(!pending_.active, "start_step while a step is in flight");
   PAGODA_CHECK(!keys_.empty(), "forward before init_kv_cache");
   const ModelConfig& c = config_;
-  const int64_t T = b.num_tokens();
-  const int S = b.num_seqs();
-  const int64_t L = static_cast<int64_t>(b.logits_indices.size());
   pending_ = PendingStep{};
-  if (T == 0) {
+  if (batch.num_tokens() == 0) {
     pending_.active = true;
     return true;
   }
+  // The rows the caller asked for; a decode step padded to its graph bucket has more (below).
+  const int64_t real_rows = static_cast<int64_t>(batch.logits_indices.size());
+  const ForwardBatch& b = graphs_enabled_ ? pad_to_graph_bucket(batch) : batch;
+  const int64_t T = b.num_tokens();
+  const int S = b.num_seqs();
+  const int64_t L = static_cast<int64_t>(b.logits_indices.size());
   for (int32_t id : b.token_ids) {
     if (id < 0 || id >= c.vocab_size) {
       throw InvalidArgument(
@@ -554,16 +565,16 @@ bool CudaDecoderModel::start_step(const ForwardBatch& b, std::span<const DeviceD
     PAGODA_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
   }
   pending_.active = true;
-  pending_.rows = L;
-  if (L == 0) return true;
+  pending_.rows = real_rows;
+  if (real_rows == 0) return true;
   // Rows drawn on the device send back one token id each; only if some row needs its logits are
   // all of them converted and copied (a [rows, 128k] fp32 copy is the largest transfer of a step).
-  bool any_draw = false, any_logits = draws.size() != static_cast<size_t>(L);
+  bool any_draw = false, any_logits = draws.size() != static_cast<size_t>(real_rows);
   for (const DeviceDraw& d : draws)
     (d.temperature >= 0 && device_sampling_ ? any_draw : any_logits) = true;
   if (any_draw) {
     // The processed rows go to logits_f32_ (the host copy below converts the raw rows afresh).
-    const auto rows = draws.first(std::min(draws.size(), static_cast<size_t>(L)));
+    const auto rows = draws.first(std::min(draws.size(), static_cast<size_t>(real_rows)));
     if (sampler_.launch(logits_dtype_.get(), dtype_, c.vocab_size, rows, logits_f32_.as<float>(),
                         stream_)) {
       pending_.sampled = true;
@@ -573,13 +584,54 @@ bool CudaDecoderModel::start_step(const ForwardBatch& b, std::span<const DeviceD
     }
   }
   if (!any_logits) return true;
+  // The caller's rows only (a padded decode step's extra rows come last).
+  const size_t real_elems = static_cast<size_t>(real_rows) * static_cast<size_t>(c.vocab_size);
   PAGODA_CUDA_CHECK(cuda::convert(logits_dtype_.get(), dtype_, logits_f32_.get(), DType::kF32,
-                                  static_cast<int64_t>(logits_elems), stream_));
+                                  static_cast<int64_t>(real_elems), stream_));
   // Pinned host memory: the copy runs at full PCIe speed and the caller reads it in place.
-  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_logits_, logits_f32_.get(), logits_elems * sizeof(float),
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_logits_, logits_f32_.get(), real_elems * sizeof(float),
                                     cudaMemcpyDeviceToHost, stream_));
-  pending_.logits_elems = logits_elems;
+  pending_.logits_elems = real_elems;
   return true;
+}
+
+/// Decode-step graphs are captured per batch-size bucket (1, 2, 4, 8, then multiples of 8 up to
+/// kMaxGraphTokens, as vLLM's capture sizes): a decode batch of T sequences runs as the bucket's
+/// size, the extra sequences being one token at position 0 that writes no KV (slot -1), reads the
+/// null block 0 and whose rows nobody samples. Without buckets every distinct T captured its own
+/// graph mid-serving (~ms each) as requests came and went.
+const ForwardBatch& CudaDecoderModel::pad_to_graph_bucket(const ForwardBatch& b) {
+  const int64_t T = b.num_tokens();
+  const int S = b.num_seqs();
+  if (T != S || static_cast<int64_t>(b.logits_indices.size()) != T || T > kMaxGraphTokens) return b;
+  for (int s = 0; s < S; ++s) {
+    if (b.query_start_loc[static_cast<size_t>(s) + 1] - b.query_start_loc[static_cast<size_t>(s)] !=
+            1 ||
+        b.logits_indices[static_cast<size_t>(s)] != s)
+      return b;
+  }
+  const int64_t bucket = T <= 8 ? std::bit_ceil(static_cast<uint64_t>(T)) : (T + 7) / 8 * 8;
+  if (bucket == T) return b;
+  const auto n = static_cast<size_t>(bucket);
+  const size_t width = static_cast<size_t>(std::max(b.max_blocks_per_seq, 1));
+  padded_.ids.assign(b.token_ids.begin(), b.token_ids.end());
+  padded_.ids.resize(n, 0);
+  padded_.positions.assign(b.positions.begin(), b.positions.end());
+  padded_.positions.resize(n, 0);
+  padded_.query_start.resize(n + 1);
+  for (size_t i = 0; i <= n; ++i) padded_.query_start[i] = static_cast<int32_t>(i);
+  padded_.seq_lens.assign(b.seq_lens.begin(), b.seq_lens.end());
+  padded_.seq_lens.resize(n, 1);
+  padded_.tables.assign(b.block_tables.begin(), b.block_tables.end());
+  padded_.tables.resize(n * width, 0);  // block 0: the null block
+  padded_.slots.assign(b.slot_mapping.begin(), b.slot_mapping.end());
+  padded_.slots.resize(n, -1);
+  padded_.rows.resize(n);
+  for (size_t i = 0; i < n; ++i) padded_.rows[i] = static_cast<int32_t>(i);
+  padded_.batch =
+      ForwardBatch{padded_.ids,    padded_.positions,       padded_.query_start, padded_.seq_lens,
+                   padded_.tables, static_cast<int>(width), padded_.slots,       padded_.rows};
+  return padded_.batch;
 }
 
 std::span<float> CudaDecoderModel::finish_step(std::span<int32_t> tokens,
