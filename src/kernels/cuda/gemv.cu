@@ -6,7 +6,9 @@
 // grid fills every SM. Each thread issues kUnroll x kCols independent 16-byte no-L1 loads of W
 // before using them; x (at most 16 x k, L1/L2 resident) is read with 16-byte __ldg. The m rows
 // share every W register, so W traffic is independent of m; the template M (1, 2, 4, 8, 16) fixes
-// the accumulator array, rows >= m are skipped.
+// the accumulator array, rows >= m are skipped. The first round's weight loads are issued before
+// the wait for the previous kernel (below): W must therefore not be written by the kernel just
+// before the GEMV in the stream (model weights are constant while the model runs).
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/linear.h"
 
@@ -40,7 +42,6 @@ template <typename T, int M>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y, int m, int64_t k, int64_t n) {
-  begin_dependent_kernel();
   __shared__ float partial[kThreads / 32][M * kCols];
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
   const int64_t chunks = k / 8;
@@ -54,8 +55,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kCols; ++c) acc[i][c] = 0.0f;
 
-  for (int64_t base = threadIdx.x; base < chunks; base += kThreads * kUnroll) {
-    uint4 wv[kUnroll][kCols];
+  uint4 wv[kUnroll][kCols];
+  auto load_w = [&](int64_t base) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t ch = base + u * kThreads;
@@ -63,6 +64,14 @@ __global__ void __launch_bounds__(kThreads)
       for (int c = 0; c < kCols; ++c)
         wv[u][c] = ch < chunks ? load_stream16(wrow[c] + ch * 8) : make_uint4(0, 0, 0, 0);
     }
+  };
+  // The first round of weights is requested before waiting for the previous kernel: weights never
+  // depend on it, so their HBM latency overlaps its tail (programmatic dependent launch makes the
+  // blocks resident early). x, which the previous kernel writes, is read after the wait.
+  load_w(threadIdx.x);
+  begin_dependent_kernel();
+  for (int64_t base = threadIdx.x; base < chunks; base += kThreads * kUnroll) {
+    if (base != threadIdx.x) load_w(base);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t ch = base + u * kThreads;

@@ -29,6 +29,8 @@ void blas_context_destroy(BlasContext* ctx);
 /// y[m, n] = sum_k x[m, k] * w[n, k] + bias[n], accumulated in fp32, rounded once to dtype.
 /// x: [m, k] row-major; w: [n, k] row-major (a torch nn.Linear weight); bias: [n] or null;
 /// y: [m, n] row-major, must not alias x or w. All in dtype (bf16 or f16), on the device.
+/// w must not be written by the kernel just before this call in the stream: the GEMV requests its
+/// first weights before waiting for that kernel (gemv.cu). Model weights are constant.
 /// Small m (<= kGemvMaxM) with k % 8 == 0 and 16-byte aligned x, w runs linear_gemv (bandwidth-
 /// bound: W is streamed once); everything else runs cuBLASLt, and where cuBLASLt finds no
 /// algorithm for the shape (odd k or n of small models, unaligned rows) linear_fallback.
