@@ -38,11 +38,7 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __hal
   }
 }
 
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
-
-// kGated: x is a gate_up row [m, 2k] (gate then up) and the GEMV's input is silu(gate) * up,
-// rounded to T as silu_and_mul stores it, so the fused and the unfused paths agree bit for bit.
-template <typename T, int M, bool kGated = false>
+template <typename T, int M>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
                 T* __restrict__ y, int m, int64_t k, int64_t n) {
@@ -87,15 +83,7 @@ __global__ void __launch_bounds__(kThreads)
       for (int i = 0; i < M; ++i) {
         if (i >= m) break;
         float xf[8];
-        if constexpr (kGated) {
-          float up[8];
-          unpack8(__ldg(reinterpret_cast<const uint4*>(x + i * 2 * k + ch * 8)), xf, T{});
-          unpack8(__ldg(reinterpret_cast<const uint4*>(x + i * 2 * k + k + ch * 8)), up, T{});
-#pragma unroll
-          for (int j = 0; j < 8; ++j) xf[j] = to_float(from_float<T>(silu(xf[j]) * up[j]));
-        } else {
-          unpack8(__ldg(reinterpret_cast<const uint4*>(x + i * k + ch * 8)), xf, T{});
-        }
+        unpack8(__ldg(reinterpret_cast<const uint4*>(x + i * k + ch * 8)), xf, T{});
 #pragma unroll
         for (int c = 0; c < kCols; ++c)
 #pragma unroll
@@ -147,21 +135,6 @@ cudaError_t launch_gemv(const T* x, int m, int64_t k, const T* w, int64_t n, con
 }
 
 }  // namespace
-
-cudaError_t linear_gemv_gated(const void* gate_up, int64_t m, int64_t k, const void* w, int64_t n,
-                              const void* bias, void* y, DType dtype, cudaStream_t stream) {
-  if (n <= 0 || m <= 0) return m == 0 || n == 0 ? cudaSuccess : cudaErrorInvalidValue;
-  if (m != 1 || k <= 0 || k % 8 != 0 || !aligned16(gate_up) || !aligned16(w))
-    return cudaErrorInvalidValue;
-  const int64_t blocks = (n + kCols - 1) / kCols;
-  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  PAGODA_DISPATCH_HALF(dtype, {
-    launch_kernel(gemv_kernel<scalar_t, 1, true>, dim3(static_cast<unsigned>(blocks)), kThreads, 0,
-                  stream, static_cast<const scalar_t*>(gate_up), static_cast<const scalar_t*>(w),
-                  static_cast<const scalar_t*>(bias), static_cast<scalar_t*>(y), 1, k, n);
-    return cudaGetLastError();
-  });
-}
 
 cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
                         const void* bias, void* y, DType dtype, cudaStream_t stream) {

@@ -48,12 +48,6 @@ inline constexpr int64_t kGemvLimitM = 16;
 cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
                         const void* bias, void* y, DType dtype, cudaStream_t stream);
 
-/// y = silu(gate) * up times w^T for one row (m = 1), gate_up = [gate | up] of 2k elements: the
-/// decode-time MLP down projection with silu_and_mul fused into the GEMV's loads (one kernel fewer
-/// per layer). Needs k % 8 == 0 and 16-byte aligned gate_up, w; otherwise cudaErrorInvalidValue.
-cudaError_t linear_gemv_gated(const void* gate_up, int64_t m, int64_t k, const void* w, int64_t n,
-                              const void* bias, void* y, DType dtype, cudaStream_t stream);
-
 /// The cuBLASLt path alone (any shape). cuBLAS errors map to cudaErrorNotSupported (no algorithm)
 /// or cudaErrorUnknown.
 cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, int64_t k,

@@ -743,13 +743,6 @@ void CudaDecoderModel::run_kernels(const ForwardBatch& b, const StepInputs& in,
     PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, w.post_attention_norm.get(), T, h, eps,
                                          normed, dtype_, stream_));
     linear(normed, T, h, w.gate_up, 2 * inter, w.gate_up_bias, act_.gate_up.get());
-    // One token (batch-1 decode): SiLU-and-mul happens inside the down projection's loads.
-    if (T == 1 &&
-        cuda::linear_gemv_gated(act_.gate_up.get(), 1, inter, w.down.get(), h, w.down_bias.get(),
-                                hidden, dtype_, stream_) == cudaSuccess) {
-      continue;
-    }
-    (void)cudaGetLastError();  // a shape the fused GEMV does not take (inter % 8 != 0)
     PAGODA_CUDA_CHECK(cuda::silu_and_mul(act_.gate_up.get(),
                                          act_.gate_up.at(static_cast<size_t>(inter) * es), T, inter,
                                          2 * inter, act_.act.get(), dtype_, stream_));

@@ -7,7 +7,6 @@
 
 #include "cuda_test_util.h"
 #include "kernels/cpu/linear.h"
-#include "kernels/cuda/activation.h"
 #include "kernels/cuda/linear.h"
 
 namespace pagoda::cuda {
@@ -84,35 +83,6 @@ TEST(CudaLinear, GemvRejectsIllegalShapes) {
   EXPECT_EQ(linear_gemv(x.get(), 1, 7, w.get(), 1, nullptr, y.get(), DType::kBF16, nullptr),
             cudaErrorInvalidValue);
   EXPECT_EQ(linear_gemv(x.get(), 1, 8, w.get(), 1, nullptr, y.get(), DType::kF32, nullptr),
-            cudaErrorInvalidValue);
-}
-
-// The fused SiLU-and-mul GEMV equals silu_and_mul followed by the plain GEMV, bit for bit (it
-// rounds the activation to the storage type as silu_and_mul stores it).
-TEST(CudaLinear, GatedGemvEqualsSiluAndMulThenGemv) {
-  REQUIRE_GPU();
-  uint32_t seed = 7;
-  for (DType dt : {DType::kBF16, DType::kF16}) {
-    for (const KN s : {KN{14336, 64}, KN{176, 64}, KN{1024, 37}}) {
-      SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " k=" << s.k << " n=" << s.n);
-      const HalfData gate_up = random_half(2 * s.k, dt, seed++, -3.0f, 3.0f);
-      const HalfData w = random_half(s.n * s.k, dt, seed++, -0.5f, 0.5f);
-      DeviceBuffer dgu = to_device(gate_up.bits), dw = to_device(w.bits);
-      DeviceBuffer act(s.k * 2), fused(s.n * 2), plain(s.n * 2);
-      poison(fused);
-      CUDA_OK(
-          linear_gemv_gated(dgu.get(), 1, s.k, dw.get(), s.n, nullptr, fused.get(), dt, nullptr));
-      CUDA_OK(silu_and_mul(dgu.get(), dgu.as<uint16_t>() + s.k, 1, s.k, 2 * s.k, act.get(), dt,
-                           nullptr));
-      CUDA_OK(linear_gemv(act.get(), 1, s.k, dw.get(), s.n, nullptr, plain.get(), dt, nullptr));
-      CUDA_OK(cudaDeviceSynchronize());
-      EXPECT_EQ(to_host<uint16_t>(fused, s.n), to_host<uint16_t>(plain, s.n));
-    }
-  }
-  DeviceBuffer x(64 * 2), w(64 * 2), y(64 * 2);
-  EXPECT_EQ(linear_gemv_gated(x.get(), 2, 8, w.get(), 1, nullptr, y.get(), DType::kBF16, nullptr),
-            cudaErrorInvalidValue);
-  EXPECT_EQ(linear_gemv_gated(x.get(), 1, 12, w.get(), 1, nullptr, y.get(), DType::kBF16, nullptr),
             cudaErrorInvalidValue);
 }
 
