@@ -62,8 +62,9 @@ int run_throughput(const ThroughputOptions& o) {
       static_cast<long long>(engine.stats().num_steps),
       static_cast<long long>(engine.stats().num_preemptions));
   // Where the engine thread spent the run: the serial part idles the device, emitting overlaps it.
-  const EngineStats st = engine.stats();
-  const double steps = std::max<double>(1.0, static_cast<double>(st.num_steps));
+  const EngineStats::StepTimes st = engine.stats().step_times;
+  const int64_t num_steps = engine.stats().num_steps;
+  const double steps = std::max<double>(1.0, static_cast<double>(num_steps));
   std::printf(
       "Engine thread per step: device wait %.3f ms, serial host work %.3f ms (%.1f%%), emit "
       "(overlapped) %.3f ms\n",

@@ -107,9 +107,7 @@ struct EngineCore::Impl {
   std::optional<scheduler::SchedulerOutput> in_flight;
   std::vector<std::pair<kv::RequestId, SampledToken>> to_emit;
   std::vector<kv::RequestId> to_emit_length_finished;
-  double device_wait_seconds = 0, host_serial_seconds = 0, emit_seconds = 0, launch_seconds = 0;
-  int64_t num_decode_steps = 0;
-  double decode_device_wait_seconds = 0, decode_host_serial_seconds = 0;
+  EngineStats::StepTimes times;
   bool completing_decode_step = false;  // the step in flight computes one token per request
 
   void loop();
@@ -320,18 +318,18 @@ void EngineCore::Impl::loop() {
       // complete_step() adds its wait for the device to device_wait_seconds; the rest of this
       // block is host work the device waits for.
       const auto t0 = std::chrono::steady_clock::now();
-      const double waited_before = device_wait_seconds;
+      const double waited_before = times.device_wait_seconds;
       const bool decode_step = in_flight && completing_decode_step;
       if (in_flight) complete_step();
       if (scheduler->has_unfinished_requests()) launch_step();
-      const double waited = device_wait_seconds - waited_before;
+      const double waited = times.device_wait_seconds - waited_before;
       const double serial =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - waited;
-      host_serial_seconds += serial;
+      times.host_serial_seconds += serial;
       if (decode_step) {
-        ++num_decode_steps;
-        decode_device_wait_seconds += waited;
-        decode_host_serial_seconds += serial;
+        ++times.num_decode_steps;
+        times.decode_device_wait_seconds += waited;
+        times.decode_host_serial_seconds += serial;
       }
     } catch (const std::exception& e) {
       // A failed step fails the requests in flight, never the engine.
@@ -340,7 +338,8 @@ void EngineCore::Impl::loop() {
     }
     const auto t2 = std::chrono::steady_clock::now();
     emit_pending();
-    emit_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
+    times.emit_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t2).count();
     publish_stats();
   }
 }
@@ -432,7 +431,7 @@ void EngineCore::Impl::launch_step() {
                                        [](const auto& s) { return s.num_new_tokens == 1; });
   const auto launch_start = std::chrono::steady_clock::now();
   runner->launch(steps, out.block_copies);
-  launch_seconds +=
+  times.launch_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   in_flight = std::move(out);
 }
@@ -442,7 +441,7 @@ void EngineCore::Impl::complete_step() {
   in_flight.reset();
   const auto wait_start = std::chrono::steady_clock::now();
   StepLogits logits = runner->wait();
-  device_wait_seconds +=
+  times.device_wait_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   ++num_steps;
   // Rows of requests that finished while the step ran (an emitted EOS or stop string, an abort)
@@ -663,13 +662,7 @@ void EngineCore::Impl::publish_stats() {
   stats.prompt_tokens = prompt_tokens;
   stats.generation_tokens = generation_tokens;
   stats.num_steps = num_steps;
-  stats.device_wait_seconds = device_wait_seconds;
-  stats.host_serial_seconds = host_serial_seconds;
-  stats.emit_seconds = emit_seconds;
-  stats.launch_seconds = launch_seconds;
-  stats.num_decode_steps = num_decode_steps;
-  stats.decode_device_wait_seconds = decode_device_wait_seconds;
-  stats.decode_host_serial_seconds = decode_host_serial_seconds;
+  stats.step_times = times;
 }
 
 }  // namespace pagoda

@@ -49,14 +49,16 @@ struct EngineStats {
   // the serial host work between a step's end and the next launch (sampling on the host,
   // scheduling, batch assembly: the device idles), and emitting tokens (detokenize, stop strings,
   // push to the streams), which overlaps the next step on the device.
-  double device_wait_seconds = 0;
-  double host_serial_seconds = 0;
-  double emit_seconds = 0;
-  double launch_seconds = 0;  // the part of host_serial_seconds spent in ModelRunner::launch
-  // The same for steps in which every request computed one token (decodes only).
-  int64_t num_decode_steps = 0;
-  double decode_device_wait_seconds = 0;
-  double decode_host_serial_seconds = 0;
+  struct StepTimes {
+    double device_wait_seconds = 0;
+    double host_serial_seconds = 0;
+    double emit_seconds = 0;
+    double launch_seconds = 0;  // the part of host_serial_seconds spent in ModelRunner::launch
+    // The same for steps in which every request computed one token (decodes only).
+    int64_t num_decode_steps = 0;
+    double decode_device_wait_seconds = 0;
+    double decode_host_serial_seconds = 0;
+  } step_times;
 };
 
 /// The engine: continuous batching over a paged KV cache on one model.

@@ -407,11 +407,11 @@ void Server::Impl::add_routes() {
   route("GET", "/health", [this](http::HttpRequest, auto responder) {
     if (stopping.load()) throw Unavailable("the server is shutting down");
     (void)engine.stats();  // answers only while the engine's state is readable
-    responder->send({200, "text/plain", ""});
+    responder->send({200, "text/plain", "", {}});
   });
   route("GET", "/metrics", [this](http::HttpRequest, auto responder) {
     responder->send(
-        {200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(engine.stats())});
+        {200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(engine.stats()), {}});
   });
 }
 

@@ -112,7 +112,10 @@ TEST(CompletionResponseTest, EchoAndLogprobs) {
     EXPECT_GE(lp["text_offset"][i].get<int>(), lp["text_offset"][i - 1].get<int>());
   }
   // The body dumps as valid JSON even with odd token bytes.
-  EXPECT_NO_THROW((void)nlohmann::json::parse(json_body(b.response())));
+  EXPECT_NO_THROW({
+    const nlohmann::json parsed = nlohmann::json::parse(json_body(b.response()));
+    EXPECT_TRUE(parsed.is_object());
+  });
 }
 
 TEST(CompletionResponseTest, StreamChunksAndUsage) {
