@@ -25,6 +25,11 @@ using u64 = unsigned long long;
 constexpr int kThreads = 1024;
 constexpr int kWarps = kThreads / 32;
 constexpr int kCompact = 2048;  // top-p candidates sorted in shared memory
+// Top-p's mass histogram (its arrays reuse the sort's: kBins == kCompact): bins of -log p over
+// kBinSpan nats below the top token, masses in fixed point (kMassScale units per unit of p).
+constexpr int kBins = kCompact;
+constexpr float kBinSpan = 28.0f;
+constexpr float kMassScale = 1099511627776.0f;  // 2^40: 152k tokens of p <= 1 fit in 64 bits
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kIndexBits = 24;
 constexpr u64 kIndexMask = (u64{1} << kIndexBits) - 1;
@@ -556,20 +561,88 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
         u64 window = floor;
         int window_count = count;
         if (count > kCompact) {
-          // The top kCompact candidates usually hold the target: sort those alone.
-          auto key_of = [&](int v, u64& key) {
-            key = sort_key(x_at(v), v);
-            return key >= floor;
-          };
-          const u64 top = select_kth(vocab, kCompact, key_of, s);
-          double top_mass = 0;
-          for (int v = threadIdx.x; v < vocab; v += kThreads) {
-            float pr;
-            if (key_prob(v, pr) >= top) top_mass += pr;
+          // Too many to sort: a histogram of the mass by -log p (kBins bins over kBinSpan nats,
+          // fixed-point sums so that the result does not depend on the order of the atomics)
+          // finds the first bin where the mass from the top reaches the target. The tokens of
+          // that bin and above are a prefix of the key order (the bin is monotone in the logit)
+          // holding the target: when few enough, they alone are sorted and scanned.
+          u64* bin_mass = s.keys;                            // kBins entries (the sort's space,
+          int* bin_count = reinterpret_cast<int*>(s.probs);  // free until the gather below)
+          for (int i = threadIdx.x; i < kBins; i += kThreads) {
+            bin_mass[i] = 0;
+            bin_count[i] = 0;
           }
-          if (block_sum(top_mass, s.red_d) >= target) {
-            window = top;
-            window_count = kCompact;
+          __syncthreads();
+          auto bin_of = [&](float x) {  // -1: below the span (mass < 2^-40 of the top token)
+            const float nats = (m - x) * inv_t;
+            return nats < kBinSpan ? min(kBins - 1, static_cast<int>(nats * (kBins / kBinSpan)))
+                                   : -1;
+          };
+          for (int v = threadIdx.x; v < vocab; v += kThreads) {
+            const float x = x_at(v);
+            if (x == -INFINITY || sort_key(x, v) < floor) continue;
+            const int b = bin_of(x);
+            if (b < 0) continue;
+            atomicAdd(&bin_mass[b], __float2ull_rn(prob(x) * kMassScale));
+            atomicAdd(&bin_count[b], 1);
+          }
+          __syncthreads();
+          if (threadIdx.x < 32) {
+            // Lane l sums bins [64 l, 64 l + 64); a scan over lanes finds the bin.
+            const int lane = static_cast<int>(threadIdx.x);
+            constexpr int kPerLane = kBins / 32;
+            u64 lane_mass = 0;
+            int lane_count = 0;
+            for (int j = 0; j < kPerLane; ++j) {
+              lane_mass += bin_mass[lane * kPerLane + j];
+              lane_count += bin_count[lane * kPerLane + j];
+            }
+            u64 incl = lane_mass;
+            int incl_count = lane_count;
+            for (int o = 1; o < 32; o <<= 1) {
+              const u64 n = __shfl_up_sync(kFull, incl, o);
+              const int nc = __shfl_up_sync(kFull, incl_count, o);
+              if (lane >= o) {
+                incl += n;
+                incl_count += nc;
+              }
+            }
+            const u64 total = __shfl_sync(kFull, incl, 31);
+            const double target_q = static_cast<double>(p.top_p) * static_cast<double>(total);
+            const unsigned reaches = __ballot_sync(kFull, static_cast<double>(incl) >= target_q);
+            // Rounding can leave the target out of reach: then every binned token is kept.
+            const int owner = reaches != 0 ? __ffs(reaches) - 1 : 31;
+            if (lane == owner) {
+              u64 cum = incl - lane_mass;
+              int cum_count = incl_count - lane_count;
+              int b = lane * kPerLane;
+              for (; b < lane * kPerLane + kPerLane - 1; ++b) {
+                cum += bin_mass[b];
+                cum_count += bin_count[b];
+                if (static_cast<double>(cum) >= target_q) break;
+              }
+              if (b == lane * kPerLane + kPerLane - 1) cum_count += bin_count[b];
+              s.sel_digit = b;
+              s.sel_remaining = cum_count;
+            }
+          }
+          __syncthreads();
+          const int last_bin = s.sel_digit, in_window = s.sel_remaining;
+          __syncthreads();
+          if (in_window <= kCompact) {
+            u64 smallest = ~u64{0};
+            for (int v = threadIdx.x; v < vocab; v += kThreads) {
+              const float x = x_at(v);
+              if (x == -INFINITY) continue;
+              const int b = bin_of(x);
+              const u64 key = sort_key(x, v);
+              if (b >= 0 && b <= last_bin && key >= floor && key < smallest) smallest = key;
+            }
+            smallest = block_min_u64(smallest, s.red_u);
+            if (smallest != ~u64{0}) {
+              window = smallest;
+              window_count = in_window;
+            }
           }
         }
         const u64 last = top_p_threshold(vocab, window, window_count, target, key_prob, s);
