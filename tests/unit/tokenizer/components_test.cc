@@ -163,6 +163,8 @@ TEST(NormalizerTest, BertNormalizer) {
                           "handle_chinese_chars": true, "strip_accents": null, "lowercase": true})",
                       std::string("H\u00E9llo\tW\u00F6rld\0\u200B a\vb\rc \u4E2D\u6587", 31)),
             "hello world ab c  \u4E2D  \u6587 ");
+  // Category C includes unassigned (U+0378) and private-use (U+E000) code points.
+  EXPECT_EQ(normalize(R"({"type": "BertNormalizer"})", "a\u0378\uE000b"), "ab");
   EXPECT_EQ(normalize(R"({"type": "BertNormalizer", "lowercase": false})", "H\u00E9llo"),
             "H\u00E9llo");
   EXPECT_EQ(normalize(R"({"type": "BertNormalizer", "lowercase": false, "strip_accents": true})",
