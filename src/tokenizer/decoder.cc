@@ -1,8 +1,11 @@
 #include "tokenizer/decoder.h"
 
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/metaspace.h"
 #include "tokenizer/pattern.h"
 #include "tokenizer/utf8.h"
 
@@ -134,6 +137,70 @@ class StripDecoder final : public Decoder {
   size_t start_, stop_;
 };
 
+// Replaces every occurrence of `from` in text by `to`, scanning left to right like Rust's
+// str::replace.
+std::string replace_all(std::string_view text, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(text.size());
+  size_t begin = 0;
+  for (size_t pos = text.find(from); pos != std::string_view::npos; pos = text.find(from, begin)) {
+    out.append(text.substr(begin, pos - begin));
+    out.append(to);
+    begin = pos + from.size();
+  }
+  out.append(text.substr(begin));
+  return out;
+}
+
+// The English detokenization fix-ups of HF's WordPiece decoder, applied in its order.
+std::string cleanup_tokenization(std::string text) {
+  static constexpr std::pair<std::string_view, std::string_view> kRules[] = {
+      {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+      {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (const auto& [from, to] : kRules) text = replace_all(text, from, to);
+  return text;
+}
+
+// Word-continuation tokens ("##ing") glue to the previous token; every other token after the
+// first opens a new word with a space.
+class WordPieceDecoder final : public Decoder {
+ public:
+  WordPieceDecoder(std::string prefix, bool cleanup)
+      : prefix_(std::move(prefix)), cleanup_(cleanup) {}
+  void decode_chain(std::vector<std::string>& tokens) const override {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      std::string& token = tokens[i];
+      if (i != 0) {
+        if (token.starts_with(prefix_)) {
+          token.erase(0, prefix_.size());
+        } else {
+          token.insert(token.begin(), ' ');
+        }
+      }
+      if (cleanup_) token = cleanup_tokenization(std::move(token));
+    }
+  }
+
+ private:
+  std::string prefix_;
+  bool cleanup_;
+};
+
+// Word-final tokens carry `suffix` ("</w>"); each becomes a space, except in the last token.
+class BpeSuffixDecoder final : public Decoder {
+ public:
+  explicit BpeSuffixDecoder(std::string suffix) : suffix_(std::move(suffix)) {}
+  void decode_chain(std::vector<std::string>& tokens) const override {
+    for (size_t i = 0; i < tokens.size(); ++i) {
+      tokens[i] = replace_all(tokens[i], suffix_, i + 1 == tokens.size() ? "" : " ");
+    }
+  }
+
+ private:
+  std::string suffix_;
+};
+
 }  // namespace
 
 std::unique_ptr<Decoder> make_decoder(const tj::Json& j, const std::string& file) {
@@ -149,6 +216,18 @@ std::unique_ptr<Decoder> make_decoder(const tj::Json& j, const std::string& file
   if (type == "Replace") return std::make_unique<ReplaceDecoder>(j, file);
   if (type == "ByteFallback") return std::make_unique<ByteFallbackDecoder>();
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
+  if (type == "Metaspace") return make_metaspace_decoder(j, file);
+  if (type == "WordPiece") {
+    const std::string prefix = tj::get_string(j, "prefix", file, "WordPiece decoder", "##");
+    if (prefix.empty()) tj::fail(file, "WordPiece decoder 'prefix' must not be empty");
+    return std::make_unique<WordPieceDecoder>(
+        prefix, tj::get_bool(j, "cleanup", file, "WordPiece decoder", true));
+  }
+  if (type == "BPEDecoder") {
+    const std::string suffix = tj::get_string(j, "suffix", file, "BPEDecoder", "</w>");
+    if (suffix.empty()) tj::fail(file, "BPEDecoder 'suffix' must not be empty");
+    return std::make_unique<BpeSuffixDecoder>(suffix);
+  }
   if (type == "Strip") {
     const std::string content = tj::get_string(j, "content", file, "Strip decoder", " ");
     const int64_t start = tj::get_int(j, "start", file, "Strip decoder", 0);

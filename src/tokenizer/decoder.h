@@ -15,8 +15,9 @@ class Decoder {
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
 };
 
-/// Builds the decoder described by j (Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip);
-/// throws InvalidArgument naming the type and the file for anything else.
+/// Builds the decoder described by j (Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip,
+/// Metaspace, WordPiece, BPEDecoder); throws InvalidArgument naming the type and the file for
+/// anything else.
 [[nodiscard]] std::unique_ptr<Decoder> make_decoder(const tokenizer_json::Json& j,
                                                     const std::string& file);
 

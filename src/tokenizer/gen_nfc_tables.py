@@ -2,7 +2,7 @@
 """Generates nfc_tables.inc (Unicode canonical data for NFC) from Python's unicodedata.
 
 Run: python3 src/tokenizer/gen_nfc_tables.py > src/tokenizer/nfc_tables.inc
-Hangul syllables are handled algorithmically in unicode_nfc.cc and are left out here.
+Hangul syllables are handled algorithmically in unicode_normalization.cc and are left out here.
 """
 import sys
 import unicodedata as ud

@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "tokenizer/pattern.h"
-#include "tokenizer/unicode_nfc.h"
+#include "tokenizer/unicode_normalization.h"
 #include "tokenizer/utf8.h"
 
 namespace pagoda {
@@ -49,9 +49,35 @@ class ReplaceNormalizer final : public Normalizer {
   std::string content_;
 };
 
-class NfcNormalizer final : public Normalizer {
+class UnicodeFormNormalizer final : public Normalizer {
  public:
-  void normalize(std::string& text) const override { text = nfc_normalize(text); }
+  explicit UnicodeFormNormalizer(NormalizationForm form) : form_(form) {}
+  void normalize(std::string& text) const override { text = unicode_normalize(text, form_); }
+
+ private:
+  NormalizationForm form_;
+};
+
+class LowercaseNormalizer final : public Normalizer {
+ public:
+  void normalize(std::string& text) const override { text = unicode_lowercase(text); }
+};
+
+// A pattern built in, never read from a file, so it always compiles.
+Pattern builtin_pattern(const char* regex, const std::string& file) {
+  return Pattern(tj::Json{{"Regex", regex}}, file, "built-in pattern");
+}
+
+// HF's StripAccents drops nonspacing marks (category Mn); it does not decompose first, so
+// files pair it with a preceding NFD or NFKD.
+class StripAccentsNormalizer final : public Normalizer {
+ public:
+  explicit StripAccentsNormalizer(const std::string& file)
+      : marks_(builtin_pattern(R"(\p{Mn})", file)) {}
+  void normalize(std::string& text) const override { text = marks_.replace_all(text, ""); }
+
+ private:
+  Pattern marks_;
 };
 
 // Strips Unicode whitespace; ASCII whitespace and the common Unicode spaces cover the cases HF's
@@ -61,6 +87,61 @@ bool is_unicode_space(char32_t c) {
          (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F ||
          c == 0x3000;
 }
+
+// CJK Unified Ideographs and their extensions and compatibility blocks, as BERT defines them.
+bool is_chinese_char(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+         (c >= 0x2B740 && c <= 0x2B81F) || (c >= 0x2B920 && c <= 0x2CEAF) ||
+         (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+}
+
+// BERT's text cleanup, in HF's order: drop control characters (category C, except \t \n \r, and
+// U+FFFD), turn whitespace into spaces, isolate CJK ideographs with spaces, strip accents (NFD,
+// then drop Mn; on by default when lowercasing), lowercase.
+class BertNormalizer final : public Normalizer {
+ public:
+  BertNormalizer(const tj::Json& j, const std::string& file)
+      : clean_text_(tj::get_bool(j, "clean_text", file, "BertNormalizer", true)),
+        handle_chinese_chars_(
+            tj::get_bool(j, "handle_chinese_chars", file, "BertNormalizer", true)),
+        lowercase_(tj::get_bool(j, "lowercase", file, "BertNormalizer", true)),
+        strip_accents_(tj::get_bool(j, "strip_accents", file, "BertNormalizer", lowercase_)),
+        controls_(builtin_pattern(R"((?![\t\n\r])[\p{C}\x{FFFD}])", file)),
+        marks_(builtin_pattern(R"(\p{Mn})", file)) {}
+
+  void normalize(std::string& text) const override {
+    if (clean_text_) {
+      text = controls_.replace_all(text, "");
+      map_chars(text, [](char32_t c, std::string& out) {
+        utf8::append(out, is_unicode_space(c) ? U' ' : c);
+      });
+    }
+    if (handle_chinese_chars_) {
+      map_chars(text, [](char32_t c, std::string& out) {
+        if (is_chinese_char(c)) out.push_back(' ');
+        utf8::append(out, c);
+        if (is_chinese_char(c)) out.push_back(' ');
+      });
+    }
+    if (strip_accents_) {
+      text = marks_.replace_all(unicode_normalize(text, NormalizationForm::kNfd), "");
+    }
+    if (lowercase_) text = unicode_lowercase(text);
+  }
+
+ private:
+  template <typename Fn>
+  static void map_chars(std::string& text, Fn fn) {
+    std::string out;
+    out.reserve(text.size() + 8);
+    for (size_t i = 0; i < text.size();) fn(utf8::decode_at(text, i), out);
+    text = std::move(out);
+  }
+
+  bool clean_text_, handle_chinese_chars_, lowercase_, strip_accents_;
+  Pattern controls_, marks_;
+};
 
 class StripNormalizer final : public Normalizer {
  public:
@@ -107,7 +188,13 @@ std::unique_ptr<Normalizer> make_normalizer(const tj::Json& j, const std::string
     return std::make_unique<PrependNormalizer>(tj::get_string(j, "prepend", file, "Prepend"));
   }
   if (type == "Replace") return std::make_unique<ReplaceNormalizer>(j, file);
-  if (type == "NFC") return std::make_unique<NfcNormalizer>();
+  if (type == "NFC") return std::make_unique<UnicodeFormNormalizer>(NormalizationForm::kNfc);
+  if (type == "NFD") return std::make_unique<UnicodeFormNormalizer>(NormalizationForm::kNfd);
+  if (type == "NFKC") return std::make_unique<UnicodeFormNormalizer>(NormalizationForm::kNfkc);
+  if (type == "NFKD") return std::make_unique<UnicodeFormNormalizer>(NormalizationForm::kNfkd);
+  if (type == "Lowercase") return std::make_unique<LowercaseNormalizer>();
+  if (type == "StripAccents") return std::make_unique<StripAccentsNormalizer>(file);
+  if (type == "BertNormalizer") return std::make_unique<BertNormalizer>(j, file);
   if (type == "Strip") {
     return std::make_unique<StripNormalizer>(tj::get_bool(j, "strip_left", file, "Strip", true),
                                              tj::get_bool(j, "strip_right", file, "Strip", true));

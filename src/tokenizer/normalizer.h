@@ -15,8 +15,9 @@ class Normalizer {
   virtual void normalize(std::string& text) const = 0;
 };
 
-/// Builds the normalizer described by j (Sequence, Prepend, Replace, NFC, Strip); throws
-/// InvalidArgument naming the type and the file for anything else.
+/// Builds the normalizer described by j (Sequence, Prepend, Replace, Strip, NFC, NFD, NFKC,
+/// NFKD, Lowercase, StripAccents, BertNormalizer); throws InvalidArgument naming the type and the
+/// file for anything else.
 [[nodiscard]] std::unique_ptr<Normalizer> make_normalizer(const tokenizer_json::Json& j,
                                                           const std::string& file);
 

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "tokenizer/byte_level.h"
+#include "tokenizer/metaspace.h"
 #include "tokenizer/pattern.h"
 
 namespace pagoda {
@@ -16,6 +17,16 @@ namespace tj = tokenizer_json;
 constexpr const char* kGpt2Pattern =
     R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
 
+// HF's character predicates, one character per match as its split-by-function does. Rust's
+// char::is_whitespace is the White_Space property; punctuation is is_ascii_punctuation (which
+// includes the ASCII symbols $+<=>^`|~) or a Unicode P* category; digits are char::is_numeric.
+constexpr const char* kWhitespaceChar =
+    R"([\t-\r \x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000}])";
+constexpr const char* kPunctuationChar = R"([\p{P}!-/:-@\[-`{-~])";
+constexpr const char* kNumericChar = R"(\p{N})";
+// The Whitespace pre-tokenizer keeps the matches of this pattern and drops the rest.
+constexpr const char* kWhitespaceWordPattern = R"(\w+|[^\w\s]+)";
+
 enum class SplitBehavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
 
 struct Segment {
@@ -24,7 +35,8 @@ struct Segment {
 };
 
 // Cuts text at the matches and regroups the pieces the way HF's SplitDelimiterBehavior does.
-void split_words(std::string_view text, const std::vector<std::pair<size_t, size_t>>& matches,
+// Returns whether the first piece appended begins at offset 0 of text.
+bool split_words(std::string_view text, const std::vector<std::pair<size_t, size_t>>& matches,
                  SplitBehavior behavior, bool invert, std::vector<std::string>& out) {
   std::vector<Segment> segments;
   size_t last = 0;
@@ -78,16 +90,32 @@ void split_words(std::string_view text, const std::vector<std::pair<size_t, size
       }
       break;
   }
+  bool first_at_zero = false;
+  bool first = true;
   for (const auto& p : pieces) {
-    if (p.end > p.begin) out.emplace_back(text.substr(p.begin, p.end - p.begin));
+    if (p.end <= p.begin) continue;
+    if (first) first_at_zero = p.begin == 0;
+    first = false;
+    out.emplace_back(text.substr(p.begin, p.end - p.begin));
   }
+  return first_at_zero;
+}
+
+SplitBehavior parse_behavior(const std::string& behavior, const std::string& file,
+                             const std::string& where) {
+  if (behavior == "Removed") return SplitBehavior::kRemoved;
+  if (behavior == "Isolated") return SplitBehavior::kIsolated;
+  if (behavior == "MergedWithPrevious") return SplitBehavior::kMergedWithPrevious;
+  if (behavior == "MergedWithNext") return SplitBehavior::kMergedWithNext;
+  if (behavior == "Contiguous") return SplitBehavior::kContiguous;
+  tj::fail(file, "unsupported " + where + " behavior '" + behavior + "'");
 }
 
 class SequencePreTokenizer final : public PreTokenizer {
  public:
   explicit SequencePreTokenizer(std::vector<std::unique_ptr<PreTokenizer>> steps)
       : steps_(std::move(steps)) {}
-  void pre_tokenize(std::vector<std::string>& words) const override {
+  void pre_tokenize(PreTokenizedWords& words) const override {
     for (const auto& step : steps_) step->pre_tokenize(words);
   }
 
@@ -95,45 +123,45 @@ class SequencePreTokenizer final : public PreTokenizer {
   std::vector<std::unique_ptr<PreTokenizer>> steps_;
 };
 
+// Split and every fixed-pattern splitter (Whitespace, Punctuation, Digits, ...) share this.
 class SplitPreTokenizer final : public PreTokenizer {
  public:
-  SplitPreTokenizer(const tj::Json& j, const std::string& file)
-      : pattern_(tj::require(j, "pattern", file, "Split pre_tokenizer"), file,
-                 "Split pre_tokenizer pattern"),
-        invert_(tj::get_bool(j, "invert", file, "Split pre_tokenizer", false)) {
-    const std::string behavior = tj::get_string(j, "behavior", file, "Split pre_tokenizer");
-    if (behavior == "Removed") {
-      behavior_ = SplitBehavior::kRemoved;
-    } else if (behavior == "Isolated") {
-      behavior_ = SplitBehavior::kIsolated;
-    } else if (behavior == "MergedWithPrevious") {
-      behavior_ = SplitBehavior::kMergedWithPrevious;
-    } else if (behavior == "MergedWithNext") {
-      behavior_ = SplitBehavior::kMergedWithNext;
-    } else if (behavior == "Contiguous") {
-      behavior_ = SplitBehavior::kContiguous;
-    } else {
-      tj::fail(file, "unsupported Split pre_tokenizer behavior '" + behavior + "'");
-    }
-  }
+  SplitPreTokenizer(Pattern pattern, SplitBehavior behavior, bool invert)
+      : pattern_(std::move(pattern)), invert_(invert), behavior_(behavior) {}
 
-  void pre_tokenize(std::vector<std::string>& words) const override {
+  void pre_tokenize(PreTokenizedWords& words) const override {
     std::vector<std::string> out;
-    out.reserve(words.size() * 4);
+    out.reserve(words.words.size() * 4);
     std::vector<std::pair<size_t, size_t>> matches;
-    for (const auto& word : words) {
+    for (size_t i = 0; i < words.words.size(); ++i) {
       matches.clear();
-      pattern_.find_all(word, matches);
-      split_words(word, matches, behavior_, invert_, out);
+      pattern_.find_all(words.words[i], matches);
+      const bool first_at_zero = split_words(words.words[i], matches, behavior_, invert_, out);
+      if (i == 0) words.first_begins_input = words.first_begins_input && first_at_zero;
     }
-    words = std::move(out);
+    words.words = std::move(out);
   }
 
  private:
   Pattern pattern_;
   bool invert_;
-  SplitBehavior behavior_ = SplitBehavior::kIsolated;
+  SplitBehavior behavior_;
 };
+
+std::unique_ptr<PreTokenizer> make_split(const tj::Json& j, const std::string& file) {
+  const std::string where = "Split pre_tokenizer";
+  Pattern pattern(tj::require(j, "pattern", file, where), file, where + " pattern");
+  return std::make_unique<SplitPreTokenizer>(
+      std::move(pattern), parse_behavior(tj::get_string(j, "behavior", file, where), file, where),
+      tj::get_bool(j, "invert", file, where, false));
+}
+
+// A splitter on a built-in regex (never user input, so it always compiles).
+std::unique_ptr<PreTokenizer> make_fixed_split(const char* regex, SplitBehavior behavior,
+                                               bool invert, const std::string& file) {
+  return std::make_unique<SplitPreTokenizer>(
+      Pattern(tj::Json{{"Regex", regex}}, file, "built-in pattern"), behavior, invert);
+}
 
 class ByteLevelPreTokenizer final : public PreTokenizer {
  public:
@@ -144,12 +172,12 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
     }
   }
 
-  void pre_tokenize(std::vector<std::string>& words) const override {
+  void pre_tokenize(PreTokenizedWords& words) const override {
     std::vector<std::string> out;
-    out.reserve(words.size());
+    out.reserve(words.words.size());
     std::vector<std::pair<size_t, size_t>> matches;
     std::string prefixed;
-    for (const auto& word : words) {
+    for (const auto& word : words.words) {
       std::string_view text = word;
       if (add_prefix_space_ && !word.starts_with(' ')) {
         prefixed = " " + word;
@@ -165,7 +193,7 @@ class ByteLevelPreTokenizer final : public PreTokenizer {
         map_word(text, out);
       }
     }
-    words = std::move(out);
+    words.words = std::move(out);
   }
 
  private:
@@ -192,8 +220,33 @@ std::unique_ptr<PreTokenizer> make_pre_tokenizer(const tj::Json& j, const std::s
     for (const auto& item : list) steps.push_back(make_pre_tokenizer(item, file));
     return std::make_unique<SequencePreTokenizer>(std::move(steps));
   }
-  if (type == "Split") return std::make_unique<SplitPreTokenizer>(j, file);
+  if (type == "Split") return make_split(j, file);
   if (type == "ByteLevel") return std::make_unique<ByteLevelPreTokenizer>(j, file);
+  if (type == "Metaspace") return make_metaspace_pre_tokenizer(j, file);
+  if (type == "Whitespace") {
+    return make_fixed_split(kWhitespaceWordPattern, SplitBehavior::kRemoved, true, file);
+  }
+  if (type == "WhitespaceSplit") {
+    return make_fixed_split(kWhitespaceChar, SplitBehavior::kRemoved, false, file);
+  }
+  if (type == "Punctuation") {
+    const std::string behavior = tj::get_string(j, "behavior", file, "Punctuation", "Isolated");
+    return make_fixed_split(
+        kPunctuationChar, parse_behavior(behavior, file, "Punctuation pre_tokenizer"), false, file);
+  }
+  if (type == "Digits") {
+    const bool individual = tj::get_bool(j, "individual_digits", file, "Digits", false);
+    return make_fixed_split(kNumericChar,
+                            individual ? SplitBehavior::kIsolated : SplitBehavior::kContiguous,
+                            false, file);
+  }
+  if (type == "BertPreTokenizer") {
+    // Whitespace separates words, then every punctuation character is a word of its own.
+    std::vector<std::unique_ptr<PreTokenizer>> steps;
+    steps.push_back(make_fixed_split(kWhitespaceChar, SplitBehavior::kRemoved, false, file));
+    steps.push_back(make_fixed_split(kPunctuationChar, SplitBehavior::kIsolated, false, file));
+    return std::make_unique<SequencePreTokenizer>(std::move(steps));
+  }
   tj::fail(file, "unsupported pre_tokenizer type '" + type + "'");
 }
 

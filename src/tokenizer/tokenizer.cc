@@ -85,10 +85,13 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
   std::vector<TextSplit> pieces;
   t.added.raw_matcher().split(text, pieces);
   std::vector<TextSplit> sub_pieces;
-  std::vector<std::string> words;
+  PreTokenizedWords words;
+  // Whether no added token or text has come before: Metaspace's prepend_scheme "first" needs it.
+  bool at_input_start = true;
   for (auto& piece : pieces) {
     if (piece.added_id >= 0) {
       ids.push_back(piece.added_id);
+      at_input_start = false;
       continue;
     }
     if (t.normalizer) t.normalizer->normalize(piece.text);
@@ -101,12 +104,16 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool add_special_t
     for (auto& sub : sub_pieces) {
       if (sub.added_id >= 0) {
         ids.push_back(sub.added_id);
+        at_input_start = false;
         continue;
       }
-      words.clear();
-      words.push_back(std::move(sub.text));
+      if (sub.text.empty()) continue;
+      words.words.clear();
+      words.words.push_back(std::move(sub.text));
+      words.first_begins_input = at_input_start;
+      at_input_start = false;
       if (t.pre_tokenizer) t.pre_tokenizer->pre_tokenize(words);
-      for (const auto& word : words) t.model->encode_word(word, ids);
+      for (const auto& word : words.words) t.model->encode_word(word, ids);
     }
   }
   if (add_special_tokens) t.post_processor.apply(ids);

@@ -14,7 +14,7 @@
 
 #include "core/status.h"
 #include "test_util.h"
-#include "tokenizer/unicode_nfc.h"
+#include "tokenizer/unicode_normalization.h"
 
 namespace pagoda {
 namespace {
@@ -237,8 +237,9 @@ TEST(TokenizerTest, MalformedFilesAreInvalidArgument) {
   expect_load_error("[1, 2]", "object");
   expect_load_error("{}", "model");
   expect_load_error("{" + model + R"(, "normalizer": {"type": "Precompiled"}})", "Precompiled");
-  expect_load_error("{" + model + R"(, "pre_tokenizer": {"type": "Whitespace"}})", "Whitespace");
-  expect_load_error("{" + model + R"(, "decoder": {"type": "WordPiece"}})", "WordPiece");
+  expect_load_error("{" + model + R"(, "pre_tokenizer": {"type": "UnicodeScripts"}})",
+                    "UnicodeScripts");
+  expect_load_error("{" + model + R"(, "decoder": {"type": "CTC"}})", "CTC");
   expect_load_error("{" + model + R"(, "post_processor": {"type": "Fancy"}})", "Fancy");
   expect_load_error(R"({"model": {"type": "Unigram", "vocab": []}})", "Unigram");
   expect_load_error(R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": ["a c"]}})",

@@ -1,4 +1,4 @@
-#include "tokenizer/unicode_nfc.h"
+#include "tokenizer/unicode_normalization.h"
 
 #include <algorithm>
 #include <bitset>
@@ -22,6 +22,16 @@ struct NfcComposition {
   char32_t first, second, composite;
 };
 
+struct CompatDecomposition {
+  char32_t code_point;
+  uint16_t offset, length;  // into kCompatDecompositionChars
+};
+struct LowercaseMapping {
+  char32_t code_point, first, second;  // second is 0 for one-character mappings
+};
+
+#include "tokenizer/compat_tables.inc"
+#include "tokenizer/lowercase_tables.inc"
 #include "tokenizer/nfc_tables.inc"
 
 constexpr char32_t kHangulSBase = 0xAC00, kHangulLBase = 0x1100, kHangulVBase = 0x1161,
@@ -67,7 +77,24 @@ char32_t compose_pair(char32_t a, char32_t b) {
   return it != end && it->first == a && it->second == b ? it->composite : 0;
 }
 
-void decompose(char32_t cp, std::vector<char32_t>& out) {
+template <typename Entry, size_t N>
+const Entry* find_entry(const Entry (&table)[N], char32_t cp) {
+  const Entry* end = table + N;
+  const Entry* it =
+      std::lower_bound(table, end, cp, [](const Entry& e, char32_t c) { return e.code_point < c; });
+  return it != end && it->code_point == cp ? it : nullptr;
+}
+
+// Compatibility entries hold the full NFKD of their code point; every other code point
+// decomposes canonically, and NFKD equals NFD there.
+void decompose(char32_t cp, bool compat, std::vector<char32_t>& out) {
+  if (compat) {
+    if (const CompatDecomposition* d = find_entry(kCompatDecompositions, cp)) {
+      const char32_t* chars = kCompatDecompositionChars + d->offset;
+      out.insert(out.end(), chars, chars + d->length);
+      return;
+    }
+  }
   if (cp >= kHangulSBase && cp < kHangulSBase + kHangulSCount) {
     const char32_t s = cp - kHangulSBase;
     out.push_back(kHangulLBase + s / kHangulNCount);
@@ -76,8 +103,8 @@ void decompose(char32_t cp, std::vector<char32_t>& out) {
     return;
   }
   if (const NfcDecomposition* d = find_decomposition(cp)) {
-    decompose(d->first, out);
-    if (d->second != 0) decompose(d->second, out);
+    decompose(d->first, compat, out);
+    if (d->second != 0) decompose(d->second, compat, out);
     return;
   }
   out.push_back(cp);
@@ -113,14 +140,31 @@ bool is_quick_nfc(std::string_view text) {
   return true;
 }
 
+bool is_ascii(std::string_view text) {
+  for (const char c : text) {
+    if (static_cast<unsigned char>(c) >= 0x80) return false;
+  }
+  return true;
+}
+
+std::string encode(const std::vector<char32_t>& chars, size_t size_hint) {
+  std::string out;
+  out.reserve(size_hint);
+  for (const char32_t c : chars) utf8::append(out, c);
+  return out;
+}
+
 }  // namespace
 
-std::string nfc_normalize(std::string_view text) {
-  if (is_quick_nfc(text)) return std::string(text);
-  // Full algorithm (UAX #15): canonical decomposition, canonical ordering, canonical composition.
+std::string unicode_normalize(std::string_view text, NormalizationForm form) {
+  if (is_ascii(text)) return std::string(text);
+  if (form == NormalizationForm::kNfc && is_quick_nfc(text)) return std::string(text);
+  // Full algorithm (UAX #15): decomposition, canonical ordering, then for the C forms canonical
+  // composition.
+  const bool compat = form == NormalizationForm::kNfkc || form == NormalizationForm::kNfkd;
   std::vector<char32_t> chars;
   chars.reserve(text.size());
-  for (size_t i = 0; i < text.size();) decompose(utf8::decode_at(text, i), chars);
+  for (size_t i = 0; i < text.size();) decompose(utf8::decode_at(text, i), compat, chars);
   for (size_t i = 1; i < chars.size(); ++i) {
     const uint8_t cc = combining_class(chars[i]);
     if (cc == 0) continue;
@@ -129,6 +173,9 @@ std::string nfc_normalize(std::string_view text) {
       if (prev == 0 || prev <= cc) break;
       std::swap(chars[j - 1], chars[j]);
     }
+  }
+  if (form == NormalizationForm::kNfd || form == NormalizationForm::kNfkd) {
+    return encode(chars, text.size());
   }
   std::vector<char32_t> result;
   result.reserve(chars.size());
@@ -149,9 +196,27 @@ std::string nfc_normalize(std::string_view text) {
     if (cc == 0) starter = static_cast<ptrdiff_t>(result.size());
     result.push_back(c);
   }
+  return encode(result, text.size());
+}
+
+std::string unicode_lowercase(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char32_t c : result) utf8::append(out, c);
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char b = static_cast<unsigned char>(text[i]);
+    if (b < 0x80) {
+      out.push_back(b >= 'A' && b <= 'Z' ? static_cast<char>(b + ('a' - 'A')) : text[i]);
+      ++i;
+      continue;
+    }
+    const char32_t cp = utf8::decode_at(text, i);
+    if (const LowercaseMapping* m = find_entry(kLowercaseMappings, cp)) {
+      utf8::append(out, m->first);
+      if (m->second != 0) utf8::append(out, m->second);
+    } else {
+      utf8::append(out, cp);
+    }
+  }
   return out;
 }
 
