@@ -485,7 +485,7 @@ void EngineCore::Impl::complete_step() {
     }
   }
   std::vector<SampledToken> tokens(to_sample.size());
-  pool.parallel_for(static_cast<int64_t>(to_sample.size()), 4, [&](int64_t begin, int64_t end) {
+  auto sample_rows = [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       const size_t i = to_sample[static_cast<size_t>(j)];
       const kv::RequestId id = out.scheduled[i].id;
@@ -505,7 +505,17 @@ void EngineCore::Impl::complete_step() {
       tokens[static_cast<size_t>(j)] = c.sampler.sample(
           logits.row(logits.sample_row[i]), r->prompt_token_ids(), r->output_token_ids());
     }
+  };
+  // Rows drawn on the device only need copying: waking the pool for them would cost more than the
+  // work (this runs while the device idles between steps).
+  const bool any_host_row = std::any_of(to_sample.begin(), to_sample.end(), [&](size_t i) {
+    return logits.tokens[static_cast<size_t>(logits.sample_row[i])] < 0;
   });
+  if (any_host_row) {
+    pool.parallel_for(static_cast<int64_t>(to_sample.size()), 4, sample_rows);
+  } else {
+    sample_rows(0, static_cast<int64_t>(to_sample.size()));
+  }
   std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
   std::vector<std::pair<kv::RequestId, SampledToken>> sampled;
   for (size_t j = 0; j < to_sample.size(); ++j) {
