@@ -52,6 +52,7 @@ TEST(ChatToolCallsTest, WholeResponseCarriesParsedCalls) {
   Fixture f;
   const ChatRequest req = f.request("");  // tool_choice unset: auto
   ASSERT_NE(req.tool_parser, nullptr);
+  EXPECT_FALSE(req.engine_request.params.skip_special_tokens);  // the marker may be special
   const Json choice = whole_response(req, kCall)["choices"][0];
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   EXPECT_EQ(choice["message"]["content"], "I will check.\n");
@@ -95,6 +96,7 @@ TEST(ChatToolCallsTest, OutputStaysContentWhenNotParsed) {
       R"({"messages": [{"role": "user", "content": "Hi"}], )" + std::string(kTools) + "}",
       testing::context());
   EXPECT_EQ(no_parser.tool_parser, nullptr);
+  EXPECT_TRUE(no_parser.engine_request.params.skip_special_tokens);
 }
 
 TEST(ChatToolCallsTest, StreamSendsContentThenToolCallDeltas) {
