@@ -17,6 +17,7 @@
 #include "engine/engine_core.h"
 #include "kv/memory_size.h"
 #include "model/config.h"
+#include "server/openai/tool_parser.h"
 #include "server/server.h"
 
 namespace pagoda::cli {
@@ -34,6 +35,8 @@ struct ServeOptions {
   double shutdown_timeout = 30;
   double keep_alive_timeout = 5;
   std::string metrics_prefix = "pagoda";
+  bool enable_auto_tool_choice = false;
+  std::string tool_call_parser;
 };
 
 // The signal handler can reach only globals; it writes one byte to a pipe that the main thread
@@ -107,6 +110,27 @@ std::unique_ptr<EngineCore> load_engine(EngineArgs args) {
   return engine;
 }
 
+/// The tool-calling flags, before the (slow) model load, with vLLM's rules and messages.
+void check_tool_flags(const ServeOptions& o) {
+  if (o.enable_auto_tool_choice && o.tool_call_parser.empty()) {
+    throw InvalidArgument(
+        fmt::format("--enable-auto-tool-choice requires --tool-call-parser (one of: {})",
+                    fmt::join(openai::tool_parser_names(), ", ")));
+  }
+  if (o.tool_call_parser.empty()) return;
+  try {
+    (void)openai::make_tool_parser(o.tool_call_parser);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("--tool-call-parser: {}", e.what()));
+  }
+  if (!o.enable_auto_tool_choice) {
+    spdlog::warn(
+        "--tool-call-parser {} without --enable-auto-tool-choice: tool calls are not "
+        "parsed from the output",
+        o.tool_call_parser);
+  }
+}
+
 int run_serve(const ServeOptions& o) {
   const size_t fd_limit = http::raise_open_file_limit();
   if (fd_limit < 4096) {
@@ -115,6 +139,7 @@ int run_serve(const ServeOptions& o) {
   if (o.metrics_prefix != "pagoda" && o.metrics_prefix != "vllm") {
     throw InvalidArgument("--metrics-prefix must be pagoda or vllm");
   }
+  check_tool_flags(o);
   EngineArgs args = o.engine.to_engine_args();
   args.model = o.model_dir;
 
@@ -138,6 +163,8 @@ int run_serve(const ServeOptions& o) {
   }
   if (!o.chat_template_file.empty()) so.chat_template = read_text_file(o.chat_template_file);
   so.metrics_prefix = o.metrics_prefix;
+  so.tool_call_parser = o.tool_call_parser;
+  so.enable_auto_tool_choice = o.enable_auto_tool_choice;
 
   std::unique_ptr<EngineCore> engine = load_engine(args);
   const ModelConfig& config = engine->model_config();
@@ -187,6 +214,11 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--metrics-prefix", opts->metrics_prefix,
                   "metric name prefix on /metrics: pagoda (default) or vllm")
       ->check(CLI::IsMember({"pagoda", "vllm", "pagoda:", "vllm:"}));
+  cmd->add_flag("--enable-auto-tool-choice", opts->enable_auto_tool_choice,
+                "parse tool calls from the output of chat requests with tools and tool_choice "
+                "auto (needs --tool-call-parser)");
+  cmd->add_option("--tool-call-parser", opts->tool_call_parser,
+                  "the model's tool call format: hermes, llama3_json or mistral");
   add_engine_flags(cmd, opts->engine, /*model_flag=*/false);
   cmd->callback([opts, &exit_code] { exit_code = run_serve(*opts); });
 }

@@ -384,7 +384,9 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
                std::nullopt, StopChecker(request->params.stop)};
   c.device_seed = request->params.seed.value_or(seed_source());
   c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids);
-  if (tokenizer->has_value()) c.detok.emplace(**tokenizer, true, request->prompt);
+  if (tokenizer->has_value()) {
+    c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
+  }
   try {
     scheduler->add_request(std::move(r));
   } catch (const Error& e) {
@@ -539,7 +541,9 @@ void EngineCore::Impl::complete_step() {
                        std::nullopt, StopChecker(a->params.stop)};
       child.device_seed = child_params.seed.value_or(seed_source());
       child.draw_inputs = DrawInputs(child_params, a->prompt, model->config().eos_token_ids);
-      if (tokenizer->has_value()) child.detok.emplace(**tokenizer, true, a->prompt);
+      if (tokenizer->has_value()) {
+        child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
+      }
       std::vector<float> child_row = row;
       SampledToken t = child.sampler.sample(child_row, a->prompt, {});
       const kv::RequestId child_id = next_kv_id++;
@@ -590,12 +594,14 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
     a.prompt_logprobs_sent = true;
   }
   const bool min_reached = c.num_output_tokens >= p.min_tokens;
-  if (c.detok) out.text = c.stop.add(c.detok->add(token.token), min_reached);
-
   const auto& eos = model->config().eos_token_ids;
   const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token.token) != eos.end();
   const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(),
                                        token.token) != p.stop_token_ids.end();
+  // The token that ends the completion is not part of its text (vLLM's detokenizer leaves it out
+  // too): with skip_special_tokens=false every chat answer would end in "<|im_end|>".
+  const bool ends_on_token = min_reached && (is_eos || is_stop_token);
+  if (c.detok && !ends_on_token) out.text = c.stop.add(c.detok->add(token.token), min_reached);
   if (c.stop.matched()) {
     finish(id, FinishReason::kStop, *c.stop.matched(), "", std::move(out));
   } else if (min_reached && (is_eos || is_stop_token)) {

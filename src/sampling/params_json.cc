@@ -61,6 +61,7 @@ const std::set<std::string>& sampling_json_fields() {
                                                "stop",
                                                "stop_token_ids",
                                                "ignore_eos",
+                                               "skip_special_tokens",
                                                "max_tokens",
                                                "min_tokens",
                                                "logprobs",
@@ -126,6 +127,9 @@ void read_sampling_params(const json& j, SamplingParams& p, const std::string& w
     } else if (key == "ignore_eos") {
       if (!v.is_boolean()) type_error(where, key, "true or false");
       p.ignore_eos = v.get<bool>();
+    } else if (key == "skip_special_tokens") {
+      if (!v.is_boolean()) type_error(where, key, "true or false");
+      p.skip_special_tokens = v.get<bool>();
     } else if (key == "max_tokens") {
       p.max_tokens = static_cast<int>(integer(v, where, key, INT32_MIN, INT32_MAX));
     } else if (key == "min_tokens") {

@@ -25,6 +25,9 @@ struct SamplingParams {
   std::vector<std::string> stop;
   std::vector<int32_t> stop_token_ids;
   bool ignore_eos = false;
+  /// Whether the text leaves out special tokens (vLLM's default). Tool call parsers turn it off
+  /// when their marker is a special token ([TOOL_CALLS]).
+  bool skip_special_tokens = true;
   int max_tokens = 16;
   int min_tokens = 0;
   std::optional<int> logprobs;         // top-k log-probabilities per generated token, <= 20

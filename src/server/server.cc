@@ -18,6 +18,7 @@
 #include "server/openai/endpoints.h"
 #include "server/openai/request_common.h"
 #include "server/openai/sse.h"
+#include "server/openai/tool_parser.h"
 #include "template/chat_template.h"
 
 namespace pagoda::server {
@@ -32,6 +33,7 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   EngineCore& engine;
   ServerOptions options;
   std::optional<tmpl::ChatTemplate> chat_template;
+  std::unique_ptr<openai::ToolParser> tool_parser;  // --tool-call-parser
   openai::ServerContext ctx;
   ServingMetrics metrics;
   http::HttpServer http;
@@ -338,6 +340,15 @@ Server::Impl::Impl(EngineCore& engine_ref, ServerOptions opts)
   ctx.chat_template = &*chat_template;
   ctx.defaults = options.generation_defaults;
   ctx.model_created = openai::unix_time_now();
+  // vLLM's rules: auto tool choice needs a parser; a parser alone parses nothing.
+  if (!options.tool_call_parser.empty()) {
+    tool_parser = openai::make_tool_parser(options.tool_call_parser);
+  }
+  if (options.enable_auto_tool_choice) {
+    if (!tool_parser)
+      throw InvalidArgument("--enable-auto-tool-choice requires --tool-call-parser");
+    ctx.tool_parser = tool_parser.get();
+  }
 }
 
 bool Server::Impl::authorized(const http::HttpRequest& request) const {

@@ -24,6 +24,10 @@ struct ServerOptions {
   /// A chat template's source; nullopt: the tokenizer's, or the plain default when it has none.
   std::optional<std::string> chat_template;
   std::string metrics_prefix = "pagoda";  // "pagoda" or "vllm"
+  /// --tool-call-parser: how tool calls look in the model's output ("" = none); used only with
+  /// --enable-auto-tool-choice, which makes tool_choice "auto" return parsed tool_calls.
+  std::string tool_call_parser;
+  bool enable_auto_tool_choice = false;
   /// From the model (the server layer does not read model files): the vocabulary size and the
   /// sampling defaults of generation_config.json.
   int64_t vocab_size = 0;

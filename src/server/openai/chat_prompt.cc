@@ -217,6 +217,8 @@ ChatConversation read_chat_conversation(const Json& body, const ServerContext& c
     c.tools = *tools;
   }
   c.tool_choice = read_tool_choice(body, c.tools);
+  const Json* tool_choice = find_field(body, "tool_choice");
+  c.tool_choice_is_function = tool_choice && tool_choice->is_object();
   if (const Json* documents = find_field(body, "documents")) {
     require_type(documents->is_array(), "documents", "a list of objects");
     for (size_t i = 0; i < documents->size(); ++i) {

@@ -20,6 +20,7 @@ struct ChatConversation {
   /// "none", "auto", "required" or the forced function's name. Accepted and validated, but
   /// decoding is not constrained: the template decides how tools are offered.
   std::string tool_choice = "auto";
+  bool tool_choice_is_function = false;  // tool_choice named a function (maybe one called "auto")
   bool add_generation_prompt = true;
   bool continue_final_message = false;
   std::optional<std::string> chat_template;  // a per-request template source

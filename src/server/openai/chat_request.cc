@@ -91,6 +91,12 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
 
   const ChatConversation conversation = read_chat_conversation(body, ctx);
   r.tool_choice = conversation.tool_choice;
+  if (ctx.tool_parser && conversation.tools && conversation.tool_choice == "auto" &&
+      !conversation.tool_choice_is_function) {
+    r.tool_parser = ctx.tool_parser;
+    // vLLM's adjust_request: a marker that is a special token must survive detokenization.
+    if (r.tool_parser->needs_special_tokens()) e.params.skip_special_tokens = false;
+  }
   r.model = resolve_model(body, ctx);
   if (!ctx.tokenizer) throw bad_request("This model has no tokenizer", "messages");
   r.prompt_text = render_chat_prompt(conversation, ctx);

@@ -7,6 +7,7 @@
 
 #include "engine/engine_core.h"
 #include "server/openai/server_context.h"
+#include "server/openai/tool_parser.h"
 
 namespace pagoda::openai {
 
@@ -22,6 +23,10 @@ struct ChatRequest {
   bool include_stop_str_in_output = false;
   int n = 1;
   std::string tool_choice;  // validated, not enforced on decoding (see chat_prompt.h)
+  /// Set when the output is parsed for tool calls: the server has a parser (ctx.tool_parser),
+  /// the request offers tools and tool_choice is "auto". "none", "required" and a named function
+  /// leave the output as content.
+  const ToolParser* tool_parser = nullptr;
   std::string prompt_text;  // the rendered conversation (never log it at info level)
   /// prompt_token_ids set (rendered text tokenized with add_special_tokens=false unless the
   /// request asks otherwise: the template writes BOS itself).

@@ -14,6 +14,13 @@ Json bytes_json(const std::string& bytes) {
   return list;
 }
 
+// message.tool_calls[i]; streamed, the delta adds "index".
+Json tool_call_json(const ToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 }  // namespace
 
 ChatResponseBuilder::ChatResponseBuilder(const ChatRequest& request, const Tokenizer* tokenizer)
@@ -25,8 +32,13 @@ ChatResponseBuilder::ChatResponseBuilder(const ChatRequest& request, const Token
       include_stop_str_(request.include_stop_str_in_output),
       params_(request.engine_request.params),
       tokenizer_(tokenizer),
+      tool_parser_(request.tool_parser),
       choices_(static_cast<size_t>(std::max(1, request.n))),
-      prompt_tokens_(static_cast<int64_t>(request.engine_request.prompt_token_ids.size())) {}
+      prompt_tokens_(static_cast<int64_t>(request.engine_request.prompt_token_ids.size())) {
+  if (tool_parser_ && request.stream) {
+    for (Choice& c : choices_) c.tool_stream.emplace(*tool_parser_);
+  }
+}
 
 ChatResponseBuilder::Choice& ChatResponseBuilder::choice(const RequestOutput& out) {
   PAGODA_CHECK(out.index >= 0 && static_cast<size_t>(out.index) < choices_.size(),
@@ -103,15 +115,36 @@ std::vector<Json> ChatResponseBuilder::stream_chunks(const RequestOutput& out) {
     chunks.push_back(
         chunk(out.index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr));
   }
-  const std::string text = out.text + stop_string_suffix(out, params_, include_stop_str_);
+  std::string text = out.text + stop_string_suffix(out, params_, include_stop_str_);
+  if (c.tool_stream) text = c.tool_stream->add(text);
   if (!text.empty() || (logprobs_ && !out.token_ids.empty())) {
     Json logprobs = logprobs_ ? Json{{"content", logprob_entries(out)}} : Json();
     chunks.push_back(chunk(out.index, {{"content", text}}, std::move(logprobs), nullptr, nullptr));
   }
   if (out.finish_reason) {
-    chunks.push_back(chunk(out.index, Json::object(), nullptr, finish_reason_json(out),
+    Json finish_reason = finish_reason_json(out);
+    for (Json& tail : tool_call_chunks(c, out, finish_reason)) chunks.push_back(std::move(tail));
+    chunks.push_back(chunk(out.index, Json::object(), nullptr, std::move(finish_reason),
                            stop_reason_json(out, params_)));
   }
+  return chunks;
+}
+
+std::vector<Json> ChatResponseBuilder::tool_call_chunks(Choice& c, const RequestOutput& out,
+                                                        Json& finish_reason) const {
+  std::vector<Json> chunks;
+  if (!c.tool_stream) return chunks;
+  const ExtractedToolCalls tail = c.tool_stream->finish();
+  if (tail.content && !tail.content->empty()) {
+    chunks.push_back(chunk(out.index, {{"content", *tail.content}}, nullptr, nullptr, nullptr));
+  }
+  for (size_t i = 0; i < tail.calls.size(); ++i) {
+    Json call = {{"index", i}};
+    call.update(tool_call_json(tail.calls[i]));
+    chunks.push_back(chunk(out.index, {{"tool_calls", Json::array({std::move(call)})}}, nullptr,
+                           nullptr, nullptr));
+  }
+  if (!tail.calls.empty()) finish_reason = "tool_calls";
   return chunks;
 }
 
@@ -132,6 +165,15 @@ void ChatResponseBuilder::add(const RequestOutput& out) {
   if (out.finish_reason) {
     c.finish_reason = finish_reason_json(out);
     c.stop_reason = stop_reason_json(out, params_);
+    if (tool_parser_) {
+      ExtractedToolCalls parsed = tool_parser_->extract(c.content);
+      if (!parsed.calls.empty()) {
+        c.tool_calls = std::move(parsed.calls);
+        c.content_null = !parsed.content;
+        c.content = parsed.content.value_or("");
+        c.finish_reason = "tool_calls";  // vLLM's, even when max_tokens cut the output
+      }
+    }
   }
 }
 
@@ -142,7 +184,13 @@ Json ChatResponseBuilder::response() const {
     const Choice& c = choices_[i];
     Json choice = Json::object();
     choice["index"] = i;
-    choice["message"] = {{"role", "assistant"}, {"content", c.content}};
+    choice["message"] = {{"role", "assistant"},
+                         {"content", c.content_null ? Json() : Json(c.content)}};
+    if (!c.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const ToolCall& call : c.tool_calls) calls.push_back(tool_call_json(call));
+      choice["message"]["tool_calls"] = std::move(calls);
+    }
     choice["logprobs"] = logprobs_ ? Json{{"content", c.logprobs}} : Json();
     choice["finish_reason"] = c.finish_reason;
     choice["stop_reason"] = c.stop_reason;

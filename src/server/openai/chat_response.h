@@ -1,15 +1,19 @@
 #pragma once
 // Engine updates -> /v1/chat/completions "chat.completion" bodies and "chat.completion.chunk"s.
+#include <optional>
 #include <vector>
 
 #include "pagoda/request_output.h"
 #include "server/openai/chat_request.h"
 #include "server/openai/json_body.h"
+#include "server/openai/tool_call_stream.h"
 
 namespace pagoda::openai {
 
 /// Turns the engine updates of one chat request into OpenAI's responses; choice index =
-/// RequestOutput::index.
+/// RequestOutput::index. With request.tool_parser, a finished choice's text is parsed for tool
+/// calls: message.tool_calls, content = the text before them (null if none), finish_reason
+/// "tool_calls"; streamed, the calls come as delta.tool_calls chunks when the choice finishes.
 class ChatResponseBuilder {
  public:
   ChatResponseBuilder(const ChatRequest& request, const Tokenizer* tokenizer);
@@ -20,7 +24,9 @@ class ChatResponseBuilder {
   [[nodiscard]] std::vector<Json> start_chunks();
   /// Streaming: the chunks for this update: the role chunk if not sent yet, a delta.content
   /// chunk when there is new text (or tokens, with logprobs), and on the last update a chunk
-  /// with an empty delta and finish_reason/stop_reason.
+  /// with an empty delta and finish_reason/stop_reason. Parsing tool calls, text that may be a
+  /// call is held back; the last update releases the rest and sends one delta.tool_calls chunk
+  /// per call ({index, id, type, function: {name, arguments}}) before the finish chunk.
   [[nodiscard]] std::vector<Json> stream_chunks(const RequestOutput& out);
   /// Streaming with include_usage, after the last update: {"choices": [], "usage": {...}}.
   [[nodiscard]] Json usage_chunk() const;
@@ -33,12 +39,17 @@ class ChatResponseBuilder {
   struct Choice {
     bool role_sent = false;
     std::string content;
-    Json logprobs = Json::array();  // logprobs.content entries
+    std::optional<ToolCallStream> tool_stream;  // streaming with a tool parser
+    std::vector<ToolCall> tool_calls;           // non-streaming, parsed at the finish
+    bool content_null = false;                  // the calls left no content
+    Json logprobs = Json::array();              // logprobs.content entries
     Json finish_reason;
     Json stop_reason;
   };
 
   Choice& choice(const RequestOutput& out);
+  [[nodiscard]] std::vector<Json> tool_call_chunks(Choice& c, const RequestOutput& out,
+                                                   Json& finish_reason) const;
   [[nodiscard]] Json logprob_entries(const RequestOutput& out) const;
   [[nodiscard]] Json chunk(int index, Json delta, Json logprobs, Json finish_reason,
                            Json stop_reason) const;
@@ -52,6 +63,7 @@ class ChatResponseBuilder {
   bool include_stop_str_;
   SamplingParams params_;
   const Tokenizer* tokenizer_;
+  const ToolParser* tool_parser_;
   std::vector<Choice> choices_;
   int64_t prompt_tokens_ = 0;
   int64_t cached_tokens_ = 0;

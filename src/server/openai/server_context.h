@@ -10,6 +10,8 @@
 
 namespace pagoda::openai {
 
+class ToolParser;
+
 /// generation_config.json's sampling defaults: they replace SamplingParams' defaults for fields a
 /// request leaves unset (vLLM's --generation-config auto).
 struct GenerationDefaults {
@@ -36,6 +38,9 @@ struct ServerContext {
   /// Bounds on one chat template render (output size, loop iterations, call depth): a request's
   /// own template is untrusted code.
   tmpl::RenderLimits render_limits;
+  /// --enable-auto-tool-choice with --tool-call-parser: chat requests that offer tools with
+  /// tool_choice "auto" get their output parsed for tool calls. Null: output is always content.
+  const ToolParser* tool_parser = nullptr;
   /// The "created" timestamp /v1/models reports (server start).
   int64_t model_created = 0;
 };

@@ -5,6 +5,8 @@
 // reference run of the request alone.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "core/status.h"
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
@@ -135,6 +137,39 @@ TEST(Engine, StopStringsSpanningTokensAreFoundAndRemoved) {
     streamed += out->text;
   }
   EXPECT_EQ(streamed, stopped.text);
+}
+
+TEST(Engine, StopTokenTextIsLeftOutWithOrWithoutSpecialTokens) {
+  LLM llm(small_engine());
+  SamplingParams p = greedy(12);
+  PromptInput prompt{"Once upon a time", {}};
+  // The text of each token, one streamed delta per token (stories260K's tokens are ASCII).
+  EngineRequest r;
+  r.prompt = prompt.text;
+  r.params = p;
+  auto stream = llm.engine().submit(std::move(r));
+  std::vector<int32_t> ids;
+  std::vector<std::string> deltas;
+  while (auto out = stream->next()) {
+    for (int32_t id : out->token_ids) ids.push_back(id);
+    deltas.push_back(out->text);
+  }
+  ASSERT_EQ(ids.size(), deltas.size());
+  size_t k = 4;
+  while (std::find(ids.begin(), ids.begin() + static_cast<long>(k), ids[k]) != ids.begin() + k) ++k;
+  ASSERT_LT(k, ids.size());
+  std::string before;
+  for (size_t i = 0; i < k; ++i) before += deltas[i];
+  // vLLM: the token that ends the completion is not part of its text, and keeping special
+  // tokens (what tool call parsers ask for) changes nothing else.
+  p.stop_token_ids = {ids[k]};
+  for (bool skip : {true, false}) {
+    p.skip_special_tokens = skip;
+    const CompletionOutput stopped = llm.generate({prompt}, p)[0].outputs[0];
+    EXPECT_EQ(stopped.token_ids.size(), k + 1) << skip;
+    EXPECT_EQ(stopped.text, before) << skip;
+    EXPECT_EQ(stopped.finish_reason, FinishReason::kStop);
+  }
 }
 
 TEST(Engine, CompletionTextKeepsTheSpaceAfterThePrompt) {

@@ -1,0 +1,151 @@
+// Tool calls in chat responses: a ServerContext with a tool parser (as --enable-auto-tool-choice
+// --tool-call-parser sets it) and engine updates whose text is a model's tool call output, since
+// the demo model cannot write one. To add a case, parse a request with tools, feed updates, and
+// compare message.tool_calls / delta.tool_calls.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "server/openai/chat_response.h"
+#include "server/openai/tool_parser.h"
+#include "test_util.h"
+
+namespace pagoda::openai {
+namespace {
+
+using ::testing::MatchesRegex;
+
+constexpr const char* kTools = R"("tools": [{"type": "function", "function": {"name": "get_weather",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}])";
+constexpr const char* kCall =
+    "I will check.\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+    "\"Zürich\"}}\n</tool_call>";
+
+struct Fixture {
+  std::unique_ptr<ToolParser> parser = make_tool_parser("hermes");
+  ServerContext ctx = testing::context();
+  Fixture() { ctx.tool_parser = parser.get(); }
+
+  ChatRequest request(const std::string& extra) const {
+    return parse_chat_request(R"({"messages": [{"role": "user", "content": "Weather?"}], )" +
+                                  std::string(kTools) + extra + "}",
+                              ctx);
+  }
+};
+
+RequestOutput update(std::string text, std::optional<FinishReason> finish = std::nullopt) {
+  RequestOutput out;
+  out.index = 0;
+  out.token_ids = {5};
+  out.text = std::move(text);
+  out.finish_reason = finish;
+  return out;
+}
+
+Json whole_response(const ChatRequest& req, const std::string& text) {
+  ChatResponseBuilder b(req, &testing::tokenizer());
+  b.add(update(text.substr(0, text.size() / 2)));
+  b.add(update(text.substr(text.size() / 2), FinishReason::kStop));
+  return b.response();
+}
+
+TEST(ChatToolCallsTest, WholeResponseCarriesParsedCalls) {
+  Fixture f;
+  const ChatRequest req = f.request("");  // tool_choice unset: auto
+  ASSERT_NE(req.tool_parser, nullptr);
+  EXPECT_FALSE(req.engine_request.params.skip_special_tokens);  // the marker may be special
+  const Json choice = whole_response(req, kCall)["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "tool_calls");
+  EXPECT_EQ(choice["message"]["content"], "I will check.\n");
+  ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+  const Json& call = choice["message"]["tool_calls"][0];
+  EXPECT_THAT(call["id"].get<std::string>(), MatchesRegex("chatcmpl-tool-[0-9a-f]{32}"));
+  EXPECT_EQ(call["type"], "function");
+  EXPECT_EQ(call["function"]["name"], "get_weather");
+  EXPECT_EQ(call["function"]["arguments"], R"({"city": "Zürich"})");
+}
+
+TEST(ChatToolCallsTest, CallsOnlyLeaveContentNull) {
+  Fixture f;
+  const Json message =
+      whole_response(f.request(R"(, "tool_choice": "auto")"),
+                     R"(<tool_call>{"name": "get_weather"}</tool_call>)")["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  EXPECT_EQ(message["tool_calls"][0]["function"]["arguments"], "{}");
+}
+
+TEST(ChatToolCallsTest, OutputStaysContentWhenNotParsed) {
+  Fixture f;
+  // Malformed calls, tool_choice "none" or a named function, no tools, or no parser: plain text.
+  Json choice = whole_response(f.request(""), "<tool_call>{oops</tool_call>")["choices"][0];
+  EXPECT_EQ(choice["message"]["content"], "<tool_call>{oops</tool_call>");
+  EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  EXPECT_EQ(choice["finish_reason"], "stop");
+  for (const char* extra :
+       {R"(, "tool_choice": "none")", R"(, "tool_choice": "required")",
+        R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})"}) {
+    const ChatRequest req = f.request(extra);
+    EXPECT_EQ(req.tool_parser, nullptr) << extra;
+    choice = whole_response(req, kCall)["choices"][0];
+    EXPECT_EQ(choice["message"]["content"], kCall);
+    EXPECT_EQ(choice["finish_reason"], "stop");
+  }
+  const ChatRequest no_tools =
+      parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}]})", f.ctx);
+  EXPECT_EQ(no_tools.tool_parser, nullptr);
+  const ChatRequest no_parser = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "Hi"}], )" + std::string(kTools) + "}",
+      testing::context());
+  EXPECT_EQ(no_parser.tool_parser, nullptr);
+  EXPECT_TRUE(no_parser.engine_request.params.skip_special_tokens);
+}
+
+TEST(ChatToolCallsTest, StreamSendsContentThenToolCallDeltas) {
+  Fixture f;
+  const ChatRequest req = f.request(R"(, "stream": true)");
+  ChatResponseBuilder b(req, &testing::tokenizer());
+  std::vector<Json> chunks = b.start_chunks();
+  const std::string text = kCall;
+  for (size_t at = 0; at < text.size(); at += 7) {
+    const bool last = at + 7 >= text.size();
+    for (Json& c : b.stream_chunks(update(
+             text.substr(at, 7), last ? std::optional(FinishReason::kStop) : std::nullopt))) {
+      chunks.push_back(std::move(c));
+    }
+  }
+  std::string content;
+  std::vector<Json> calls;
+  for (const Json& c : chunks) {
+    const Json& delta = c["choices"][0]["delta"];
+    if (delta.contains("content")) content += delta["content"].get<std::string>();
+    if (delta.contains("tool_calls")) calls.push_back(delta["tool_calls"][0]);
+  }
+  EXPECT_EQ(content, "I will check.\n");  // the same as the whole response's content
+  ASSERT_EQ(calls.size(), 1u);
+  EXPECT_EQ(calls[0]["index"], 0);
+  EXPECT_THAT(calls[0]["id"].get<std::string>(), MatchesRegex("chatcmpl-tool-[0-9a-f]{32}"));
+  EXPECT_EQ(calls[0]["type"], "function");
+  EXPECT_EQ(calls[0]["function"]["name"], "get_weather");
+  EXPECT_EQ(calls[0]["function"]["arguments"], R"({"city": "Zürich"})");
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(chunks.back()["choices"][0]["delta"].empty());
+}
+
+TEST(ChatToolCallsTest, StreamReleasesHeldTextThatIsNoCall) {
+  Fixture f;
+  const ChatRequest req = f.request(R"(, "stream": true)");
+  ChatResponseBuilder b(req, &testing::tokenizer());
+  std::string content;
+  for (const char* piece : {"a <tool", "_call> {bad"}) {
+    for (const Json& c : b.stream_chunks(update(piece))) {
+      content += c["choices"][0]["delta"].value("content", "");
+    }
+  }
+  EXPECT_EQ(content, "a ");
+  const std::vector<Json> tail = b.stream_chunks(update(" json", FinishReason::kLength));
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail[0]["choices"][0]["delta"]["content"], "<tool_call> {bad json");
+  EXPECT_EQ(tail[1]["choices"][0]["finish_reason"], "length");
+}
+
+}  // namespace
+}  // namespace pagoda::openai
