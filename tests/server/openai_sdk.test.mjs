@@ -77,6 +77,30 @@ describe('completions', () => {
     assert.ok(chunks.every((c) => !c.usage), 'no usage without include_usage');
   });
 
+  it('puts usage in every chunk with continuous_usage_stats (vLLM extension)', async () => {
+    const base = { model: server.model, max_tokens: 6, ignore_eos: true, temperature: 0 };
+    const completion = await collect(await client.completions.create({
+      ...base, prompt: PROMPT, stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    }));
+    const chat = await collect(await client.chat.completions.create({
+      ...base, messages: [{ role: 'user', content: PROMPT }], stream: true,
+      stream_options: { include_usage: true, continuous_usage_stats: true },
+    }));
+    for (const chunks of [completion, chat]) {
+      assert.ok(chunks.every((c) => c.usage), 'usage in every chunk');
+      const seen = chunks.map((c) => c.usage.completion_tokens);
+      assert.deepEqual(seen, [...seen].sort((a, b) => a - b), 'completion_tokens never decreases');
+      assert.equal(chunks.at(-1).usage.completion_tokens, 6);
+      assert.ok(chunks.every((c) => c.usage.prompt_tokens === chunks.at(-1).usage.prompt_tokens));
+    }
+    // Without include_usage the extension asks for nothing.
+    const plain = await collect(await client.completions.create({
+      ...base, prompt: PROMPT, stream: true, stream_options: { continuous_usage_stats: true },
+    }));
+    assert.ok(plain.every((c) => !c.usage));
+  });
+
   it('takes token ids as the prompt', async () => {
     const ids = [1, 400, 261, 352, 267, 265, 300];
     const r = await client.completions.create({

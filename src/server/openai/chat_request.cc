@@ -61,7 +61,9 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   // logprobs is a boolean here (an int in the legacy API): read it apart from the sampling fields.
   read_sampling_fields(body, ctx, e.params, {"logprobs"});
   r.stream = get_bool(body, "stream", "stream").value_or(false);
-  r.include_usage = read_stream_options(body, r.stream);
+  const StreamOptions stream_options = read_stream_options(body, r.stream);
+  r.include_usage = stream_options.include_usage;
+  r.continuous_usage = stream_options.continuous_usage;
   r.logprobs = get_bool(body, "logprobs", "logprobs").value_or(false);
   const std::optional<int64_t> top_logprobs =
       get_int(body, "top_logprobs", "top_logprobs", 0, SamplingParams::kMaxLogprobs);

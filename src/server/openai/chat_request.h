@@ -18,8 +18,9 @@ struct ChatRequest {
   std::string model;
   bool stream = false;
   bool include_usage = false;
-  bool logprobs = false;  // report logprobs.content
-  int top_logprobs = 0;   // alternatives per token when logprobs
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage in every chunk
+  bool logprobs = false;          // report logprobs.content
+  int top_logprobs = 0;           // alternatives per token when logprobs
   bool include_stop_str_in_output = false;
   int n = 1;
   std::string tool_choice;  // validated, not enforced on decoding (see chat_prompt.h)

@@ -33,6 +33,7 @@ ChatResponseBuilder::ChatResponseBuilder(const ChatRequest& request, const Token
       params_(request.engine_request.params),
       tokenizer_(tokenizer),
       tool_parser_(request.tool_parser),
+      continuous_usage_(request.continuous_usage),
       choices_(static_cast<size_t>(std::max(1, request.n))),
       prompt_tokens_(static_cast<int64_t>(request.engine_request.prompt_token_ids.size())) {
   if (tool_parser_ && request.stream) {
@@ -93,6 +94,8 @@ Json ChatResponseBuilder::chunk(int index, Json delta, Json logprobs, Json finis
   if (!stop_reason.is_null()) c["stop_reason"] = std::move(stop_reason);
   Json j = envelope("chat.completion.chunk");
   j["choices"] = Json::array({std::move(c)});
+  if (continuous_usage_)
+    j["usage"] = usage_json(prompt_tokens_, completion_tokens_, cached_tokens_);
   return j;
 }
 

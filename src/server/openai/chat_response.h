@@ -64,6 +64,7 @@ class ChatResponseBuilder {
   SamplingParams params_;
   const Tokenizer* tokenizer_;
   const ToolParser* tool_parser_;
+  bool continuous_usage_;  // usage in every chunk (stream_options.continuous_usage_stats)
   std::vector<Choice> choices_;
   int64_t prompt_tokens_ = 0;
   int64_t cached_tokens_ = 0;

@@ -98,7 +98,9 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
   EngineRequest base;
   read_sampling_fields(body, ctx, base.params, {});
   r.stream = get_bool(body, "stream", "stream").value_or(false);
-  r.include_usage = read_stream_options(body, r.stream);
+  const StreamOptions stream_options = read_stream_options(body, r.stream);
+  r.include_usage = stream_options.include_usage;
+  r.continuous_usage = stream_options.continuous_usage;
   r.echo = get_bool(body, "echo", "echo").value_or(false);
   r.include_stop_str_in_output =
       get_bool(body, "include_stop_str_in_output", "include_stop_str_in_output").value_or(false);

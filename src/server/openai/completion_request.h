@@ -17,7 +17,8 @@ struct CompletionRequest {
   int64_t created = 0;
   std::string model;  // the served name to report
   bool stream = false;
-  bool include_usage = false;  // stream_options.include_usage
+  bool include_usage = false;     // stream_options.include_usage
+  bool continuous_usage = false;  // stream_options.continuous_usage_stats: usage in every chunk
   bool echo = false;
   std::optional<int> logprobs;  // top-k alternatives per token (0..20); set: report logprobs
   bool include_stop_str_in_output = false;

@@ -15,6 +15,7 @@ CompletionResponseBuilder::CompletionResponseBuilder(const CompletionRequest& re
       echo_(request.echo),
       logprobs_(request.logprobs),
       include_stop_str_(request.include_stop_str_in_output),
+      continuous_usage_(request.continuous_usage),
       n_(std::max(1, request.n)),
       tokenizer_(tokenizer) {
   if (!request.engine_requests.empty()) params_ = request.engine_requests.front().params;
@@ -101,6 +102,7 @@ std::vector<Json> CompletionResponseBuilder::stream_chunks(size_t prompt_index,
   }
   Json chunk = envelope();
   chunk["choices"] = Json::array({choice_json(prompt_index * n_ + out.index, delta)});
+  if (continuous_usage_) chunk["usage"] = usage_chunk()["usage"];
   return {std::move(chunk)};
 }
 

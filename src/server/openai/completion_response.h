@@ -61,6 +61,7 @@ class CompletionResponseBuilder {
   bool echo_;
   std::optional<int> logprobs_;
   bool include_stop_str_;
+  bool continuous_usage_;  // usage in every chunk (stream_options.continuous_usage_stats)
   int n_;
   SamplingParams params_;
   const Tokenizer* tokenizer_;

@@ -79,17 +79,24 @@ void check_token_ids(std::span<const int32_t> ids, const ServerContext& ctx,
   }
 }
 
-bool read_stream_options(const Json& body, bool stream) {
+StreamOptions read_stream_options(const Json& body, bool stream) {
   const Json* options = find_field(body, "stream_options");
-  if (!options) return false;
+  if (!options) return {};
   if (!options->is_object()) {
     throw bad_request("'stream_options' must be an object", "stream_options");
   }
   if (!stream) {
     throw bad_request("Stream options can only be defined when `stream=True`.", "stream_options");
   }
-  reject_unknown_keys(*options, {"include_usage"}, "stream_options");
-  return get_bool(*options, "include_usage", "stream_options.include_usage").value_or(false);
+  reject_unknown_keys(*options, {"include_usage", "continuous_usage_stats"}, "stream_options");
+  StreamOptions out;
+  out.include_usage =
+      get_bool(*options, "include_usage", "stream_options.include_usage").value_or(false);
+  // vLLM's extension: usage in every chunk, and only together with include_usage.
+  out.continuous_usage = out.include_usage && get_bool(*options, "continuous_usage_stats",
+                                                       "stream_options.continuous_usage_stats")
+                                                  .value_or(false);
+  return out;
 }
 
 void read_request_extensions(const Json& body, EngineRequest& request) {

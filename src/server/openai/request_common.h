@@ -34,9 +34,14 @@ void check_context_length(int64_t prompt_tokens, int64_t max_tokens, const Serve
 void check_token_ids(std::span<const int32_t> ids, const ServerContext& ctx,
                      const std::string& param);
 
-/// stream_options.include_usage; stream_options is a 400 unless stream is true, and unknown keys
-/// in it are a 400.
-[[nodiscard]] bool read_stream_options(const Json& body, bool stream);
+/// stream_options is a 400 unless stream is true, and unknown keys in it are a 400.
+/// stream_options: include_usage, and vLLM's continuous_usage_stats (usage in every chunk; only
+/// with include_usage).
+struct StreamOptions {
+  bool include_usage = false;
+  bool continuous_usage = false;
+};
+[[nodiscard]] StreamOptions read_stream_options(const Json& body, bool stream);
 
 /// user (string, only type-checked), priority and cache_salt (non-empty string) onto request.
 void read_request_extensions(const Json& body, EngineRequest& request);
