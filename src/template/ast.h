@@ -50,9 +50,10 @@ enum class StmtKind {
   kText,         // text
   kPrint,        // expr
   kIf,           // conditions[i] guards bodies[i]; else_body
-  kFor,          // targets, expr = iterable, condition = inline filter, body, else_body
+  kFor,          // targets, expr = iterable, condition = inline filter, body, else_body, recursive
   kSet,          // targets (or attribute target: targets[0] . attr), expr
-  kSetBlock,     // targets[0], filter (kFilter chain with null innermost object), body
+  kSetBlock,     // targets[0] (or targets[0] . attr), filter (kFilter chain, null innermost), body
+  kWith,         // params = names, defaults = their values, body (a scope of its own)
   kMacro,        // name, params, defaults, body
   kCallBlock,    // expr = call, params/defaults = caller's, body
   kFilterBlock,  // filter, body
@@ -78,6 +79,7 @@ struct Stmt {
   std::string name;
   std::vector<std::string> params;
   std::vector<ExprPtr> defaults;  // parallel to params; null where no default
+  bool recursive = false;         // {% for ... recursive %}: the body may call loop(items)
 };
 
 }  // namespace pagoda::tmpl

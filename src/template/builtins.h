@@ -30,6 +30,9 @@ class ArgReader {
 /// Applies filter `name` to value; throws for unknown filters.
 [[nodiscard]] Value apply_filter(Evaluator& ev, const std::string& name, const Value& value,
                                  CallArgs& args);
+/// Whether a filter / test of that name exists (the `filter` and `test` tests).
+[[nodiscard]] bool has_filter(const std::string& name);
+[[nodiscard]] bool has_test(const std::string& name);
 /// Applies test `name` to value; throws for unknown tests.
 [[nodiscard]] bool apply_test(Evaluator& ev, const std::string& name, const Value& value,
                               CallArgs& args);

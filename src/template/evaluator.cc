@@ -120,16 +120,34 @@ Evaluator::Flow Evaluator::exec(const Stmt& stmt) {
       case StmtKind::kSetBlock: {
         Value v(render_to_string(stmt.body));
         if (stmt.filter) v = apply_filter_chain(*stmt.filter, std::move(v));
-        scope_->set(stmt.targets[0], std::move(v));
+        if (!stmt.attr.empty()) {
+          set_namespace_attr(stmt, std::move(v));
+        } else {
+          scope_->set(stmt.targets[0], std::move(v));
+        }
         return Flow::kNormal;
+      }
+      case StmtKind::kWith: {
+        auto frame = std::make_shared<Scope>(scope_);
+        for (size_t i = 0; i < stmt.params.size(); ++i) {
+          frame->set(stmt.params[i], eval(*stmt.defaults[i]));
+        }
+        ScopeSwap swap(scope_, frame);
+        return exec_body(stmt.body);
       }
       case StmtKind::kMacro: {
         std::weak_ptr<Scope> closure = scope_;
         const Stmt* macro = &stmt;
-        scope_->set(stmt.name,
-                    Value::function(stmt.name, [macro, closure](Evaluator& ev, CallArgs& args) {
-                      return ev.call_macro(*macro, closure, args);
-                    }));
+        auto fn = std::make_shared<Function>();
+        fn->name = stmt.name;
+        fn->call = [macro, closure](Evaluator& ev, CallArgs& args) {
+          return ev.call_macro(*macro, closure, args);
+        };
+        fn->attrs = std::make_shared<Dict>();  // m.name, m.arguments, as Jinja2's Macro
+        fn->attrs->set("name", Value(stmt.name));
+        std::vector<Value> params(stmt.params.begin(), stmt.params.end());
+        fn->attrs->set("arguments", Value::list(std::move(params), true));
+        scope_->set(stmt.name, Value(std::move(fn)));
         return Flow::kNormal;
       }
       case StmtKind::kCallBlock: {
@@ -201,7 +219,13 @@ void bind_targets(Scope& scope, const std::vector<std::string>& targets, const V
 // A for loop: filter first (loop.length counts only the kept items, as in Jinja2), then run each
 // iteration in a fresh scope, so that {% set %} inside the body does not leak out of the loop.
 Evaluator::Flow Evaluator::exec_for(const Stmt& stmt) {
-  std::vector<Value> items = iterate(eval(*stmt.expr));
+  return run_loop(stmt, eval(*stmt.expr), 0);
+}
+
+// One pass of a loop over iterable; a recursive loop's body calls loop(children), which renders
+// the same loop one level deeper (depth0 + 1) into a string, bounded like a macro call.
+Evaluator::Flow Evaluator::run_loop(const Stmt& stmt, const Value& iterable, int depth0) {
+  std::vector<Value> items = iterate(iterable);
   if (stmt.condition) {
     std::vector<Value> kept;
     for (auto& item : items) {
@@ -214,6 +238,33 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& stmt) {
   }
   if (items.empty()) return exec_body(stmt.else_body);
   const int64_t n = static_cast<int64_t>(items.size());
+  // loop.changed(...) remembers its last arguments across the iterations of this pass.
+  auto last_changed = std::make_shared<std::optional<Value>>();
+  const Stmt* loop_stmt = &stmt;
+  auto recurse = [loop_stmt, depth0](Evaluator& ev, CallArgs& args) {
+    if (!loop_stmt->recursive) {
+      fail("The loop must have the 'recursive' marker to be called recursively.");
+    }
+    ArgReader a(args, "loop", {"iterable"});
+    if (ev.call_depth_ >= ev.options_.limits.max_call_depth) {
+      fail("maximum recursive loop depth (" + std::to_string(ev.options_.limits.max_call_depth) +
+           ") exceeded");
+    }
+    ++ev.call_depth_;
+    std::string buffer;
+    std::string* saved = ev.out_;
+    ev.out_ = &buffer;
+    try {
+      (void)ev.run_loop(*loop_stmt, a.get(0), depth0 + 1);
+    } catch (...) {
+      ev.out_ = saved;
+      --ev.call_depth_;
+      throw;
+    }
+    ev.out_ = saved;
+    --ev.call_depth_;
+    return Value(std::move(buffer));
+  };
   for (int64_t i = 0; i < n; ++i) {
     count_iterations(1);
     auto iteration = std::make_shared<Scope>(scope_);
@@ -226,29 +277,43 @@ Evaluator::Flow Evaluator::exec_for(const Stmt& stmt) {
     loop->set("first", Value(i == 0));
     loop->set("last", Value(i == n - 1));
     loop->set("length", Value(n));
-    loop->set("depth", Value(1));
-    loop->set("depth0", Value(0));
+    loop->set("depth", Value(int64_t{depth0} + 1));
+    loop->set("depth0", Value(int64_t{depth0}));
     loop->set("previtem", i > 0 ? items[i - 1] : Value::undefined("'previtem' is undefined"));
     loop->set("nextitem", i + 1 < n ? items[i + 1] : Value::undefined("'nextitem' is undefined"));
     loop->set("cycle", Value::function("cycle", [i](Evaluator&, CallArgs& args) {
                 if (args.args.empty()) fail("no items for cycling given");
                 return args.args[static_cast<size_t>(i) % args.args.size()];
               }));
-    iteration->set("loop", Value(std::move(loop)));
+    loop->set("changed", Value::function("changed", [last_changed](Evaluator&, CallArgs& args) {
+                Value current = Value::list(args.args, true);
+                if (*last_changed && values_equal(**last_changed, current)) return Value(false);
+                *last_changed = std::move(current);
+                return Value(true);
+              }));
+    auto loop_fn = std::make_shared<Function>();
+    loop_fn->name = "loop";
+    loop_fn->call = recurse;
+    loop_fn->attrs = std::move(loop);
+    iteration->set("loop", Value(std::move(loop_fn)));
     ScopeSwap swap(scope_, iteration);
     if (exec_body(stmt.body) == Flow::kBreak) break;
   }
   return Flow::kNormal;
 }
 
+void Evaluator::set_namespace_attr(const Stmt& stmt, Value value) {
+  const Value* target = scope_->find(stmt.targets[0]);
+  if (target == nullptr || !target->is_dict() || !target->dict().is_namespace) {
+    fail("cannot assign attribute on non-namespace object");
+  }
+  target->mutable_dict().set(stmt.attr, std::move(value));
+}
+
 void Evaluator::exec_set(const Stmt& stmt) {
   Value v = eval(*stmt.expr);
   if (!stmt.attr.empty()) {
-    const Value* target = scope_->find(stmt.targets[0]);
-    if (target == nullptr || !target->is_dict() || !target->dict().is_namespace) {
-      fail("cannot assign attribute on non-namespace object");
-    }
-    target->mutable_dict().set(stmt.attr, std::move(v));
+    set_namespace_attr(stmt, std::move(v));
     return;
   }
   bind_targets(*scope_, stmt.targets, v);
@@ -484,9 +549,18 @@ void add_globals(Scope& scope) {
     return [is_namespace](Evaluator& ev, CallArgs& args) {
       auto d = std::make_shared<Dict>();
       d->is_namespace = is_namespace;
+      if (args.args.size() > 1) fail("dict expected at most 1 argument");
       for (const auto& a : args.args) {
-        if (!a.is_dict()) fail("namespace()/dict() positional argument must be a dict");
-        for (const auto& [key, value] : a.dict().items()) d->set(key, value);
+        if (a.is_dict()) {
+          for (const auto& [key, value] : a.dict().items()) d->set(key, value);
+          continue;
+        }
+        if (!a.is_list()) fail("'" + a.type_name() + "' object is not iterable");
+        for (const Value& pair : a.items()) {  // dict([('k', 'v'), ...])
+          std::vector<Value> kv = iterate(pair);
+          if (kv.size() != 2) fail("dictionary update sequence element has wrong length");
+          d->set(kv[0], kv[1]);
+        }
       }
       for (const auto& [key, value] : args.kwargs) d->set(key, value);
       if (is_namespace) ev.track_namespace(d);
@@ -495,6 +569,36 @@ void add_globals(Scope& scope) {
   };
   scope.set("namespace", Value::function("namespace", make_dict(true)));
   scope.set("dict", Value::function("dict", make_dict(false)));
+  // cycler(a, b): an object with next(), reset() and current, as Jinja2's Cycler.
+  scope.set("cycler", Value::function("cycler", [](Evaluator&, CallArgs& args) {
+              if (args.args.empty()) fail("at least one item has to be provided");
+              auto items = std::make_shared<std::vector<Value>>(args.args);
+              auto pos = std::make_shared<size_t>(0);
+              auto obj = std::make_shared<Dict>();
+              std::weak_ptr<Dict> self = obj;  // weak: the dict holds these functions
+              obj->set("current", items->front());
+              obj->set("next", Value::function("next", [items, pos, self](Evaluator&, CallArgs&) {
+                         Value v = (*items)[*pos];
+                         *pos = (*pos + 1) % items->size();
+                         if (auto d = self.lock()) d->set("current", (*items)[*pos]);
+                         return v;
+                       }));
+              obj->set("reset", Value::function("reset", [items, pos, self](Evaluator&, CallArgs&) {
+                         *pos = 0;
+                         if (auto d = self.lock()) d->set("current", items->front());
+                         return Value::none();
+                       }));
+              return Value(std::move(obj));
+            }));
+  // joiner(sep): "" on the first call, sep afterwards.
+  scope.set("joiner", Value::function("joiner", [](Evaluator&, CallArgs& args) {
+              ArgReader a(args, "joiner", {"sep"});
+              const std::string sep = a.has(0) ? to_str(a.get(0)) : ", ";
+              auto used = std::make_shared<bool>(false);
+              return Value::function("joiner", [sep, used](Evaluator&, CallArgs&) {
+                return Value(std::exchange(*used, true) ? sep : std::string());
+              });
+            }));
   scope.set("raise_exception", Value::function("raise_exception", [](Evaluator&, CallArgs& args) {
               std::string message = args.args.empty() ? "" : to_str(args.args[0]);
               throw TemplateRaised(message, args.line);

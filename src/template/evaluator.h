@@ -69,7 +69,9 @@ class Evaluator {
   Flow exec_body(const Body& body);
   Flow exec(const Stmt& stmt);
   Flow exec_for(const Stmt& stmt);
+  Flow run_loop(const Stmt& stmt, const Value& iterable, int depth0);
   void exec_set(const Stmt& stmt);
+  void set_namespace_attr(const Stmt& stmt, Value value);
   Value eval_impl(const Expr& expr);
   Value eval_call(const Expr& expr, const Value* caller);
   Value apply_filter_chain(const Expr& filter, Value input);

@@ -5,17 +5,35 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <set>
 
 #include "template/builtins.h"
 #include "template/error.h"
 #include "template/evaluator.h"
 #include "template/numbers.h"
+#include "template/unicode.h"
 
 namespace pagoda::tmpl {
 
 namespace {
 
 [[noreturn]] void fail(const std::string& message) { throw TemplateError(message, 0); }
+
+// str.split(): runs of Unicode whitespace separate words.
+std::vector<Value> split_words(const std::string& s) {
+  std::vector<Value> words;
+  std::string word;
+  for (uint32_t cp : utf8_decode(s)) {
+    if (is_unicode_space(cp)) {
+      if (!word.empty()) words.emplace_back(std::exchange(word, {}));
+    } else {
+      utf8_append(word, cp);
+    }
+  }
+  if (!word.empty()) words.emplace_back(std::move(word));
+  return words;
+}
 
 int64_t length_of(const Value& v) {
   switch (v.kind()) {
@@ -84,16 +102,181 @@ double python_round(double x, int64_t digits) {
 
 std::string jinja_title(const std::string& s) {
   // Words start after whitespace, '-', '(', '{', '[' or '<'; the rest of a word is lower-cased.
-  std::string out = s;
+  std::string out;
   bool word_start = true;
-  for (char& c : out) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (std::isspace(u) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<') {
+  for (uint32_t cp : utf8_decode(s)) {
+    if (is_unicode_space(cp) || cp == '-' || cp == '(' || cp == '{' || cp == '[' || cp == '<') {
       word_start = true;
+      utf8_append(out, cp);
       continue;
     }
-    c = static_cast<char>(word_start ? std::toupper(u) : std::tolower(u));
+    if (word_start && cp == 0xDF) {
+      out += "SS";
+    } else {
+      utf8_append(out, word_start ? unicode_upper(cp) : unicode_lower(cp));
+    }
     word_start = false;
+  }
+  return out;
+}
+
+// Jinja2's truncate: strings longer than length + leeway are cut to length (counting the end
+// marker), at a word boundary unless killwords.
+std::string truncate(const std::string& s, int64_t length, bool killwords, const std::string& end,
+                     int64_t leeway) {
+  const std::vector<std::string> chars = utf8_chars(s);
+  const int64_t end_len = static_cast<int64_t>(utf8_length(end));
+  if (length < end_len) fail("expected length >= " + std::to_string(end_len));
+  if (leeway < 0) fail("expected leeway >= 0");
+  if (static_cast<int64_t>(chars.size()) <= length + leeway) return s;
+  std::string head;
+  for (int64_t i = 0; i < length - end_len; ++i) head += chars[static_cast<size_t>(i)];
+  if (!killwords) {
+    const size_t space = head.rfind(' ');
+    if (space != std::string::npos) head.resize(space);
+  }
+  return head + end;
+}
+
+// markupsafe's unescape of the entities striptags leaves: named basics and numeric references.
+std::string html_unescape(const std::string& s) {
+  static const std::pair<const char*, const char*> kNamed[] = {
+      {"&amp;", "&"},   {"&lt;", "<"},   {"&gt;", ">"},
+      {"&quot;", "\""}, {"&apos;", "'"}, {"&nbsp;", "\xc2\xa0"}};
+  std::string out;
+  for (size_t i = 0; i < s.size();) {
+    if (s[i] != '&') {
+      out += s[i++];
+      continue;
+    }
+    bool done = false;
+    for (const auto& [name, text] : kNamed) {
+      if (s.compare(i, std::strlen(name), name) == 0) {
+        out += text;
+        i += std::strlen(name);
+        done = true;
+        break;
+      }
+    }
+    if (!done && i + 2 < s.size() && s[i + 1] == '#') {
+      const bool hex = s[i + 2] == 'x' || s[i + 2] == 'X';
+      size_t j = i + (hex ? 3 : 2);
+      uint32_t cp = 0;
+      const size_t digits_start = j;
+      while (j < s.size() && j - digits_start < 7 &&
+             (hex ? std::isxdigit(static_cast<unsigned char>(s[j]))
+                  : std::isdigit(static_cast<unsigned char>(s[j])))) {
+        const char c = static_cast<char>(std::tolower(static_cast<unsigned char>(s[j])));
+        cp = cp * (hex ? 16 : 10) + static_cast<uint32_t>(c <= '9' ? c - '0' : c - 'a' + 10);
+        ++j;
+      }
+      if (j > digits_start && cp > 0 && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF)) {
+        utf8_append(out, cp);
+        i = j < s.size() && s[j] == ';' ? j + 1 : j;
+        done = true;
+      }
+    }
+    if (!done) out += s[i++];
+  }
+  return out;
+}
+
+std::string striptags(const std::string& s) {
+  std::string text;
+  for (size_t i = 0; i < s.size();) {
+    if (s.compare(i, 4, "<!--") == 0) {
+      const size_t end = s.find("-->", i + 4);
+      if (end != std::string::npos) {
+        i = end + 3;
+        continue;
+      }
+    }
+    if (s[i] == '<') {
+      const size_t end = s.find('>', i + 1);
+      if (end != std::string::npos) {
+        i = end + 1;
+        continue;
+      }
+    }
+    text += s[i++];
+  }
+  // " ".join(text.split())
+  std::string joined;
+  for (const Value& word : split_words(text)) {
+    if (!joined.empty()) joined += ' ';
+    joined += word.str();
+  }
+  return html_unescape(joined);
+}
+
+// Python's textwrap.wrap as Jinja2's wordwrap calls it (no tab expansion, whitespace kept
+// inside lines, dropped at line ends), without hyphen splitting.
+std::vector<std::string> wrap_line(const std::string& line, int64_t width, bool break_long) {
+  std::vector<std::string> chunks;  // alternating runs of spaces and non-spaces, in code points
+  std::vector<std::string> chars = utf8_chars(line);
+  for (size_t i = 0; i < chars.size();) {
+    const bool space = chars[i] == " " || chars[i] == "\t" || chars[i] == "\n";
+    std::string chunk;
+    while (i < chars.size() && (chars[i] == " " || chars[i] == "\t" || chars[i] == "\n") == space) {
+      chunk += chars[i++];
+    }
+    chunks.push_back(std::move(chunk));
+  }
+  auto len = [](const std::string& c) { return static_cast<int64_t>(utf8_length(c)); };
+  auto blank = [](const std::string& c) {
+    return c.find_first_not_of(" \t\n") == std::string::npos;
+  };
+  std::reverse(chunks.begin(), chunks.end());
+  std::vector<std::string> lines;
+  while (!chunks.empty()) {
+    std::vector<std::string> cur;
+    int64_t cur_len = 0;
+    if (blank(chunks.back()) && !lines.empty()) chunks.pop_back();
+    while (!chunks.empty() && cur_len + len(chunks.back()) <= width) {
+      cur_len += len(chunks.back());
+      cur.push_back(std::move(chunks.back()));
+      chunks.pop_back();
+    }
+    if (!chunks.empty() && len(chunks.back()) > width) {
+      const int64_t space_left = std::max<int64_t>(width - cur_len, 1);
+      if (break_long) {
+        std::vector<std::string> word = utf8_chars(chunks.back());
+        std::string head, tail;
+        for (size_t k = 0; k < word.size(); ++k) {
+          (static_cast<int64_t>(k) < space_left ? head : tail) += word[k];
+        }
+        cur.push_back(std::move(head));
+        chunks.back() = std::move(tail);
+      } else if (cur.empty()) {
+        cur.push_back(std::move(chunks.back()));
+        chunks.pop_back();
+      }
+    }
+    if (!cur.empty() && blank(cur.back())) cur.pop_back();
+    if (!cur.empty()) {
+      std::string joined;
+      for (auto& c : cur) joined += c;
+      lines.push_back(std::move(joined));
+    }
+  }
+  return lines;
+}
+
+// Python's urllib.parse.quote (safe "/" for strings; "" and spaces as '+' in query strings).
+std::string url_quote(const std::string& s, bool for_query) {
+  std::string out;
+  for (const char ch : s) {
+    const unsigned char c = static_cast<unsigned char>(ch);
+    if (std::isalnum(c) || c == '_' || c == '.' || c == '-' || c == '~' ||
+        (!for_query && c == '/')) {
+      out += ch;
+    } else if (for_query && c == ' ') {
+      out += '+';
+    } else {
+      char buf[4];
+      std::snprintf(buf, sizeof(buf), "%%%02X", c);
+      out += buf;
+    }
   }
   return out;
 }
@@ -132,6 +315,51 @@ JsonDumpOptions json_options(const ArgReader& a) {
   }
   o.sort_keys = a.get(3).truthy();
   return o;
+}
+
+std::vector<Value> split_string_on(const std::string& s, char sep) {
+  std::vector<Value> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t at = s.find(sep, start);
+    parts.emplace_back(s.substr(start, at == std::string::npos ? std::string::npos : at - start));
+    if (at == std::string::npos) return parts;
+    start = at + 1;
+  }
+}
+
+// Python's int(s, base): optional sign, underscores between digits, and a 0x/0o/0b prefix that
+// matches the base (base 0 takes the base from the prefix).
+bool parse_int_base(const std::string& text, int64_t base, int64_t& out) {
+  if (base != 0 && (base < 2 || base > 36)) fail("int() base must be >= 2 and <= 36, or 0");
+  std::string s;
+  for (char c : text) {
+    if (c != '_') s += c;
+  }
+  const size_t b = s.find_first_not_of(" \t\n\r\f\v");
+  if (b == std::string::npos) return false;
+  s = s.substr(b, s.find_last_not_of(" \t\n\r\f\v") - b + 1);
+  bool negative = false;
+  if (!s.empty() && (s[0] == '-' || s[0] == '+')) {
+    negative = s[0] == '-';
+    s.erase(0, 1);
+  }
+  if (s.size() > 2 && s[0] == '0') {
+    const char p = static_cast<char>(std::tolower(static_cast<unsigned char>(s[1])));
+    const int64_t prefix_base = p == 'x' ? 16 : p == 'o' ? 8 : p == 'b' ? 2 : 0;
+    if (prefix_base != 0 && (base == 0 || base == prefix_base)) {
+      base = prefix_base;
+      s.erase(0, 2);
+    }
+  }
+  if (base == 0) base = 10;
+  if (s.empty()) return false;
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(s.c_str(), &end, static_cast<int>(base));
+  if (errno != 0 || end != s.c_str() + s.size() || s[0] == '-' || s[0] == '+') return false;
+  out = negative ? -n : n;
+  return true;
 }
 
 // map/select/reject/selectattr/rejectattr share their argument handling: the remaining
@@ -208,9 +436,155 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
   }
   if (name == "int") {
     ArgReader a(args, name, {"default", "base"});
+    const int64_t base = a.has(1) ? a.get(1).as_int() : 10;
     int64_t n;
+    if (v.is_string() && base != 10 && parse_int_base(v.str(), base, n)) return Value(n);
     if (to_int(v, n)) return Value(n);
     return a.has(0) ? a.get(0) : Value(int64_t{0});
+  }
+  if (name == "truncate") {
+    ArgReader a(args, name, {"length", "killwords", "end", "leeway"});
+    return Value(truncate(to_str(v), a.has(0) ? a.get(0).as_int() : 255, a.get(1).truthy(),
+                          a.has(2) ? to_str(a.get(2)) : "...",
+                          a.has(3) && !a.get(3).is_none() ? a.get(3).as_int() : 5));
+  }
+  if (name == "striptags") return Value(striptags(to_str(v)));
+  if (name == "wordwrap") {
+    ArgReader a(args, name, {"width", "break_long_words", "wrapstring", "break_on_hyphens"});
+    const int64_t width = a.has(0) ? a.get(0).as_int() : 79;
+    if (width <= 0) fail("invalid width " + std::to_string(width) + " (must be > 0)");
+    const std::string wrap = a.has(2) && !a.get(2).is_none() ? to_str(a.get(2)) : "\n";
+    const bool break_long = !a.has(1) || a.get(1).truthy();
+    std::string out;
+    bool first_line = true;
+    for (const std::string& line : split_lines(to_str(v))) {
+      if (!first_line) out += wrap;
+      first_line = false;
+      bool first = true;
+      for (const std::string& piece : wrap_line(line, width, break_long)) {
+        if (!first) out += wrap;
+        first = false;
+        out += piece;
+        ev.check_size(out.size());
+      }
+    }
+    return Value(std::move(out));
+  }
+  if (name == "filesizeformat") {
+    ArgReader a(args, name, {"binary"});
+    const bool binary = a.get(0).truthy();
+    double bytes = 0;
+    if (v.is_number()) {
+      bytes = v.as_double();
+    } else {
+      CallArgs none;
+      bytes = apply_filter(ev, "float", v, none).as_double();
+    }
+    const double base = binary ? 1024 : 1000;
+    static const char* const kDecimal[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
+    static const char* const kBinary[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+    if (bytes == 1) return Value("1 Byte");
+    if (bytes < base) {
+      return Value(std::to_string(static_cast<int64_t>(bytes)) + " Bytes");
+    }
+    char buf[64];
+    double unit = base;
+    for (int i = 0; i < 8; ++i) {
+      unit *= base;
+      if (bytes < unit || i == 7) {
+        std::snprintf(buf, sizeof(buf), "%.1f %s", base * bytes / unit,
+                      binary ? kBinary[i] : kDecimal[i]);
+        break;
+      }
+    }
+    return Value(std::string(buf));
+  }
+  if (name == "urlencode") {
+    if (v.is_string()) return Value(url_quote(v.str(), false));
+    std::vector<Value> pairs;
+    if (v.is_dict()) {
+      for (const auto& [key, value] : v.dict().items()) pairs.push_back(Value::list({key, value}));
+    } else {
+      pairs = iterate(v);
+    }
+    std::string out;
+    for (const Value& pair : pairs) {
+      std::vector<Value> kv = iterate(pair);
+      if (kv.size() != 2) fail("urlencode expects (key, value) pairs");
+      if (!out.empty()) out += '&';
+      out += url_quote(to_str(kv[0]), true) + "=" + url_quote(to_str(kv[1]), true);
+    }
+    return Value(std::move(out));
+  }
+  if (name == "xmlattr") {
+    ArgReader a(args, name, {"autospace"});
+    if (!v.is_dict()) fail("xmlattr expects a mapping");
+    std::string out;
+    for (const auto& [key, value] : v.dict().items()) {
+      if (value.is_none() || value.is_undefined()) continue;
+      const std::string k = to_str(key);
+      if (k.find_first_of(" /=>\t\n\f") != std::string::npos) {
+        fail("Invalid character in attribute name: " + to_repr(key));
+      }
+      if (!out.empty()) out += ' ';
+      out += html_escape(k) + "=\"" + html_escape(to_str(value)) + "\"";
+    }
+    if (!out.empty() && (!a.has(0) || a.get(0).truthy())) out.insert(out.begin(), ' ');
+    return Value::safe_string(std::move(out));
+  }
+  if (name == "groupby") {
+    ArgReader a(args, name, {"attribute", "default", "case_sensitive"});
+    const bool cs = a.get(2).truthy();
+    struct Keyed {
+      Value key;
+      Value item;
+    };
+    std::vector<Keyed> keyed;
+    for (const Value& item : iterate(v)) {
+      Value key = get_path(item, a.get(0));
+      if (key.is_undefined() && a.has(1)) key = a.get(1);
+      keyed.push_back({std::move(key), item});
+    }
+    std::stable_sort(keyed.begin(), keyed.end(), [&](const Keyed& x, const Keyed& y) {
+      return compare_values(sort_key(x.key, cs), sort_key(y.key, cs)) < 0;
+    });
+    std::vector<Value> groups;
+    for (size_t i = 0; i < keyed.size();) {
+      std::vector<Value> members;
+      size_t j = i;
+      while (j < keyed.size() &&
+             values_equal(sort_key(keyed[j].key, cs), sort_key(keyed[i].key, cs))) {
+        members.push_back(keyed[j++].item);
+      }
+      auto group = std::make_shared<List>();
+      group->items = {keyed[i].key, Value::list(std::move(members))};
+      group->is_tuple = true;
+      group->fields = {"grouper", "list"};
+      groups.emplace_back(std::move(group));
+      i = j;
+    }
+    return Value::list(std::move(groups));
+  }
+  if (name == "slice") {
+    ArgReader a(args, name, {"slices", "fill_with"});
+    const int64_t slices = a.get(0).is_int() ? a.get(0).as_int() : 0;
+    if (slices <= 0) fail("slice count must be positive");
+    ev.count_iterations(slices);
+    const std::vector<Value> seq = iterate(v);
+    const int64_t length = static_cast<int64_t>(seq.size());
+    const int64_t per_slice = length / slices, with_extra = length % slices;
+    const bool fill = a.has(1) && !a.get(1).is_none();
+    std::vector<Value> out;
+    int64_t offset = 0;
+    for (int64_t k = 0; k < slices; ++k) {
+      const int64_t start = offset + k * per_slice;
+      if (k < with_extra) ++offset;
+      const int64_t end = offset + (k + 1) * per_slice;
+      std::vector<Value> part(seq.begin() + start, seq.begin() + end);
+      if (fill && k >= with_extra) part.push_back(a.get(1));
+      out.push_back(Value::list(std::move(part)));
+    }
+    return Value::generator(std::move(out));
   }
   if (name == "float") {
     ArgReader a(args, name, {"default"});
@@ -254,11 +628,27 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
     std::vector<Value> items = iterate(v);
     const bool cs = a.get(1).truthy();
     const bool reverse = a.get(0).truthy();
-    std::stable_sort(items.begin(), items.end(), [&](const Value& x, const Value& y) {
-      Value kx = sort_key(a.has(2) ? get_path(x, a.get(2)) : x, cs);
-      Value ky = sort_key(a.has(2) ? get_path(y, a.get(2)) : y, cs);
-      return reverse ? compare_values(ky, kx) < 0 : compare_values(kx, ky) < 0;
+    // attribute="a,b" sorts by a, then b (Jinja2's multi-attribute getter).
+    std::vector<Value> paths;
+    if (a.has(2) && a.get(2).is_string() && a.get(2).str().find(',') != std::string::npos) {
+      for (const Value& p : split_string_on(a.get(2).str(), ',')) paths.push_back(p);
+    } else if (a.has(2)) {
+      paths.push_back(a.get(2));
+    }
+    auto key_of = [&](const Value& item) {
+      if (paths.empty()) return sort_key(item, cs);
+      if (paths.size() == 1) return sort_key(get_path(item, paths[0]), cs);
+      std::vector<Value> keys;
+      for (const Value& p : paths) keys.push_back(sort_key(get_path(item, p), cs));
+      return Value::list(std::move(keys));
+    };
+    std::vector<std::pair<Value, Value>> keyed;
+    for (Value& item : items) keyed.emplace_back(key_of(item), std::move(item));
+    std::stable_sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
+      return reverse ? compare_values(y.first, x.first) < 0 : compare_values(x.first, y.first) < 0;
     });
+    items.clear();
+    for (auto& [key, item] : keyed) items.push_back(std::move(item));
     return Value::list(std::move(items));
   }
   if (name == "unique") {
@@ -433,6 +823,20 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
   }
   if (name == "pprint") return Value(to_repr(v));
   fail("No filter named '" + name + "' found.");
+}
+
+bool has_filter(const std::string& name) {
+  static const std::set<std::string> kNames = {
+      "abs",        "attr",      "batch",       "capitalize", "center",    "count",
+      "d",          "default",   "dictsort",    "e",          "escape",    "filesizeformat",
+      "first",      "float",     "forceescape", "format",     "groupby",   "indent",
+      "int",        "items",     "join",        "last",       "length",    "list",
+      "lower",      "map",       "max",         "min",        "pprint",    "reject",
+      "rejectattr", "replace",   "reverse",     "round",      "safe",      "select",
+      "selectattr", "slice",     "sort",        "string",     "striptags", "sum",
+      "title",      "tojson",    "trim",        "truncate",   "unique",    "upper",
+      "urlencode",  "wordcount", "wordwrap",    "xmlattr"};
+  return kNames.count(name) != 0;
 }
 
 bool to_int(const Value& v, int64_t& out) {

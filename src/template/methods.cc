@@ -8,6 +8,7 @@
 #include "template/builtins.h"
 #include "template/error.h"
 #include "template/evaluator.h"
+#include "template/unicode.h"
 
 namespace pagoda::tmpl {
 
@@ -27,20 +28,37 @@ const std::string& arg_str(const Value& v, const char* method) {
   return v.str();
 }
 
-// strip/lstrip/rstrip with Python's optional character set (None: whitespace).
+// strip/lstrip/rstrip with Python's optional character set (None: Unicode whitespace), by code
+// point.
 std::string strip_chars(const std::string& s, const Value& chars, bool left, bool right) {
-  auto strip_this = [&](char c) {
-    if (chars.is_none() || chars.is_undefined()) return is_py_space(c);
-    return arg_str(chars, "strip").find(c) != std::string::npos;
+  const std::vector<uint32_t> cps = utf8_decode(s);
+  std::vector<uint32_t> set;
+  const bool whitespace = chars.is_none() || chars.is_undefined();
+  if (!whitespace) set = utf8_decode(arg_str(chars, "strip"));
+  auto strip_this = [&](uint32_t c) {
+    if (whitespace) return is_unicode_space(c);
+    return std::find(set.begin(), set.end(), c) != set.end();
   };
-  size_t b = 0, e = s.size();
+  size_t b = 0, e = cps.size();
   if (left) {
-    while (b < e && strip_this(s[b])) ++b;
+    while (b < e && strip_this(cps[b])) ++b;
   }
   if (right) {
-    while (e > b && strip_this(s[e - 1])) --e;
+    while (e > b && strip_this(cps[e - 1])) --e;
   }
-  return s.substr(b, e - b);
+  std::string out;
+  for (size_t i = b; i < e; ++i) utf8_append(out, cps[i]);
+  return out;
+}
+
+// Byte length of the Unicode whitespace code point at s[i], or 0.
+size_t space_at(const std::string& s, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(s[i]);
+  if (c < 0x80) return is_py_space(s[i]) ? 1 : 0;
+  const size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+  if (i + len > s.size()) return 0;
+  const std::vector<uint32_t> cp = utf8_decode(std::string_view(s).substr(i, len));
+  return cp.size() == 1 && is_unicode_space(cp[0]) ? len : 0;
 }
 
 std::vector<Value> split_string(const std::string& s, const Value& sep_v, int64_t maxsplit,
@@ -50,10 +68,10 @@ std::vector<Value> split_string(const std::string& s, const Value& sep_v, int64_
     // Runs of whitespace separate; leading and trailing whitespace is dropped.
     std::vector<std::pair<size_t, size_t>> words;
     for (size_t i = 0; i < s.size();) {
-      while (i < s.size() && is_py_space(s[i])) ++i;
+      for (size_t n; i < s.size() && (n = space_at(s, i)) > 0;) i += n;
       if (i >= s.size()) break;
       size_t j = i;
-      while (j < s.size() && !is_py_space(s[j])) ++j;
+      while (j < s.size() && space_at(s, j) == 0) ++j;
       words.emplace_back(i, j);
       i = j;
     }
@@ -105,6 +123,24 @@ std::vector<Value> split_string(const std::string& s, const Value& sep_v, int64_
   return out;
 }
 
+// s[start:end] by code points, Python's slice rules; offset receives the start in code points.
+std::string code_point_range(const std::string& s, const ArgReader& a, size_t first,
+                             int64_t& offset) {
+  offset = 0;
+  const bool has_start = a.has(first) && !a.get(first).is_none();
+  const bool has_end = a.has(first + 1) && !a.get(first + 1).is_none();
+  if (!has_start && !has_end) return s;
+  const Value sliced = slice_value(Value(s), has_start ? a.get(first) : Value::none(),
+                                   has_end ? a.get(first + 1) : Value::none(), Value::none());
+  if (has_start) {
+    const int64_t len = static_cast<int64_t>(utf8_length(s));
+    int64_t start = a.get(first).as_int();
+    if (start < 0) start += len;
+    offset = std::clamp<int64_t>(start, 0, len);
+  }
+  return sliced.str();
+}
+
 bool affix_match(const std::string& s, const Value& affix, bool prefix) {
   auto one = [&](const Value& v) {
     const std::string& a = arg_str(v, prefix ? "startswith" : "endswith");
@@ -116,26 +152,6 @@ bool affix_match(const std::string& s, const Value& affix, bool prefix) {
     return std::any_of(affix.items().begin(), affix.items().end(), one);
   }
   return one(affix);
-}
-
-std::string ascii_map(std::string s, int (*fn)(int)) {
-  for (char& c : s) c = static_cast<char>(fn(static_cast<unsigned char>(c)));
-  return s;
-}
-
-std::string python_title(const std::string& s) {
-  std::string out = s;
-  bool prev_cased = false;
-  for (char& c : out) {
-    const unsigned char u = static_cast<unsigned char>(c);
-    if (std::isalpha(u)) {
-      c = static_cast<char>(prev_cased ? std::tolower(u) : std::toupper(u));
-      prev_cased = true;
-    } else {
-      prev_cased = u >= 0x80 && prev_cased;  // keep words with non-ASCII letters together
-    }
-  }
-  return out;
 }
 
 int64_t find_in(const std::string& s, const std::string& sub, bool reverse) {
@@ -169,22 +185,41 @@ Value string_method(const Value& self, const std::string& name, CallArgs& args) 
     return Value::list(std::move(lines));
   }
   if (name == "startswith" || name == "endswith") {
-    ArgReader a(args, name, {"affix"});
-    return Value(affix_match(s, a.get(0), name == "startswith"));
+    ArgReader a(args, name, {"affix", "start", "end"});
+    int64_t offset;
+    return Value(affix_match(code_point_range(s, a, 1, offset), a.get(0), name == "startswith"));
   }
-  if (name == "upper") return Value(ascii_map(s, ::toupper));
-  if (name == "lower" || name == "casefold") return Value(ascii_map(s, ::tolower));
-  if (name == "title") return Value(python_title(s));
-  if (name == "capitalize") {
-    std::string out = ascii_map(s, ::tolower);
-    if (!out.empty()) out[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(out[0])));
-    return Value(std::move(out));
+  if (name == "upper") return Value(py_upper(s));
+  if (name == "lower" || name == "casefold") return Value(py_lower(s));
+  if (name == "title") return Value(py_title(s));
+  if (name == "capitalize") return Value(py_capitalize(s));
+  if (name == "swapcase") return Value(py_swapcase(s));
+  if (name == "partition" || name == "rpartition") {
+    ArgReader a(args, name, {"sep"});
+    const std::string& sep = arg_str(a.get(0), name.c_str());
+    if (sep.empty()) fail("empty separator");
+    const size_t at = name == "partition" ? s.find(sep) : s.rfind(sep);
+    if (at == std::string::npos) {
+      return name == "partition" ? Value::list({self, Value(""), Value("")}, true)
+                                 : Value::list({Value(""), Value(""), self}, true);
+    }
+    return Value::list({Value(s.substr(0, at)), Value(sep), Value(s.substr(at + sep.size()))},
+                       true);
   }
-  if (name == "swapcase") {
-    std::string out = s;
-    for (char& c : out) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      c = static_cast<char>(std::isupper(u) ? std::tolower(u) : std::toupper(u));
+  if (name == "expandtabs") {
+    ArgReader a(args, name, {"tabsize"});
+    const int64_t tab = std::clamp<int64_t>(a.has(0) ? a.get(0).as_int() : 8, 0, 1024);
+    std::string out;
+    int64_t column = 0;
+    for (const std::string& ch : utf8_chars(s)) {
+      if (ch == "\t") {
+        const int64_t pad = tab > 0 ? tab - column % tab : 0;
+        out.append(static_cast<size_t>(pad), ' ');
+        column += pad;
+      } else {
+        out += ch;
+        column = ch == "\n" || ch == "\r" ? 0 : column + 1;
+      }
     }
     return Value(std::move(out));
   }
@@ -216,17 +251,24 @@ Value string_method(const Value& self, const std::string& name, CallArgs& args) 
     return Value(std::move(out));
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex") {
-    ArgReader a(args, name, {"sub"});
-    const int64_t at = find_in(s, arg_str(a.get(0), name.c_str()), name[0] == 'r');
+    ArgReader a(args, name, {"sub", "start", "end"});
+    int64_t offset;
+    const std::string range = code_point_range(s, a, 1, offset);
+    const int64_t at = find_in(range, arg_str(a.get(0), name.c_str()), name[0] == 'r');
     if (at < 0 && (name == "index" || name == "rindex")) fail("substring not found");
-    return Value(at);
+    return Value(at < 0 ? at : at + offset);
   }
   if (name == "count") {
-    ArgReader a(args, name, {"sub"});
+    ArgReader a(args, name, {"sub", "start", "end"});
+    int64_t offset;
+    const std::string range = code_point_range(s, a, 1, offset);
     const std::string& sub = arg_str(a.get(0), "count");
-    if (sub.empty()) return Value(static_cast<int64_t>(utf8_length(s) + 1));
+    if (sub.empty()) return Value(static_cast<int64_t>(utf8_length(range) + 1));
     int64_t n = 0;
-    for (size_t at = s.find(sub); at != std::string::npos; at = s.find(sub, at + sub.size())) ++n;
+    for (size_t at = range.find(sub); at != std::string::npos;
+         at = range.find(sub, at + sub.size())) {
+      ++n;
+    }
     return Value(n);
   }
   if (name == "join") {
@@ -260,15 +302,30 @@ Value string_method(const Value& self, const std::string& name, CallArgs& args) 
   if (name == "isdigit" || name == "isnumeric" || name == "isdecimal") return all_of(::isdigit);
   if (name == "isalpha") return all_of(::isalpha);
   if (name == "isalnum") return all_of(::isalnum);
-  if (name == "isspace") return all_of(::isspace);
-  if (name == "islower" || name == "isupper") {
-    bool cased = false, ok = true;
-    for (char c : s) {
-      const unsigned char u = static_cast<unsigned char>(c);
-      if (std::isalpha(u)) {
-        cased = true;
-        if (name == "islower" ? std::isupper(u) : std::islower(u)) ok = false;
+  if (name == "isspace") {
+    const std::vector<uint32_t> cps = utf8_decode(s);
+    return Value(!cps.empty() && std::all_of(cps.begin(), cps.end(), is_unicode_space));
+  }
+  if (name == "isidentifier") {
+    return Value(!s.empty() && !std::isdigit(static_cast<unsigned char>(s[0])) &&
+                 std::all_of(s.begin(), s.end(), [](char c) {
+                   return std::isalnum(static_cast<unsigned char>(c)) || c == '_' ||
+                          static_cast<unsigned char>(c) >= 0x80;
+                 }));
+  }
+  if (name == "islower" || name == "isupper" || name == "istitle") {
+    bool cased = false, ok = true, prev_cased = false;
+    for (uint32_t cp : utf8_decode(s)) {
+      const bool is_upper = unicode_lower(cp) != cp;
+      const bool is_lower = is_unicode_cased(cp) && !is_upper;
+      if (name == "istitle") {
+        if ((is_upper && prev_cased) || (is_lower && !prev_cased)) ok = false;
+        if (is_upper) cased = true;
+        prev_cased = is_upper || is_lower;
+        continue;
       }
+      if (is_upper || is_lower) cased = true;
+      if (name == "islower" ? is_upper : is_lower) ok = false;
     }
     return Value(cased && ok);
   }
@@ -286,6 +343,10 @@ Value string_method(const Value& self, const std::string& name, CallArgs& args) 
     for (int64_t i = 0; i < left; ++i) out += fill;
     out += s;
     for (int64_t i = left; i < pad; ++i) out += fill;
+    if (name == "zfill" && !s.empty() && (s[0] == '-' || s[0] == '+')) {
+      out.erase(out.find(s[0]), 1);  // the sign goes before the zeros
+      out.insert(out.begin(), s[0]);
+    }
     return Value(std::move(out));
   }
   fail("'str object' has no attribute '" + name + "'");
@@ -337,12 +398,13 @@ Value dict_method(const Value& self, const std::string& name, CallArgs& args) {
 
 const std::set<std::string>& string_methods() {
   static const std::set<std::string> names = {
-      "strip",      "lstrip",    "rstrip",    "split",   "rsplit",       "splitlines",
-      "startswith", "endswith",  "upper",     "lower",   "casefold",     "title",
-      "capitalize", "swapcase",  "replace",   "find",    "rfind",        "index",
-      "rindex",     "count",     "join",      "format",  "removeprefix", "removesuffix",
-      "isdigit",    "isnumeric", "isdecimal", "isalpha", "isalnum",      "isspace",
-      "islower",    "isupper",   "center",    "ljust",   "rjust",        "zfill"};
+      "strip",      "lstrip",     "rstrip",     "split",   "rsplit",       "splitlines",
+      "startswith", "endswith",   "upper",      "lower",   "casefold",     "title",
+      "capitalize", "swapcase",   "replace",    "find",    "rfind",        "index",
+      "rindex",     "count",      "join",       "format",  "removeprefix", "removesuffix",
+      "isdigit",    "isnumeric",  "isdecimal",  "isalpha", "isalnum",      "isspace",
+      "islower",    "isupper",    "center",     "ljust",   "rjust",        "zfill",
+      "partition",  "rpartition", "expandtabs", "istitle", "isidentifier"};
   return names;
 }
 
@@ -419,11 +481,19 @@ Value get_attr(const Value& obj, const std::string& name) {
       if (string_methods().count(name) != 0) return bind_method(obj, name, string_method);
       break;
     case Value::Kind::kList:
+      for (size_t i = 0; i < obj.list().fields.size() && i < obj.items().size(); ++i) {
+        if (obj.list().fields[i] == name) return obj.items()[i];
+      }
       if (name == "index" || name == "count" || name == "copy") {
         return bind_method(obj, name, list_method);
       }
       if (!obj.list().is_tuple && kUnsafeList.count(name) != 0) {
         fail("access to attribute '" + name + "' of 'list' object is unsafe.");
+      }
+      break;
+    case Value::Kind::kFunction:
+      if (obj.fn().attrs) {
+        if (const Value* v = obj.fn().attrs->find(name)) return *v;
       }
       break;
     default:

@@ -9,6 +9,7 @@
 #include "template/builtins.h"
 #include "template/error.h"
 #include "template/evaluator.h"
+#include "template/unicode.h"
 
 namespace pagoda::tmpl {
 
@@ -54,6 +55,15 @@ std::string format_one(const Value& v, const std::string& flags, int width, int 
       break;
     case 'r':
       body = to_repr(v);
+      break;
+    case 'c':
+      if (v.is_string() && utf8_length(v.str()) == 1) {
+        body = v.str();
+      } else if ((v.is_int() || v.is_bool()) && v.as_int() >= 0 && v.as_int() <= 0x10FFFF) {
+        utf8_append(body, static_cast<uint32_t>(v.as_int()));
+      } else {
+        fail("%c requires an int or a unicode character");
+      }
       break;
     case 'd':
     case 'i': {
@@ -379,10 +389,20 @@ std::string brace_format(const std::string& fmt, const CallArgs& args) {
       out += conversion == 'r' ? to_repr(*arg) : to_str(*arg);
       continue;
     }
-    // A small subset of the format-spec language: [0][width][.precision][type].
+    // A subset of the format-spec language: [[fill]align][0][width][.precision][type].
     std::string flags;
     size_t p = 0;
-    if (p < spec.size() && (spec[p] == '<' || spec[p] == '>')) flags += spec[p++] == '<' ? "-" : "";
+    char align = 0;
+    std::string fill = " ";
+    auto is_align = [](char c) { return c == '<' || c == '>' || c == '^'; };
+    if (spec.size() >= 2 && is_align(spec[1]) && !is_align(spec[0])) {
+      fill = spec.substr(0, 1);
+      align = spec[1];
+      p = 2;
+    } else if (!spec.empty() && is_align(spec[0])) {
+      align = spec[0];
+      p = 1;
+    }
     if (p < spec.size() && spec[p] == '0') flags += spec[p++];
     int width = 0, precision = -1;
     while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
@@ -396,7 +416,22 @@ std::string brace_format(const std::string& fmt, const CallArgs& args) {
       }
     }
     char type = p < spec.size() ? spec[p] : (arg->is_float() && precision >= 0 ? 'f' : 's');
-    out += format_one(*arg, flags, width, precision, type);
+    std::string body = format_one(*arg, align == 0 ? flags : "", 0, precision, type);
+    if (align == 0 && !arg->is_string()) {
+      body = format_one(*arg, flags, width, precision, type);
+    } else {
+      const int64_t pad = width - static_cast<int64_t>(utf8_length(body));
+      if (pad > 0) {
+        const char how = align != 0 ? align : '<';  // strings align left by default
+        const int64_t left = how == '<' ? 0 : how == '>' ? pad : pad / 2;
+        std::string padded;
+        for (int64_t k = 0; k < left; ++k) padded += fill;
+        padded += body;
+        for (int64_t k = left; k < pad; ++k) padded += fill;
+        body = std::move(padded);
+      }
+    }
+    out += body;
   }
   return out;
 }

@@ -153,6 +153,12 @@ class Parser {
     if (tag == "call") return parse_call_block(line);
     if (tag == "filter") return parse_filter_block(line);
     if (tag == "generation") return parse_simple_block(line, "endgeneration");
+    if (tag == "with") return parse_with(line);
+    if (tag == "include" || tag == "import" || tag == "from" || tag == "extends") {
+      // Hugging Face renders from a string with no loader, so Jinja2 fails these at render.
+      pos_--;
+      fail("'" + tag + "' is not supported: no loader for this environment specified");
+    }
     if (tag == "break" || tag == "continue") {
       if (loop_depth_ == 0) fail("'" + tag + "' outside of a loop");
       expect_block_end();
@@ -196,7 +202,7 @@ class Parser {
     if (!skip_name("in")) fail("expected 'in' in for loop, got " + describe_token(cur()));
     s->expr = parse_tuple(false, false);
     if (skip_name("if")) s->condition = parse_expression();
-    if (skip_name("recursive")) fail("recursive loops are not supported");
+    s->recursive = skip_name("recursive");
     expect_block_end();
     std::string end;
     ++loop_depth_;
@@ -210,14 +216,42 @@ class Parser {
     return s;
   }
 
+  // {% with a = 1, b = 2 %}...{% endwith %}: values are evaluated in the enclosing scope.
+  std::unique_ptr<Stmt> parse_with(int line) {
+    auto s = make_stmt(StmtKind::kWith, line);
+    while (cur().type != TokenType::kBlockEnd) {
+      if (!s->params.empty()) expect_op(",");
+      s->params.push_back(expect_name());
+      expect_op("=");
+      s->defaults.push_back(parse_expression());
+    }
+    expect_block_end();
+    std::string end;
+    s->body = parse_body({"endwith"}, end);
+    expect_block_end();
+    return s;
+  }
+
   std::unique_ptr<Stmt> parse_set(int line) {
     if (cur().type == TokenType::kName && peek().type == TokenType::kOperator &&
         peek().value == ".") {
-      auto s = make_stmt(StmtKind::kSet, line);
-      s->targets.push_back(expect_name());
+      std::string target = expect_name();
       next();
-      s->attr = expect_name();
-      expect_op("=");
+      std::string attr = expect_name();
+      if (!skip_op("=")) {  // {% set ns.attr %}...{% endset %}
+        auto s = make_stmt(StmtKind::kSetBlock, line);
+        s->targets.push_back(std::move(target));
+        s->attr = std::move(attr);
+        if (is_op("|")) s->filter = parse_filters(nullptr);
+        expect_block_end();
+        std::string end;
+        s->body = parse_body({"endset"}, end);
+        expect_block_end();
+        return s;
+      }
+      auto s = make_stmt(StmtKind::kSet, line);
+      s->targets.push_back(std::move(target));
+      s->attr = std::move(attr);
       s->expr = parse_tuple(false);
       expect_block_end();
       return s;

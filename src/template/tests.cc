@@ -1,5 +1,6 @@
 // Jinja2's tests ("x is defined", "n is divisibleby 3"), with Python's type semantics.
 #include <cctype>
+#include <set>
 
 #include "template/builtins.h"
 #include "template/error.h"
@@ -81,7 +82,20 @@ bool apply_test(Evaluator& ev, const std::string& name, const Value& v, CallArgs
     if (v.is_string()) return v.str_ptr() == other.str_ptr() || v.str() == other.str();
     return values_equal(v, other);
   }
+  if (name == "filter") return v.is_string() && has_filter(v.str());
+  if (name == "test") return v.is_string() && has_test(v.str());
   fail("No test named '" + name + "' found.");
+}
+
+bool has_test(const std::string& name) {
+  static const std::set<std::string> kNames = {
+      "boolean", "callable", "defined",  "divisibleby", "eq",       "equalto",     "escaped",
+      "even",    "false",    "filter",   "float",       "ge",       "greaterthan", "gt",
+      "in",      "integer",  "iterable", "le",          "lessthan", "lower",       "lt",
+      "mapping", "ne",       "none",     "number",      "odd",      "sameas",      "sequence",
+      "string",  "test",     "true",     "undefined",   "upper",    "==",          "!=",
+      "<",       "<=",       ">",        ">="};
+  return kNames.count(name) != 0;
 }
 
 }  // namespace pagoda::tmpl

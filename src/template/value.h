@@ -27,6 +27,8 @@ struct List {
   std::vector<Value> items;
   bool is_tuple = false;
   bool is_generator = false;
+  /// Field names of a named tuple (groupby's (grouper, list)): attribute i is items[i].
+  std::vector<std::string> fields;
 };
 
 /// An insertion-ordered dict with hashable keys (str, int, float, bool, None, tuple), as
@@ -59,6 +61,8 @@ class Dict {
 struct Function {
   std::string name;
   std::function<Value(Evaluator&, CallArgs&)> call;
+  /// Attributes of callable objects (a for loop's `loop`: loop.index and loop(children)).
+  std::shared_ptr<Dict> attrs;
 };
 
 /// One template value: cheap to copy (strings and containers are shared).

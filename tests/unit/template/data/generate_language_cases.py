@@ -110,6 +110,84 @@ SYNTAX_ERRORS = [
  ("stray_else", "{% for x in y %}{% else %}{% else %}{% endfor %}", 1),
 ]
 
+# Coverage of the Jinja that chat templates beyond the 56 shared ones use (jinja2 docs, HF
+# chat_template_utils, minja's tests): statements, loop variables, expressions, filters, methods.
+CASES += [
+ # statements seen in Llama/Qwen/Mistral/Gemma/Phi/DeepSeek/Hermes/Command-R/Granite templates
+ ("for_recursive_loop", "{% for item in tree recursive %}[{{ item.name }}@{{ loop.depth }}/{{ loop.depth0 }}{% if item.children %}:{{ loop(item.children) }}{% endif %}]{% endfor %}", {"tree": [{"name": "a", "children": [{"name": "b", "children": [{"name": "c"}]}, {"name": "d"}]}, {"name": "e"}]}),
+ ("for_recursive_with_filter_and_else", "{% for x in items if x.keep recursive %}{{ x.n }}({{ loop.index }}/{{ loop.length }}){{ loop(x.sub or []) }}{% else %}-{% endfor %}", {"items": [{"n": 1, "keep": True, "sub": [{"n": 2, "keep": True}, {"n": 3}]}, {"n": 4}]}),
+ ("loop_changed_and_cycle", "{% for x in [1, 1, 2, 3, 3] %}{% if loop.changed(x) %}{{ x }}{% endif %}{{ loop.cycle('a', 'b', 'c') }}{% endfor %}", {}),
+ ("loop_previtem_nextitem_filtered", "{% for x in range(6) if x is odd %}{{ loop.previtem is defined }}{{ loop.previtem }}<{{ x }}>{{ loop.nextitem }}{{ loop.revindex }}{{ loop.revindex0 }};{% endfor %}", {}),
+ ("for_over_dict_items_and_string", "{% for k, v in d.items() %}{{ loop.index }}{{ k }}={{ v }} {% endfor %}{% for k, v in d | dictsort %}{{ k }}{{ v }}{% endfor %} {% for ch in 'abc' %}{{ ch }}{{ ',' if not loop.last }}{% endfor %} {% for (a, b) in [(1, 2)] %}{{ a }}{{ b }}{% endfor %}", {"d": {"z": 1, "a": 2}}),
+ ("break_continue_with_else", "{% for i in range(5) %}{% if i is odd %}{% continue %}{% endif %}{{ i }}{% if i >= 2 %}{% break %}{% endif %}{% else %}never{% endfor %}|{% for i in [] %}x{% else %}empty{% endfor %}", {}),
+ ("set_block_forms", "{% set a %}\n  x {{ 1 + 1 }}\n{% endset %}[{{ a }}]{% set b | trim | upper %}  hi  {% endset %}[{{ b }}]{% set ns = namespace(t='') %}{% set ns.t %}ns{{ 'block' }}{% endset %}[{{ ns.t }}]", {}),
+ ("set_in_if_is_visible", "{% if true %}{% set x = 5 %}{% endif %}{{ x }}{% for i in [1] %}{% if true %}{% set y = 1 %}{% endif %}{{ y }}{% endfor %}[{{ y }}]", {}),
+ ("namespace_forms", "{% set ns = namespace(a=1, b=[1, 2]) %}{% set ns.a = ns.a + 1 %}{{ ns.a }} {{ ns.b }} {% set n2 = namespace({'x': 1}, y=2) %}{{ n2.x }}{{ n2.y }} {{ ns.missing is defined }} {{ ns['a'] }}", {}),
+ ("with_statement", "{% with a = 1, b = 'x' %}{{ a }}{{ b }}{% endwith %}[{{ a }}]{% with %}{% set c = 3 %}{{ c }}{% endwith %}[{{ c }}]", {}),
+ ("macro_defaults_refer_params", "{% macro f(a, b=a * 2, c=none) %}{{ a }},{{ b }},{{ c }}{% endmacro %}{{ f(1) }} {{ f(1, c='z') }} {{ f(b=5, a=0) }}", {}),
+ ("macro_caller_with_args", "{% macro each(items) %}{% for i in items %}{{ caller(i, loop.index) }}{% endfor %}{% endmacro %}{% call(x, n) each(['a', 'b']) %}{{ n }}:{{ x }};{% endcall %}", {}),
+ ("macro_caller_nested", "{% macro outer() %}<{{ caller() }}>{% endmacro %}{% macro inner() %}({{ caller() }}){% endmacro %}{% call outer() %}{% call inner() %}x{% endcall %}{% endcall %}", {}),
+ ("macro_attributes", "{% macro m(a, b=1) %}{% endmacro %}{{ m.name }} {{ m.arguments }} {{ m.arguments | length }}", {}),
+ ("macro_kwargs_varargs_in_body", "{% macro m() %}{{ varargs | length }}{{ kwargs | dictsort }}{% endmacro %}{{ m(1, 2, x=3) }}", {}),
+ ("filter_block_with_args", "{% filter indent(2, true) %}a\nb{% endfilter %}|{% filter replace('a', 'b') | upper %}aaa{% endfilter %}", {}),
+ ("raw_with_whitespace_control", "x\n  {%- raw -%}\n  {{ y }}\n  {%- endraw -%}\n  z", {}),
+ ("whitespace_control_mix", "a\n  {%- for i in [1, 2] %}\n    {{ i }}\n  {%- endfor %}\nb {{- ' c ' -}} d\n{#- c -#}\ne  {%+ if true %}f{% endif %}\n  {% if true -%}\n  g\n{% endif %}", {}),
+ ("lstrip_only_leading_whitespace", "x  {% if true %}y{% endif %}\n\t {% if true %}z{% endif %}\n  {{ 'w' }}\n  {# c #}v", {}),
+ ("comment_with_tags_inside", "a{# {% if %} {{ x }} #}b{#\nmulti\nline\n#}\nc", {}),
+ # expressions
+ ("slicing_steps", "{{ [1,2,3,4,5][1:-1] }} {{ [1,2,3,4,5][::-1] }} {{ 'abcdef'[::2] }} {{ 'abcdef'[-3:] }} {{ [1,2,3][:0] }} {{ 'abc'[5:] }} {{ (1,2,3)[1:] }} {{ [1,2,3,4][3:0:-1] }} {{ messages[1:] | length }}", {"messages": [1, 2, 3]}),
+ ("membership_all_types", "{{ 'a' in 'cat' }} {{ 'x' not in 'cat' }} {{ 2 in (1, 2) }} {{ 'k' in d }} {{ 'v' in d }} {{ 'k' not in d }} {{ [1] in [[1], 2] }} {{ 'role' in m }}", {"d": {"k": "v"}, "m": {"role": "user"}}),
+ ("ternary_forms", "{{ 'a' if true else 'b' }}{{ 'a' if false else 'b' if true else 'c' }}[{{ 'x' if false }}]{{ ('y' if true) | upper }}{{ 1 + (2 if true else 3) }}{{ x | default('d') if x is defined else 'nd' }}", {}),
+ ("is_tests_full", "{{ 1 is defined }}{{ x is undefined }}{{ none is none }}{{ 'a' is string }}{{ 1.0 is number }}{{ 1 is integer }}{{ 1.0 is float }}{{ false is boolean }}{{ true is true }}{{ false is false }}{{ {} is mapping }}{{ 'x' is iterable }}{{ [] is sequence }}{{ dict is callable }}{{ 2 is even }}{{ 3 is odd }}{{ 6 is divisibleby 3 }}{{ 'a' is lower }}{{ 'A' is upper }}{{ 1 is eq 1 }}{{ 1 is equalto 1 }}{{ 1 is ne 2 }}{{ 1 is lt 2 }}{{ 2 is gt 1 }}{{ 1 is le 1 }}{{ 1 is ge 1 }}{{ 1 is in [1] }}{{ 1 is greaterthan 0 }}{{ 1 is lessthan 0 }}", {}),
+ ("is_filter_and_test_tests", "{{ 'upper' is filter }}{{ 'nope' is filter }}{{ 'odd' is test }}{{ 'nope' is test }}{{ 'tojson' is filter }}{{ 'escaped' is test }}", {}),
+ ("tests_in_select", "{{ [1, none, 'a', 2.5, [1]] | select('number') | list }} {{ [1, none, 'a'] | reject('none') | list }} {{ msgs | selectattr('role', 'in', ['user', 'tool']) | map(attribute='c') | join }} {{ msgs | selectattr('c', 'defined') | list | length }} {{ msgs | rejectattr('role', 'equalto', 'user') | map(attribute='role') | list }} {{ [3, 4, 5] | select('divisibleby', 2) | list }} {{ [1, 2, 3] | select('gt', 1) | list }} {{ ['a', 'B'] | select('upper') | list }}", {"msgs": [{"role": "user", "c": "x"}, {"role": "assistant"}, {"role": "tool", "c": "y"}]}),
+ ("comparison_chains", "{{ 1 < 2 <= 2 < 3 }} {{ 3 > 2 > 2 }} {{ 1 == 1 == 1 }} {{ 1 != 2 != 1 }} {{ 'a' < 'b' < 'c' }} {{ 0 < x < 10 }}", {"x": 5}),
+ ("arithmetic_ops", "{{ 7 // 2 }} {{ -7 // 2 }} {{ 7.0 // 2 }} {{ 7 % 3 }} {{ -7 % 3 }} {{ 5.5 % 2 }} {{ 2 ** 3 ** 2 }} {{ 2 ** 0.5 }} {{ 10 / 4 }} {{ 4 / 2 }} {{ -2 ** 2 }} {{ (-2) ** 2 }} {{ 1 + 2.0 }} {{ true + 1 }} {{ 3 * 1.5 }} {{ 1e3 }} {{ 1.5e-7 }} {{ 123456789012345678 }} {{ 1e16 }} {{ 0.1 * 3 }}", {}),
+ ("string_escapes_more", "{{ 'it\\'s' }} {{ \"say \\\"hi\\\"\" }} {{ 'tab\\there' }} {{ 'back\\\\slash' }} {{ '\\u00e9\\U0001F600' }} {{ 'nl\\nx' | length }} {{ '\\d' }} {{ 'a\\\nb' }}", {}),
+ ("concat_tilde", "{{ 'a' ~ 1 ~ none ~ true ~ 1.5 ~ [1] ~ {'k': 1} }} {{ x ~ 'y' }} {{ 1 ~ 2 | string }}", {}),
+ ("literals_misc", "{{ True }}{{ False }}{{ None }}{{ none is none }} {{ [1, 2,] }} {{ {'a': 1,} }} {{ (1,) }} {{ () | length }}", {}),
+ # filters
+ ("filters_strings", "{{ 'Hello World' | lower }} {{ 'hello' | upper }} {{ 'hello world' | title }} {{ 'hello World' | capitalize }} {{ '  x ' | trim }}|{{ 'a-b-c' | replace('-', '+') }} {{ 'abc' | string }} {{ 42 | string }} {{ true | string }} {{ none | string }} {{ 'a b c' | wordcount }} {{ 'abc' | center(7) }}| {{ 'x' | center(4) }}|", {}),
+ ("filters_truncate", "{{ 'hello world foo bar' | truncate(9) }}|{{ 'hello world foo bar' | truncate(9, true) }}|{{ 'hello world foo bar' | truncate(11, false, '>>', 0) }}|{{ 'short' | truncate(255) }}|{{ 'hello world foo' | truncate(12) }}|{{ 'abcdefghijklmnop' | truncate(10, true, '') }}", {}),
+ ("filters_striptags", "{{ '<b>bold</b>  and <i>it</i>\\n next' | striptags }}|{{ 'a &amp; b' | striptags }}|{{ '<!-- c -->x' | striptags }}", {}),
+ ("filters_wordwrap", "{{ 'the quick brown fox jumps over the lazy dog' | wordwrap(10) }}|{{ 'aaaaaaaaaaaaaaa bb' | wordwrap(5) }}|{{ 'aaaaaaaaaaaaaaa bb' | wordwrap(5, false) }}", {}),
+ ("filters_numbers", "{{ '12' | int + 1 }} {{ '0x1A' | int(0, 16) }} {{ '0x1A' | int(base=16) }} {{ '0b101' | int(base=2) }} {{ 'ff' | int(base=16) }} {{ '3.9' | int }} {{ -3.9 | int }} {{ '1e3' | float }} {{ 'abc' | float(1.5) }} {{ 2.5 | round }} {{ -2.5 | round }} {{ 2.675 | round(2) }} {{ 7 | round }} {{ 2.4 | round(0, 'ceil') }} {{ -5 | abs }} {{ -5.5 | abs }} {{ [1, 2.5] | sum }} {{ [{'n': 1}, {'n': 2}] | sum(attribute='n') }} {{ [1] | sum(start=10) }}", {}),
+ ("filters_lists", "{{ [3, 1, 2] | sort | list }} {{ [3, 1, 2] | sort(reverse=true) }} {{ ['b', 'a', 'C'] | sort }} {{ ['b', 'a', 'C'] | sort(case_sensitive=true) }} {{ users | sort(attribute='age', reverse=true) | map(attribute='n') | join }} {{ users | sort(attribute='g,age') | map(attribute='n') | join }} {{ [1, 2, 2, 'a', 'A'] | unique | list }} {{ ['a', 'A'] | unique(case_sensitive=true) | list }} {{ users | unique(attribute='g') | map(attribute='n') | list }} {{ [1, 2, 3] | reverse | list }} {{ 'abc' | reverse }} {{ [4, 5] | first }} {{ [4, 5] | last }} {{ (1, 2) | list }} {{ 'ab' | list }} {{ users | min(attribute='age') }} {{ users | max(attribute='age') }} {{ ['b', 'A', 'c'] | min }} {{ [] | first is defined }}", {"users": [{"n": "x", "age": 3, "g": 2}, {"n": "y", "age": 1, "g": 1}, {"n": "z", "age": 2, "g": 2}]}),
+ ("filters_map", "{{ ['1', '2'] | map('int') | sum }} {{ ['a', 'b'] | map('upper') | list }} {{ ['a-b', 'c-d'] | map('replace', '-', '+') | list }} {{ users | map(attribute='name') | join(', ') }} {{ users | map(attribute='info.age') | list }} {{ users | map(attribute='nope', default='?') | list }} {{ [[1, 2], [3]] | map('length') | list }} {{ [{'a': 1}] | map('tojson') | list }} {{ users | map(attribute=0) | list }}", {"users": [{"name": "ann", "info": {"age": 3}, "0": "zero"}, {"name": "bob", "info": {"age": 4}}]}),
+ ("filters_groupby", "{% for g in users | groupby('city') %}{{ g.grouper }}:{{ g.list | map(attribute='n') | join }};{% endfor %} {% for city, items in users | groupby('city') %}{{ city }}{{ items | length }}{% endfor %} {{ users | groupby('city') | map(attribute='grouper') | list }} {% for g in users | groupby('x', default='none') %}{{ g.grouper }}{{ g.list | length }}{% endfor %}", {"users": [{"n": "a", "city": "NY"}, {"n": "b", "city": "LA", "x": "q"}, {"n": "c", "city": "NY"}]}),
+ ("filters_batch_slice", "{{ [1, 2, 3, 4, 5] | batch(2) | list }} {{ [1, 2, 3, 4, 5] | batch(2, 0) | list }} {{ [1, 2, 3, 4, 5] | slice(2) | list }} {{ [1, 2, 3, 4, 5, 6, 7] | slice(3) | list }} {{ [1, 2, 3, 4] | slice(3, 'x') | list }} {{ [] | slice(2) | list }}", {}),
+ ("filters_dicts", "{{ d | dictsort }} {{ d | dictsort(by='value') }} {{ d | dictsort(reverse=true) }} {{ d | items | list }} {{ d | list }} {{ d | length }} {{ d | tojson }} {{ d | first }} {{ d | join(',') }} {{ d | dictsort(false, 'value', true) }}", {"d": {"b": 2, "a": 3, "C": 1}}),
+ ("filters_default", "{{ x | default('d') }} {{ x | d('d2') }} {{ none | default('d') }} {{ '' | default('d') }} {{ '' | default('d', true) }} {{ 0 | default(5, boolean=true) }} {{ x | default }}| {{ d.nope | default('dd') }} {{ d.k | default('z') }}", {"d": {"k": None}}),
+ ("filters_tojson_hf", "{{ d | tojson }}|{{ d | tojson(indent=2) }}|{{ d | tojson(indent=4, sort_keys=true) }}|{{ d | tojson(separators=(',', ':')) }}|{{ d | tojson(ensure_ascii=true) }}|{{ [1, 'é', (1, 2), 1.0, 1e100, none, false] | tojson }}|{{ 'x' | tojson(indent='\\t') }}|{{ {'a': [1, {'b': []}]} | tojson(indent='\\t') }}|{{ {'a': {}} | tojson(indent=0) }}", {"d": {"name": "f", "desc": "é <&> \"q\"", "p": {"b": 1, "a": [True, None]}}}),
+ ("filters_safe_escape", "{{ '<a href=\"x\">' | e }} {{ '<a>' | escape | length }} {{ '<a>' | safe }} {{ '<a>' | safe | e }} {{ '<b>' | forceescape }} {{ \"'&'\" | escape }} {{ ('<x>' | e) ~ '<y>' }}", {}),
+ ("filters_indent", "{{ 'a\\nb\\n  c' | indent }}|{{ 'a\\nb' | indent(width=1, first=true) }}|{{ 'a\\n\\nb\\n' | indent(2) }}|{{ 'a\\n\\nb' | indent(2, blank=true) }}|{{ '' | indent(2, true) }}", {}),
+ ("filters_format", "{{ '%s, %s!' | format('Hello', 'World') }} {{ '%d items' | format(3) }} {{ '%.2f' | format(3.14159) }} {{ '%5s|%-5s|' | format('a', 'b') }} {{ '%03d' | format(7) }} {{ '%x %o %e' | format(255, 8, 12345.678) }} {{ '%(name)s' | format(name='n') }} {{ '%s' % [1, 2] }} {{ '%c' | format(65) }} {{ '%5.1f%%' | format(99.44) }}", {}),
+ ("filters_misc_more", "{{ [1, 2, 3] | join }} {{ [1, 2] | join(', ') }} {{ 'abc' | join('-') }} {{ users | join(', ', attribute='n') }} {{ {'a': 1} | pprint }} {{ 'x' | attr('upper') is callable }} {{ 12345678 | filesizeformat }} {{ 1024 | filesizeformat(true) }} {{ 'a b&c' | urlencode }} {{ {'a': 'x y', 'b': 1} | urlencode }} {{ [1, 2] | string }} {{ 'abc' | length }} {{ 3 | string | length }}", {"users": [{"n": "a"}, {"n": "b"}]}),
+ ("filters_xmlattr", "<tag{{ {'class': 'a b', 'id': 'x<y', 'skip': none} | xmlattr }}>", {}),
+ # methods
+ ("str_methods_more", "{{ '  x  '.strip() }}|{{ 'xyhixy'.strip('xy') }}|{{ '..a..'.lstrip('.') }}|{{ '..a..'.rstrip('.') }}|{{ 'a,b,c'.split(',', 1) }}|{{ 'a,b,c'.split(sep=',', maxsplit=1) }}|{{ '  a  b '.split() }}|{{ 'a\\tb\\nc'.split(None, 1) }}|{{ 'abc'.startswith('ab') }}{{ 'abc'.startswith(('x', 'a')) }}{{ 'abc'.endswith(('c',)) }}{{ 'abc'.startswith('b', 1) }}{{ 'abc'.endswith('b', 0, 2) }}|{{ 'aXbX'.replace('X', 'y', 1) }}|{{ 'hello world'.capitalize() }}|{{ 'Hello'.swapcase() }}|{{ 'abcabc'.find('c') }}{{ 'abcabc'.find('c', 3) }}{{ 'abcabc'.rfind('a') }}{{ 'abcabc'.index('b') }}{{ 'abcabc'.count('bc') }}{{ 'abc'.find('') }}|{{ ', '.join(['x', 'y']) }}|{{ '{0}-{1}-{0}'.format('a', 'b') }}|{{ '{:>4}|{:<4}|{:^5}|'.format('r', 'l', 'c') }}|{{ '{:.3f}'.format(2.0) }}|{{ '{x}'.format(x=[1]) }}|{{ 'a=b=c'.partition('=') }}{{ 'a=b=c'.rpartition('=') }}|{{ 'Hello World'.istitle() }}{{ 'abc'.isidentifier() }}|{{ 'ab'.zfill(4) }}{{ '-5'.zfill(4) }}|{{ 'a\\tb'.expandtabs(4) }}|", {}),
+ ("str_methods_unicode_whitespace", "[{{ '\\u00a0\\u3000 x \\u2003'.strip() }}]{{ 'a\\u00a0b\\u3000c'.split() }}[{{ '\\u00a0y\\u00a0' | trim }}]{{ '\\u3000'.isspace() }}", {}),
+ ("str_methods_unicode_case", "{{ 'ÉCOLE über' | lower }} {{ 'straße é' | upper }} {{ 'émile zola' | title }} {{ 'élan' | capitalize }} {{ 'ΑΒΓ'.lower() }} {{ 'привет'.upper() }} {{ 'éa'.islower() }}", {}),
+ ("dict_methods_more", "{{ d.get('a') }} {{ d.get('z', 0) }} {{ d.get('z') }} {{ d.keys() | list }} {{ d.values() | list }} {{ d.items() | list }} {% for k, v in d.items() %}{{ k }}{{ v }}{% endfor %} {{ d.copy() }} {{ 'a' in d.keys() }} {{ d.items() | length }} {{ d.keys() | first }}", {"d": {"a": 1, "b": None}}),
+ ("list_methods_more", "{{ l.index(2) }} {{ l.count(1) }} {{ l.copy() }} {{ l[0] }} {{ l | length }} {{ (l + [9]) | last }} {{ l * 2 }}", {"l": [1, 2, 1]}),
+ # globals
+ ("globals_more", "{{ range(5) | list }} {{ range(2, 10, 3) | list }} {{ range(5, 0, -2) | list }} {{ range(0) | list }} {{ dict(a=1) }} {{ dict({'x': 1}, y=2) }} {{ dict([('k', 'v')]) }} {{ dict() }} {{ namespace(a=1) }}{% set c = cycler('odd', 'even') %} {{ c.next() }}{{ c.next() }}{{ c.next() }}{{ c.current }}{% set _ = c.reset() %}{{ c.next() }}{% set j = joiner(', ') %} {% for x in 'abc' %}{{ j() }}{{ x }}{% endfor %}{% set j2 = joiner() %}{% for x in 'ab' %}{{ j2() }}{{ x }}{% endfor %}", {}),
+ ("raise_exception_not_taken", "{% if false %}{{ raise_exception('no') }}{% endif %}ok", {}),
+ ("strftime_now_formats", "{{ strftime_now('%d %b %Y') }} {{ strftime_now('%B %d, %Y') }} {{ strftime_now('%Y-%m-%d') }} {{ strftime_now('%A') }}", {}),
+]
+
+ERROR_CASES += [
+ ("raise_exception_in_macro", "{% macro check(m) %}{% if m.role not in ['user', 'assistant'] %}{{ raise_exception('Unknown role: ' ~ m.role) }}{% endif %}{% endmacro %}{% for m in msgs %}{{ check(m) }}{% endfor %}", {"msgs": [{"role": "user"}, {"role": "bad"}]}, "Unknown role: bad"),
+ ("do_is_not_enabled", "{% set l = [] %}{% do l.append(1) %}", {}, "unknown tag 'do'"),
+ ("list_pop_unsafe", "{% set l = [1] %}{{ l.pop() }}", {}, "access to attribute 'pop' of 'list' object is unsafe."),
+ ("dict_setdefault_unsafe", "{% set d = {} %}{{ d.setdefault('a', 1) }}", {}, "access to attribute 'setdefault' of 'dict' object is unsafe."),
+ ("in_none", "{{ 'a' in none }}", {}, "argument of type 'NoneType' is not iterable"),
+ ("str_index_missing", "{{ 'abc'.index('z') }}", {}, "substring not found"),
+ ("undefined_loop_call_outside_recursive", "{% for x in [1] %}{{ loop([]) }}{% endfor %}", {}, "recursive"),
+ ("include_has_no_loader", "{% include 'x.j2' %}", {}, "no loader for this environment specified"),
+ ("cycler_requires_items", "{{ cycler().next() }}", {}, "at least one item has to be provided"),
+]
+
 out=[]
 for name, tpl, vars in CASES:
     r = ref.compile(tpl).render(**vars)
