@@ -2,6 +2,7 @@
 // Filters, tests, Python methods and operators: the built-in vocabulary templates use. Each
 // lives in its own file (filters.cc, tests.cc, methods.cc, operators.cc); this header is the
 // evaluator's view of them.
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,12 @@
 namespace pagoda::tmpl {
 
 class Evaluator;
+
+/// Widest padding a format spec or str.center/ljust/rjust/zfill may ask for: a hostile template
+/// must not make us allocate gigabytes before the output limit is checked.
+inline constexpr int64_t kMaxPadWidth = int64_t{64} << 20;
+/// Throws TemplateError when width exceeds kMaxPadWidth.
+void check_pad_width(int64_t width);
 
 /// Binds positional-or-keyword arguments to parameter names, Python style.
 class ArgReader {

@@ -118,7 +118,13 @@ Evaluator::Flow Evaluator::exec(const Stmt& stmt) {
         exec_set(stmt);
         return Flow::kNormal;
       case StmtKind::kSetBlock: {
-        Value v(render_to_string(stmt.body));
+        // Block bodies ({% set %}, {% filter %}, {% generation %}) are scopes of their own in
+        // Jinja2: a {% set %} inside does not leak out.
+        Value v;
+        {
+          ScopeSwap swap(scope_, std::make_shared<Scope>(scope_));
+          v = Value(render_to_string(stmt.body));
+        }
         if (stmt.filter) v = apply_filter_chain(*stmt.filter, std::move(v));
         if (!stmt.attr.empty()) {
           set_namespace_attr(stmt, std::move(v));
@@ -159,15 +165,23 @@ Evaluator::Flow Evaluator::exec(const Stmt& stmt) {
         emit(to_str(eval_call(*stmt.expr, &caller)));
         return Flow::kNormal;
       }
-      case StmtKind::kFilterBlock:
-        emit(to_str(apply_filter_chain(*stmt.filter, Value(render_to_string(stmt.body)))));
+      case StmtKind::kFilterBlock: {
+        Value body;
+        {
+          ScopeSwap swap(scope_, std::make_shared<Scope>(scope_));
+          body = Value(render_to_string(stmt.body));
+        }
+        emit(to_str(apply_filter_chain(*stmt.filter, std::move(body))));
         return Flow::kNormal;
+      }
       case StmtKind::kBreak:
         return Flow::kBreak;
       case StmtKind::kContinue:
         return Flow::kContinue;
-      case StmtKind::kScope:
+      case StmtKind::kScope: {
+        ScopeSwap swap(scope_, std::make_shared<Scope>(scope_));
         return exec_body(stmt.body);
+      }
     }
   } catch (const TemplateError& e) {
     if (e.line() == 0) rethrow_with_line(e, stmt.line);

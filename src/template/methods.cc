@@ -332,6 +332,7 @@ Value string_method(const Value& self, const std::string& name, CallArgs& args) 
   if (name == "center" || name == "ljust" || name == "rjust" || name == "zfill") {
     ArgReader a(args, name, {"width", "fillchar"});
     const int64_t width = a.get(0).as_int();
+    check_pad_width(width);
     const int64_t len = static_cast<int64_t>(utf8_length(s));
     if (width <= len) return self;
     const std::string fill = name == "zfill" ? "0"

@@ -46,6 +46,8 @@ double python_fmod(double a, double b) {
 // One %-conversion or format-spec field, Python style.
 std::string format_one(const Value& v, const std::string& flags, int width, int precision,
                        char type) {
+  check_pad_width(width);
+  check_pad_width(precision);
   std::string body;
   char buf[512];
   switch (type) {
@@ -112,6 +114,13 @@ std::string format_one(const Value& v, const std::string& flags, int width, int 
 }
 
 }  // namespace
+
+void check_pad_width(int64_t width) {
+  if (width > kMaxPadWidth) {
+    fail("width " + std::to_string(width) + " exceeds the limit of " +
+         std::to_string(kMaxPadWidth));
+  }
+}
 
 Value binary_op(Evaluator& ev, const std::string& op, const Value& a, const Value& b) {
   if (op == "~") {
@@ -306,13 +315,13 @@ std::string percent_format(const std::string& fmt, const Value& args) {
     }
     int width = 0, precision = -1;
     while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
-      width = width * 10 + (fmt[i++] - '0');
+      width = std::min(width * 10 + (fmt[i++] - '0'), 1 << 30);  // saturate, no overflow
     }
     if (i < fmt.size() && fmt[i] == '.') {
       precision = 0;
       ++i;
       while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
-        precision = precision * 10 + (fmt[i++] - '0');
+        precision = std::min(precision * 10 + (fmt[i++] - '0'), 1 << 30);  // saturate, no overflow
       }
     }
     if (i >= fmt.size()) fail("incomplete format");
@@ -406,16 +415,17 @@ std::string brace_format(const std::string& fmt, const CallArgs& args) {
     if (p < spec.size() && spec[p] == '0') flags += spec[p++];
     int width = 0, precision = -1;
     while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
-      width = width * 10 + (spec[p++] - '0');
+      width = std::min(width * 10 + (spec[p++] - '0'), 1 << 30);  // saturate, no overflow
     }
     if (p < spec.size() && spec[p] == '.') {
       precision = 0;
       ++p;
       while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
-        precision = precision * 10 + (spec[p++] - '0');
+        precision = std::min(precision * 10 + (spec[p++] - '0'), 1 << 30);  // saturate, no overflow
       }
     }
     char type = p < spec.size() ? spec[p] : (arg->is_float() && precision >= 0 ? 'f' : 's');
+    check_pad_width(width);
     std::string body = format_one(*arg, align == 0 ? flags : "", 0, precision, type);
     if (align == 0 && !arg->is_string()) {
       body = format_one(*arg, flags, width, precision, type);

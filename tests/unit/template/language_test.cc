@@ -141,6 +141,51 @@ TEST(Hostile, InfiniteMacroRecursionIsBounded) {
                TemplateError);
 }
 
+TEST(Hostile, InfiniteRecursiveLoopIsBounded) {
+  try {
+    (void)render("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}");
+    FAIL();
+  } catch (const TemplateError& e) {
+    EXPECT_NE(e.message().find("maximum recursive loop depth"), std::string::npos) << e.what();
+  }
+  // Deep (but finite) input through a recursive loop hits the same bound, not the stack.
+  nlohmann::ordered_json tree = nlohmann::ordered_json::array();
+  for (int i = 0; i < 100; ++i) {  // 200 JSON levels: accepted as input, too deep to recurse
+    tree = nlohmann::ordered_json::array({{{"children", tree}}});
+  }
+  try {
+    (void)render("{% for n in tree recursive %}{{ loop(n.children) }}{% endfor %}",
+                 {{"tree", tree}});
+    FAIL();
+  } catch (const TemplateError& e) {
+    EXPECT_NE(e.message().find("maximum recursive loop depth"), std::string::npos) << e.what();
+  }
+  // A shallow tree renders.
+  EXPECT_EQ(render("{% for n in t recursive %}{{ loop.depth }}{{ loop(n.c or []) }}{% endfor %}",
+                   {{"t", {{{"c", {{{"c", nullptr}}}}}}}}),
+            "12");
+}
+
+TEST(Hostile, HugePaddingIsRejectedBeforeAllocating) {
+  for (const char* source :
+       {"{{ 'a'.center(2000000000) }}", "{{ 'a'.ljust(2000000000) }}",
+        "{{ 'a'.zfill(3000000000) }}", "{{ '%2000000000s' % 'a' }}",
+        "{{ '%99999999999999999999d' % 1 }}", "{{ '{:>2000000000}'.format('a') }}",
+        "{{ '%.2000000000f' | format(1.5) }}"}) {
+    SCOPED_TRACE(source);
+    EXPECT_THROW((void)render(source), TemplateError);
+  }
+}
+
+TEST(Hostile, SliceAndBatchCountsAreBounded) {
+  RenderOptions options;
+  options.limits.max_loop_iterations = 100000;
+  EXPECT_THROW((void)render("{{ [1] | slice(100000000) | list }}", {}, options), TemplateError);
+  EXPECT_THROW((void)render("{{ 'x' | truncate(-1) }}"), TemplateError);
+  EXPECT_THROW((void)render("{{ 'x y' | wordwrap(0) }}"), TemplateError);
+  EXPECT_THROW((void)render("{{ cycler() }}"), TemplateError);
+}
+
 TEST(Hostile, HugeLoopsAreBounded) {
   RenderOptions options;
   options.limits.max_loop_iterations = 100000;
