@@ -254,6 +254,12 @@ Evaluator::Flow Evaluator::run_loop(const Stmt& stmt, const Value& iterable, int
   const int64_t n = static_cast<int64_t>(items.size());
   // loop.changed(...) remembers its last arguments across the iterations of this pass.
   auto last_changed = std::make_shared<std::optional<Value>>();
+  // The remembered value may hold this loop object itself (loop.changed(loop)): forget it when
+  // the pass ends so that the reference cycle does not outlive the loop.
+  struct ForgetChanged {
+    std::shared_ptr<std::optional<Value>> state;
+    ~ForgetChanged() { state->reset(); }
+  } forget{last_changed};
   const Stmt* loop_stmt = &stmt;
   auto recurse = [loop_stmt, depth0](Evaluator& ev, CallArgs& args) {
     if (!loop_stmt->recursive) {
