@@ -100,8 +100,9 @@ std::string format_one(const Value& v, const std::string& flags, int width, int 
     default:
       fail(std::string("unsupported format character '") + type + "'");
   }
-  if (width > 0 && body.size() < static_cast<size_t>(width)) {
-    const size_t pad = static_cast<size_t>(width) - body.size();
+  const size_t body_length = utf8_length(body);  // Python pads by code points
+  if (width > 0 && body_length < static_cast<size_t>(width)) {
+    const size_t pad = static_cast<size_t>(width) - body_length;
     if (flags.find('-') != std::string::npos) {
       body.append(pad, ' ');
     } else if (flags.find('0') != std::string::npos && type != 's' && type != 'r') {
