@@ -15,6 +15,14 @@ namespace pagoda::tmpl {
 
 namespace {
 
+/// value * 10 + digit for a width or precision in a format string, saturating at 2^30 (the
+/// padding limit applies later) instead of overflowing on a long run of digits.
+int append_digit(int value, char digit) {
+  constexpr int kMax = 1 << 30;
+  if (value > (kMax - 9) / 10) return kMax;
+  return value * 10 + (digit - '0');
+}
+
 [[noreturn]] void fail(const std::string& message) { throw TemplateError(message, 0); }
 
 [[noreturn]] void unsupported(const std::string& op, const Value& a, const Value& b) {
@@ -316,13 +324,13 @@ std::string percent_format(const std::string& fmt, const Value& args) {
     }
     int width = 0, precision = -1;
     while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
-      width = std::min(width * 10 + (fmt[i++] - '0'), 1 << 30);  // saturate, no overflow
+      width = append_digit(width, fmt[i++]);
     }
     if (i < fmt.size() && fmt[i] == '.') {
       precision = 0;
       ++i;
       while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
-        precision = std::min(precision * 10 + (fmt[i++] - '0'), 1 << 30);  // saturate, no overflow
+        precision = append_digit(precision, fmt[i++]);
       }
     }
     if (i >= fmt.size()) fail("incomplete format");
@@ -416,13 +424,13 @@ std::string brace_format(const std::string& fmt, const CallArgs& args) {
     if (p < spec.size() && spec[p] == '0') flags += spec[p++];
     int width = 0, precision = -1;
     while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
-      width = std::min(width * 10 + (spec[p++] - '0'), 1 << 30);  // saturate, no overflow
+      width = append_digit(width, spec[p++]);
     }
     if (p < spec.size() && spec[p] == '.') {
       precision = 0;
       ++p;
       while (p < spec.size() && std::isdigit(static_cast<unsigned char>(spec[p]))) {
-        precision = std::min(precision * 10 + (spec[p++] - '0'), 1 << 30);  // saturate, no overflow
+        precision = append_digit(precision, spec[p++]);
       }
     }
     char type = p < spec.size() ? spec[p] : (arg->is_float() && precision >= 0 ? 'f' : 's');
