@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "template/error.h"
+#include "template/unicode.h"
 
 namespace pagoda::tmpl {
 
@@ -15,24 +16,6 @@ bool is_space(char c) {
 }
 bool is_name_start(char c) { return std::isalpha(static_cast<unsigned char>(c)) || c == '_'; }
 bool is_name_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
-
-void append_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out += static_cast<char>(cp);
-  } else if (cp < 0x800) {
-    out += static_cast<char>(0xc0 | (cp >> 6));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else if (cp < 0x10000) {
-    out += static_cast<char>(0xe0 | (cp >> 12));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  } else {
-    out += static_cast<char>(0xf0 | (cp >> 18));
-    out += static_cast<char>(0x80 | ((cp >> 12) & 0x3f));
-    out += static_cast<char>(0x80 | ((cp >> 6) & 0x3f));
-    out += static_cast<char>(0x80 | (cp & 0x3f));
-  }
-}
 
 // Scans the source once. The why of the whitespace rules: Jinja2 strips the text *before* a tag
 // while it lexes that text, so every rule below looks backwards at the pending text or forwards
@@ -308,7 +291,7 @@ class Lexer {
         }
         if (cp > 0x10FFFF) fail("invalid escape in string: code point out of range");
         p += n;
-        append_utf8(out, cp);
+        encode_utf8(out, cp);
       };
       switch (esc) {
         case 'n':

@@ -67,7 +67,13 @@ std::vector<uint32_t> utf8_decode(std::string_view s) {
 void utf8_append(std::string& out, uint32_t cp) {
   if (cp >= kRawByteBase + 0x80 && cp <= kRawByteBase + 0xff) {
     out += static_cast<char>(cp - kRawByteBase);
-  } else if (cp < 0x80) {
+  } else {
+    encode_utf8(out, cp);
+  }
+}
+
+void encode_utf8(std::string& out, uint32_t cp) {
+  if (cp < 0x80) {
     out += static_cast<char>(cp);
   } else if (cp < 0x800) {
     out += static_cast<char>(0xc0 | (cp >> 6));

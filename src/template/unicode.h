@@ -14,6 +14,8 @@ namespace pagoda::tmpl {
 [[nodiscard]] std::vector<uint32_t> utf8_decode(std::string_view s);
 /// Appends one code point as UTF-8.
 void utf8_append(std::string& out, uint32_t cp);
+/// The UTF-8 encoding of code point cp, appended to out (no raw-byte mapping: for string escapes).
+void encode_utf8(std::string& out, uint32_t cp);
 
 /// Python's str.isspace() for one code point.
 [[nodiscard]] bool is_unicode_space(uint32_t cp);
