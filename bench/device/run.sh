@@ -5,7 +5,7 @@
 # kernels against the H200 limits; the Llama-3.1-8B shape end to end: batch-1 decode, batched
 # decode, 512-token prefill). Logs go to $OUT/; the summary is printed last.
 #
-#   bench/device/run.sh [--fixtures] [--skip-bench] [--skip-kernel-bench]
+#   bench/device/run.sh [--fixtures] [--skip-bench] [--skip-kernel-bench] [--gemv-sweep]
 #
 # Carry `.device` (make it with tools/prepare_device.sh): the headers and libraries the device image
 # lacks (pcre2, xxhash) and the model configs the benchmarks read (../shared does not travel).
@@ -13,9 +13,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$out"
-fixtures=0 bench=1 kernel_bench=1
+fixtures=0 bench=1 kernel_bench=1 sweep=0
 for a in "$@"; do
   case $a in
+    --gemv-sweep) sweep=1 ;;
     --fixtures) fixtures=1 ;;
     --skip-bench) bench=0 ;;
     --skip-kernel-bench) kernel_bench=0 ;;
@@ -59,6 +60,12 @@ test_rc=$?
 grep -E "Failure|Expected|Which is|steps equal|FAILED|tests passed|tests failed|No CUDA" "$out/test.log" | head -40
 echo "tests: exit $test_rc ($(( $(date +%s) - start )) s)"
 
+if [ $sweep -eq 1 ]; then  # design variants of the decode GEMV (bench/kernels_cuda/gemv_sweep.cu)
+  timeout 120 "$build/bench/kernels_cuda/gemv_sweep" >"$out/gemv_sweep.log" 2>&1
+  echo "gemv sweep: exit $?"
+  tail -60 "$out/gemv_sweep.log"
+fi
+
 if [ $bench -eq 1 ]; then
   if [ $kernel_bench -eq 1 ]; then
     timeout 200 "$build/bench/kernels_cuda/bench_kernels_cuda" >"$out/bench_kernels.log" 2>&1
@@ -76,6 +83,12 @@ if [ $bench -eq 1 ]; then
     --context 512 >"$out/bench_model_nopdl.log" 2>&1
   echo "model bench (CUDA graphs, no PDL): exit $?"
   grep -v "^\[" "$out/bench_model_nopdl.log" | tail -3
+  # The norms, residual adds and SiLU-and-mul folded into the batch-1 GEMVs (gemv.cu): its A/B.
+  PAGODA_DISABLE_GEMV_FUSION=1 timeout 100 "$build/bench/model/bench_decode" \
+    .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
+    --context 512 >"$out/bench_model_nofusion.log" 2>&1
+  echo "model bench (CUDA graphs, no GEMV fusion): exit $?"
+  grep -v "^\[" "$out/bench_model_nofusion.log" | tail -3
   PAGODA_ENFORCE_EAGER=1 timeout 150 "$build/bench/model/bench_decode" "${model[@]}" \
     >"$out/bench_model_eager.log" 2>&1
   echo "model bench (eager): exit $?"

@@ -160,10 +160,15 @@ TEST(GoldenGpu, DeviceSamplingMatchesTheHostSampler) {
   const std::span<float> returned = model->forward_sample(batch, draws, tokens, logprobs);
   EXPECT_EQ(returned.size(), static_cast<size_t>(num_seqs * vocab)) << "row 7 needs its logits";
   EXPECT_EQ(tokens[num_seqs - 1], -1);
+  // The device drew from the second pass's logits, which it also returned (row 7 needs them): the
+  // CPU reference samples those, and the two passes must agree bit for bit (a forward that is not
+  // reproducible would otherwise show up as a sampler mismatch on near-ties).
+  ASSERT_TRUE(std::equal(host.begin(), host.end(), returned.begin(), returned.end()))
+      << "the same batch run twice gave different logits";
   for (int s = 0; s < num_seqs - 1; ++s) {
     const SamplingParams& p = params[static_cast<size_t>(s)];
     const std::vector<int32_t>& h = prompts[static_cast<size_t>(s)];
-    std::vector<float> row(host.begin() + s * vocab, host.begin() + (s + 1) * vocab);
+    std::vector<float> row(returned.begin() + s * vocab, returned.begin() + (s + 1) * vocab);
     std::vector<float> lp(row.size());
     log_softmax(row, lp);
     SamplingParams greedy = p;

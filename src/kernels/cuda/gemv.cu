@@ -9,7 +9,16 @@
 // the accumulator array, rows >= m are skipped. The first round's weight loads are issued before
 // the wait for the previous kernel (below): W must therefore not be written by the kernel just
 // before the GEMV in the stream (model weights are constant while the model runs).
+//
+// Fusions (GemvFusion): an RMSNorm of x costs only the sum of x^2 over loads the kernel makes
+// anyway (the 1/rms factor is applied to the finished dot products), a residual add is a read of y
+// by the thread that writes it, and SiLU-and-mul needs the gate and up rows of an output column in
+// the same block, so a gated block owns 2 output columns (4 W rows: 2 gate, 2 up). Each saves one
+// kernel per use, a few microseconds each at batch 1.
+#include <type_traits>
+
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/linear.h"
 
 namespace pagoda::cuda {
@@ -38,22 +47,72 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __hal
   }
 }
 
-template <typename T, int M>
+// What a launch fuses (GemvFusion, decoded once on the host); every flag is uniform over the grid.
+struct GemvParams {
+  const void* norm_weight;  // non-null: x rows are RMS-normalised on load
+  float norm_eps;
+  GemvEpilogue epilogue;
+  int64_t out_cols;  // columns of y: n, or n / 2 when gated
+  // kRopeCache: y is [m, (heads + 2 kv heads) * head_dim] of q, k, v (see GemvRope).
+  GemvRope rope;
+  int64_t rope_blocks;  // blocks of (head, pair, pair + 1) in the q and k columns; then v blocks
+};
+
+__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
+
+// sin and cos of the fp32 angle a, as sincosf(a) to ~1e-6 for |a| up to 1e6 (positions of 1e5 and
+// more): the reduction to [-pi, pi] in double is exact enough (the error of k * 2pi stays below
+// 1e-9) and the intrinsics are accurate there. sincosf keeps a Payne-Hanek path for huge arguments
+// whose registers the whole kernel would pay for (74 instead of 64: three blocks per SM, not four).
+__device__ __forceinline__ void rope_sincos(float a, float* s, float* c) {
+  constexpr double kTwoPi = 6.283185307179586;
+  const double x = static_cast<double>(a);
+  __sincosf(static_cast<float>(x - rint(x * (1.0 / kTwoPi)) * kTwoPi), s, c);
+}
+
+// W row c (< kCols) of the rows (= y columns, except when gated) that block b owns:
+//   plain: b*4 .. b*4 + 3 (clamped to n - 1: the clamped ones are computed, never stored);
+//   gated: gate rows j0, j0 + 1 and up rows out_cols + j0, out_cols + j0 + 1, with j0 = 2b;
+//   rope: in the q/k columns, rows e, e + 1, e + half, e + half + 1 of one head (the rotation's two
+//   pairs); past them, v columns 4 at a time.
+template <GemvEpilogue E>
+__device__ __forceinline__ int64_t block_row(const GemvParams& p, int64_t n, int c) {
+  const int64_t b = blockIdx.x;
+  if constexpr (E == GemvEpilogue::kGatedSilu) {
+    return (c >= kCols / 2 ? p.out_cols : 0) + min(2 * b + c % 2, p.out_cols - 1);
+  } else if constexpr (E == GemvEpilogue::kRopeCache) {
+    if (b < p.rope_blocks) {  // 32-bit division: a 64-bit one costs ~10 registers
+      const int d = p.rope.layout.head_dim, half = d / 2, units = half / 2;
+      const int bi = static_cast<int>(b), head = bi / units, e = (bi % units) * 2;
+      return static_cast<int64_t>(head) * d + (c >= 2 ? half : 0) + e + c % 2;
+    }
+  }
+  return min(b * kCols + c, n - 1);  // rope's v blocks: b * kCols is past the q and k columns too
+}
+
+template <typename T, int M, bool kNorm, GemvEpilogue E>
 __global__ void __launch_bounds__(kThreads)
     gemv_kernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
-                T* __restrict__ y, int m, int64_t k, int64_t n) {
-  __shared__ float partial[kThreads / 32][M * kCols];
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
+                T* __restrict__ y, int m, int64_t k, int64_t n, GemvParams p) {
+  // Per warp: M x kCols dot products, then M sums of squares of x when normalising.
+  __shared__ float partial[kThreads / 32][M * (kCols + 1)];
+  const T* __restrict__ gamma = static_cast<const T*>(p.norm_weight);  // non-null iff kNorm
+  // The rows are recomputed where needed instead of kept live across the main loop: at m = 1
+  // four blocks per SM need <= 64 registers (a limit forced by __launch_bounds__ instead costs 15%:
+  // the compiler then serialises the weight loads).
   const int64_t chunks = k / 8;
   const T* wrow[kCols];
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) wrow[c] = w + min(n0 + c, n - 1) * k;  // clamped, not stored
+  for (int c = 0; c < kCols; ++c) wrow[c] = w + block_row<E>(p, n, c) * k;
 
   float acc[M][kCols];
+  float sumsq[M];
 #pragma unroll
-  for (int i = 0; i < M; ++i)
+  for (int i = 0; i < M; ++i) {
+    sumsq[i] = 0.0f;
 #pragma unroll
     for (int c = 0; c < kCols; ++c) acc[i][c] = 0.0f;
+  }
 
   uint4 wv[kUnroll][kCols];
   auto load_w = [&](int64_t base) {
@@ -70,6 +129,23 @@ __global__ void __launch_bounds__(kThreads)
   // blocks resident early). x, which the previous kernel writes, is read after the wait.
   load_w(threadIdx.x);
   begin_dependent_kernel();
+  // The epilogue's own reads (the residual, the bias) are issued now, so that their latency hides
+  // under the weight stream instead of adding to the block's tail.
+  const int out_i = threadIdx.x / kCols, out_c = threadIdx.x % kCols;
+  const bool writer = threadIdx.x < M * kCols && out_i < m;
+  // Paired epilogues (gated, rope): thread c < 2 finishes W rows c and c + 2 (gate and up, or the
+  // two halves of a rotation) and loads the inputs of both.
+  const bool paired = E == GemvEpilogue::kGatedSilu ||
+                      (E == GemvEpilogue::kRopeCache && blockIdx.x < p.rope_blocks);
+  float prior = 0.0f, prior_pair = 0.0f;
+  if (writer) {
+    const int64_t row = block_row<E>(p, n, out_c);
+    if (bias != nullptr) {
+      prior = to_float(bias[row]);
+      if (paired && out_c < 2) prior_pair = to_float(bias[block_row<E>(p, n, out_c + 2)]);
+    }
+    if (E == GemvEpilogue::kAccumulate) prior += to_float(y[out_i * n + row]);
+  }
   for (int64_t base = threadIdx.x; base < chunks; base += kThreads * kUnroll) {
     if (base != threadIdx.x) load_w(base);
 #pragma unroll
@@ -79,11 +155,22 @@ __global__ void __launch_bounds__(kThreads)
       float wf[kCols][8];
 #pragma unroll
       for (int c = 0; c < kCols; ++c) unpack8(wv[u][c], wf[c], T{});
+      float gf[8];
+      if (kNorm) unpack8(__ldg(reinterpret_cast<const uint4*>(gamma + ch * 8)), gf, T{});
 #pragma unroll
       for (int i = 0; i < M; ++i) {
         if (i >= m) break;
         float xf[8];
         unpack8(__ldg(reinterpret_cast<const uint4*>(x + i * k + ch * 8)), xf, T{});
+        // RMSNorm folded in: sum_k (x_k / rms) g_k w_k = (sum_k x_k g_k w_k) / rms, and rms needs
+        // only the sum of x_k^2, accumulated from the same loads.
+        if (kNorm) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) {
+            sumsq[i] = fmaf(xf[j], xf[j], sumsq[i]);
+            xf[j] *= gf[j];
+          }
+        }
 #pragma unroll
         for (int c = 0; c < kCols; ++c)
 #pragma unroll
@@ -94,58 +181,150 @@ __global__ void __launch_bounds__(kThreads)
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 #pragma unroll
-  for (int i = 0; i < M; ++i)
+  for (int i = 0; i < M; ++i) {
 #pragma unroll
     for (int c = 0; c < kCols; ++c) {
       const float s = warp_sum(acc[i][c]);
       if (lane == 0) partial[warp][i * kCols + c] = s;
     }
-  __syncthreads();
-  if (threadIdx.x < M * kCols) {
-    const int i = threadIdx.x / kCols, c = threadIdx.x % kCols;
-    const int64_t col = n0 + c;
-    if (i < m && col < n) {
-      float s = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][threadIdx.x];
-      if (bias != nullptr) s += to_float(bias[col]);
-      y[i * n + col] = from_float<T>(s);
+    if (kNorm) {
+      const float s = warp_sum(sumsq[i]);
+      if (lane == 0) partial[warp][M * kCols + i] = s;
     }
   }
+  __syncthreads();
+  if (!writer || (paired && out_c >= 2)) return;
+  // The warps' partials of one slot, summed in a fixed order (deterministic).
+  auto total = [&](int slot) {
+    float s = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][slot];
+    return s;
+  };
+  const int i = out_i, c = out_c;
+  const float scale =
+      kNorm ? rsqrtf(total(M * kCols + i) / static_cast<float>(k) + p.norm_eps) : 1.0f;
+  const float value = total(i * kCols + c) * scale + prior;
+  if (paired || E == GemvEpilogue::kRopeCache) {
+    const float other = paired ? total(i * kCols + c + 2) * scale + prior_pair : 0.0f;
+    if (E == GemvEpilogue::kGatedSilu) {
+      const int64_t col = 2 * static_cast<int64_t>(blockIdx.x) + c;
+      if (c < 2 && col < p.out_cols) y[i * p.out_cols + col] = from_float<T>(silu(value) * other);
+      return;
+    }
+    const GemvRope& r = p.rope;
+    const int64_t slot = r.slot_mapping[i];
+    const int d = r.layout.head_dim;
+    if (paired) {
+      const int row = static_cast<int>(block_row<E>(p, n, c));  // row + d / 2 is its pair's
+      const int head = row / d, e = row % d;
+      float sn, cs;
+      rope_sincos(static_cast<float>(r.positions[i]) * r.inv_freq[e], &sn, &cs);
+      const T ra = from_float<T>(value * cs - other * sn),
+              rb = from_float<T>(other * cs + value * sn);
+      y[i * n + row] = ra;
+      y[i * n + row + d / 2] = rb;
+      if (head >= r.num_heads && slot >= 0) {
+        T* kc = static_cast<T*>(r.key_cache) + kv_cache_offset(r.layout, slot, head - r.num_heads);
+        kc[e] = ra;
+        kc[e + d / 2] = rb;
+      }
+      return;
+    }
+    const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + c;  // a v column
+    if (col >= n) return;
+    const T v = from_float<T>(value);
+    y[i * n + col] = v;
+    if (slot >= 0) {
+      const int j = static_cast<int>(col) - (r.num_heads + r.layout.num_kv_heads) * d;
+      static_cast<T*>(r.value_cache)[kv_cache_offset(r.layout, slot, j / d) + j % d] = v;
+    }
+    return;
+  }
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + c;
+  if (col < n) y[i * n + col] = from_float<T>(value);
 }
 
 template <typename T>
 cudaError_t launch_gemv(const T* x, int m, int64_t k, const T* w, int64_t n, const T* bias, T* y,
-                        cudaStream_t stream) {
-  const int64_t blocks = (n + kCols - 1) / kCols;
+                        const GemvParams& p, cudaStream_t stream) {
+  const int64_t cols_per_block = p.epilogue == GemvEpilogue::kGatedSilu ? kCols / 2 : kCols;
+  const int64_t blocks = (p.out_cols + cols_per_block - 1) / cols_per_block;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks));
-  // The one dispatch point of the GEMV family: five accumulator shapes per dtype.
-  if (m == 1)
-    launch_kernel(gemv_kernel<T, 1>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
-  else if (m == 2)
-    launch_kernel(gemv_kernel<T, 2>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
-  else if (m <= 4)
-    launch_kernel(gemv_kernel<T, 4>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
-  else if (m <= 8)
-    launch_kernel(gemv_kernel<T, 8>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
-  else
-    launch_kernel(gemv_kernel<T, 16>, grid, kThreads, 0, stream, x, w, bias, y, m, k, n);
+  // The one dispatch point of the GEMV family. Plain products: five accumulator shapes per dtype.
+  // Fused ones (a norm or an epilogue, each a compile-time variant so that the plain kernel keeps
+  // its registers for W): m = 1 (decode) and m <= 16.
+  auto fused = [&](auto e) {
+    constexpr GemvEpilogue E = decltype(e)::value;
+    auto go = [&](auto kernel) {
+      return launch_kernel(kernel, grid, kThreads, 0, stream, x, w, bias, y, m, k, n, p);
+    };
+    if (p.norm_weight != nullptr)
+      return m == 1 ? go(gemv_kernel<T, 1, true, E>) : go(gemv_kernel<T, 16, true, E>);
+    return m == 1 ? go(gemv_kernel<T, 1, false, E>) : go(gemv_kernel<T, 16, false, E>);
+  };
+  using Epi = GemvEpilogue;
+  if (p.epilogue == Epi::kAccumulate)
+    fused(std::integral_constant<Epi, Epi::kAccumulate>{});
+  else if (p.epilogue == Epi::kGatedSilu)
+    fused(std::integral_constant<Epi, Epi::kGatedSilu>{});
+  else if (p.epilogue == Epi::kRopeCache)
+    fused(std::integral_constant<Epi, Epi::kRopeCache>{});
+  else if (p.norm_weight != nullptr)
+    fused(std::integral_constant<Epi, Epi::kStore>{});
+  else {
+    auto go = [&](auto kernel) {
+      return launch_kernel(kernel, grid, kThreads, 0, stream, x, w, bias, y, m, k, n, p);
+    };
+    constexpr Epi S = Epi::kStore;
+    if (m == 1)
+      go(gemv_kernel<T, 1, false, S>);
+    else if (m == 2)
+      go(gemv_kernel<T, 2, false, S>);
+    else if (m <= 4)
+      go(gemv_kernel<T, 4, false, S>);
+    else if (m <= 8)
+      go(gemv_kernel<T, 8, false, S>);
+    else
+      go(gemv_kernel<T, 16, false, S>);
+  }
   return cudaGetLastError();
 }
 
 }  // namespace
 
-cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
-                        const void* bias, void* y, DType dtype, cudaStream_t stream) {
+cudaError_t linear_gemv_fused(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                              const void* bias, void* y, const GemvFusion& fusion, DType dtype,
+                              cudaStream_t stream) {
   if (n <= 0 || m <= 0) return m == 0 || n == 0 ? cudaSuccess : cudaErrorInvalidValue;
   if (m > kGemvLimitM || k <= 0 || k % 8 != 0 || !aligned16(x) || !aligned16(w))
     return cudaErrorInvalidValue;
+  const bool gated = fusion.epilogue == GemvEpilogue::kGatedSilu;
+  if (gated && n % 2 != 0) return cudaErrorInvalidValue;
+  if (fusion.norm_weight != nullptr && !aligned16(fusion.norm_weight)) return cudaErrorInvalidValue;
+  int64_t rope_blocks = 0;
+  if (fusion.epilogue == GemvEpilogue::kRopeCache) {
+    const GemvRope& r = fusion.rope;
+    const int64_t d = r.layout.head_dim, kvh = r.layout.num_kv_heads;
+    if (d <= 0 || d % 4 != 0 || kvh <= 0 || r.num_heads <= 0 || n != (r.num_heads + 2 * kvh) * d ||
+        r.positions == nullptr || r.inv_freq == nullptr || r.slot_mapping == nullptr ||
+        r.key_cache == nullptr || r.value_cache == nullptr || r.layout.block_size <= 0)
+      return cudaErrorInvalidValue;
+    rope_blocks = (r.num_heads + kvh) * d / kCols;
+  }
+  const GemvParams p{fusion.norm_weight, fusion.norm_eps, fusion.epilogue,
+                     gated ? n / 2 : n,  fusion.rope,     rope_blocks};
   PAGODA_DISPATCH_HALF(dtype, {
     return launch_gemv(static_cast<const scalar_t*>(x), static_cast<int>(m), k,
                        static_cast<const scalar_t*>(w), n, static_cast<const scalar_t*>(bias),
-                       static_cast<scalar_t*>(y), stream);
+                       static_cast<scalar_t*>(y), p, stream);
   });
+}
+
+cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                        const void* bias, void* y, DType dtype, cudaStream_t stream) {
+  return linear_gemv_fused(x, m, k, w, n, bias, y, GemvFusion{}, dtype, stream);
 }
 
 }  // namespace pagoda::cuda

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/dtype.h"
+#include "kernels/cuda/kv_cache.h"
 
 namespace pagoda::cuda {
 
@@ -47,6 +48,43 @@ inline constexpr int64_t kGemvLimitM = 16;
 /// x, w 16-byte aligned; otherwise returns cudaErrorInvalidValue.
 cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
                         const void* bias, void* y, DType dtype, cudaStream_t stream);
+
+/// What linear_gemv_fused folds around the product (decode at batch 1 runs a decoder layer's
+/// norms, residual adds and SiLU-and-mul inside its projections instead of as separate kernels).
+enum class GemvEpilogue : uint8_t {
+  kStore,       // y = x w^T + bias
+  kAccumulate,  // y += x w^T + bias: the residual add, in place (y is read, then written)
+  kGatedSilu,   // w = [gate; up] ([n, k], n even); y[m, n / 2] = silu(gate + b) * (up + b)
+  kRopeCache,   // w = [q; k; v]: y = x w^T + b with q and k rotated, k and v written to the cache
+};
+/// kRopeCache's inputs: what rope_and_cache (rope.h) does after the qkv projection, done by the
+/// projection itself. y: [m, (num_heads + 2 * num_kv_heads) * head_dim] = n; q and k are rotated
+/// in the rotate-half convention at angle float(positions[r]) * inv_freq[i] (full-precision
+/// sincosf), then row r's k and v go to slot slot_mapping[r] (< 0: not cached). head_dim % 4 == 0.
+struct GemvRope {
+  const int32_t* positions = nullptr;     // [m]
+  const float* inv_freq = nullptr;        // [head_dim / 2] fp32, scaling applied
+  const int64_t* slot_mapping = nullptr;  // [m]
+  void* key_cache = nullptr;              // KVCacheLayout, dtype
+  void* value_cache = nullptr;            // KVCacheLayout, dtype
+  KVCacheLayout layout;
+  int num_heads = 0;
+};
+struct GemvFusion {
+  // Non-null: x is RMS-normalised first, y = (x / rms(x) * norm_weight) w^T, with
+  // rms(x) = sqrt(mean(x^2) + norm_eps) over the k elements of each row; norm_weight: [k] in dtype,
+  // 16-byte aligned. The normalised x is never rounded to dtype (the unfused path rounds it once).
+  const void* norm_weight = nullptr;
+  float norm_eps = 0.0f;
+  GemvEpilogue epilogue = GemvEpilogue::kStore;
+  GemvRope rope;  // kRopeCache only
+};
+
+/// linear_gemv with a GemvFusion: same requirements, plus n even for kGatedSilu and a consistent
+/// GemvRope for kRopeCache. y must not alias x or w (kAccumulate reads and writes y itself).
+cudaError_t linear_gemv_fused(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                              const void* bias, void* y, const GemvFusion& fusion, DType dtype,
+                              cudaStream_t stream);
 
 /// The cuBLASLt path alone (any shape). cuBLAS errors map to cudaErrorNotSupported (no algorithm)
 /// or cudaErrorUnknown.

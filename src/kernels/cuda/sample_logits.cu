@@ -167,6 +167,17 @@ __device__ __forceinline__ int block_argmax(float best, int best_i, Shared& s) {
   return best_i;
 }
 
+/// Inclusive prefix sum over the 32 lanes of a full warp (lane l gets v_0 + ... + v_l).
+template <typename V>
+__device__ __forceinline__ V warp_inclusive_sum(V v) {
+  const int lane = static_cast<int>(threadIdx.x & 31);
+  for (int o = 1; o < 32; o <<= 1) {
+    const V n = __shfl_up_sync(kFull, v, o);
+    if (lane >= o) v += n;
+  }
+  return v;
+}
+
 /// The k-th largest key among the members (k >= 1, at most the number of members), as a
 /// threshold: exactly k members have key >= the result. key_of(v, &key) says whether token v is a
 /// member and its key. Radix select from the top digit; each pass histograms the members that
@@ -200,11 +211,7 @@ __device__ u64 select_kth(int vocab, int k, KeyOf key_of, Shared& s) {
         c[j] = s.hist[255 - lane * 8 - j];
         sum += c[j];
       }
-      int incl = sum;
-      for (int o = 1; o < 32; o <<= 1) {
-        const int n = __shfl_up_sync(kFull, incl, o);
-        if (lane >= o) incl += n;
-      }
+      const int incl = warp_inclusive_sum(sum);
       const int excl = incl - sum;
       if (excl < remaining && remaining <= incl) {
         int acc = excl;
@@ -597,16 +604,8 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
               lane_mass += bin_mass[lane * kPerLane + j];
               lane_count += bin_count[lane * kPerLane + j];
             }
-            u64 incl = lane_mass;
-            int incl_count = lane_count;
-            for (int o = 1; o < 32; o <<= 1) {
-              const u64 n = __shfl_up_sync(kFull, incl, o);
-              const int nc = __shfl_up_sync(kFull, incl_count, o);
-              if (lane >= o) {
-                incl += n;
-                incl_count += nc;
-              }
-            }
+            const u64 incl = warp_inclusive_sum(lane_mass);
+            const int incl_count = warp_inclusive_sum(lane_count);
             const u64 total = __shfl_sync(kFull, incl, 31);
             const double target_q = static_cast<double>(p.top_p) * static_cast<double>(total);
             const unsigned reaches = __ballot_sync(kFull, static_cast<double>(incl) >= target_q);

@@ -178,6 +178,10 @@ class CudaDecoderModel final : public Model {
     graphs_enabled_ = eager == nullptr || std::string(eager) == "0";
     const char* host_sampling = std::getenv("PAGODA_HOST_SAMPLING");  // A/B against the CPU
     device_sampling_ = host_sampling == nullptr || std::string(host_sampling) == "0";
+    const char* no_fusion = std::getenv("PAGODA_DISABLE_GEMV_FUSION");
+    fuse_small_steps_ = (no_fusion == nullptr || std::string(no_fusion) == "0") &&
+                        config.hidden_size % 8 == 0 && config.q_size() % 8 == 0 &&
+                        config.intermediate_size % 8 == 0;
     const std::vector<float> inv_freq = rope_inv_freq(config_.rope, config_.head_dim);
     inv_freq_ = DeviceBuffer(inv_freq.size() * sizeof(float));
     PAGODA_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
@@ -262,6 +266,18 @@ class CudaDecoderModel final : public Model {
               const DeviceBuffer& bias, void* y) {
     PAGODA_CUDA_CHECK(cuda::linear(blas_, x, m, k, w.get(), n, bias.get(), y, dtype_, stream_));
   }
+  cuda::GemvFusion fusion(const DeviceBuffer& norm_weight, cuda::GemvEpilogue epilogue) const {
+    cuda::GemvFusion f;
+    f.norm_weight = norm_weight.get();
+    f.norm_eps = static_cast<float>(config_.rms_norm_eps);
+    f.epilogue = epilogue;
+    return f;
+  }
+  void gemv_fused(const void* x, int64_t m, int64_t k, const DeviceBuffer& w, int64_t n,
+                  const DeviceBuffer& bias, void* y, const cuda::GemvFusion& f) {
+    PAGODA_CUDA_CHECK(
+        cuda::linear_gemv_fused(x, m, k, w.get(), n, bias.get(), y, f, dtype_, stream_));
+  }
 
   ModelConfig config_;
   bool qkv_bias_, o_bias_, qk_norm_;
@@ -296,6 +312,9 @@ class CudaDecoderModel final : public Model {
   static constexpr int64_t kMaxGraphTokens = 256;
   bool graphs_enabled_ = true;
   bool device_sampling_ = true;  // PAGODA_HOST_SAMPLING=1: every row goes back to the host
+  // Whether steps of at most kGemvMaxM tokens run the fused GEMVs (run_kernels): every projection's
+  // k a multiple of 8 (the GEMV's 16-byte loads); PAGODA_DISABLE_GEMV_FUSION=1 turns it off (A/B).
+  bool fuse_small_steps_ = false;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   // A decode batch padded to its graph bucket (pad_to_graph_bucket).
   struct PaddedBatch {
@@ -664,19 +683,42 @@ void CudaDecoderModel::run_kernels(const ForwardBatch& b, const StepInputs& in,
   void* hidden = act_.hidden.get();
   void* normed = act_.normed.get();
   char* qkv = act_.qkv.as<char>();
+  // Small steps (batch-1 decode) fold the norms, residual adds and SiLU-and-mul into the GEMVs:
+  // 6 kernels per layer instead of 10 (with the RoPE below). The residual stream is then always
+  // complete in `residual`; otherwise the last projection's output waits in `hidden` for the next
+  // add_rms_norm.
+  const bool fused = fuse_small_steps_ && T <= cuda::kGemvMaxM;
+  // ... and RoPE with the cache write into the qkv GEMV, unless the per-head q/k norms (Qwen3) must
+  // come between them. Its pairs (i, i + head_dim / 2) go two by two: head_dim % 4 == 0.
+  const bool fused_rope = fused && !qk_norm_ && c.head_dim % 4 == 0;
 
   PAGODA_CUDA_CHECK(
       cuda::embedding(in.ids, T, embed_tokens_.get(), c.vocab_size, h, residual, dtype_, stream_));
   for (int l = 0; l < c.num_layers; ++l) {
     const LayerWeights& w = layers_[static_cast<size_t>(l)];
-    if (l == 0) {
-      PAGODA_CUDA_CHECK(
-          cuda::rms_norm(residual, w.input_norm.get(), T, h, eps, normed, dtype_, stream_));
+    if (fused) {
+      cuda::GemvFusion f = fusion(w.input_norm, cuda::GemvEpilogue::kStore);
+      if (fused_rope) {
+        f.epilogue = cuda::GemvEpilogue::kRopeCache;
+        f.rope.positions = in.positions;
+        f.rope.inv_freq = inv_freq_.as<float>();
+        f.rope.slot_mapping = in.slots;
+        f.rope.key_cache = keys_[static_cast<size_t>(l)].get();
+        f.rope.value_cache = values_[static_cast<size_t>(l)].get();
+        f.rope.layout = layout_;
+        f.rope.num_heads = c.num_heads;
+      }
+      gemv_fused(residual, T, h, w.qkv, qkv_width, w.qkv_bias, qkv, f);
     } else {
-      PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, w.input_norm.get(), T, h, eps, normed,
-                                           dtype_, stream_));
+      if (l == 0) {
+        PAGODA_CUDA_CHECK(
+            cuda::rms_norm(residual, w.input_norm.get(), T, h, eps, normed, dtype_, stream_));
+      } else {
+        PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, w.input_norm.get(), T, h, eps,
+                                             normed, dtype_, stream_));
+      }
+      linear(normed, T, h, w.qkv, qkv_width, w.qkv_bias, qkv);
     }
-    linear(normed, T, h, w.qkv, qkv_width, w.qkv_bias, qkv);
     int64_t q_stride = qkv_width, k_stride = qkv_width;
     void* q_ptr = qkv;
     void* k_ptr = qkv + static_cast<size_t>(q) * es;
@@ -716,7 +758,7 @@ void CudaDecoderModel::run_kernels(const ForwardBatch& b, const StepInputs& in,
     rp.num_heads = c.num_heads;
     rp.layout = layout_;
     rp.dtype = dtype_;
-    PAGODA_CUDA_CHECK(cuda::rope_and_cache(rp, stream_));
+    if (!fused_rope) PAGODA_CUDA_CHECK(cuda::rope_and_cache(rp, stream_));  // else: in the GEMV
 
     cuda::PagedAttentionParams ap;
     ap.q = q_ptr;
@@ -739,6 +781,17 @@ void CudaDecoderModel::run_kernels(const ForwardBatch& b, const StepInputs& in,
     PAGODA_CUDA_CHECK(
         cuda::paged_attention(ap, plan, limits_, attention_workspace_.get(), stream_));
 
+    if (fused) {
+      // The residual stream is updated in place by the o and down projections; the MLP's norm
+      // and SiLU-and-mul run inside the gate/up projection.
+      gemv_fused(act_.attn.get(), T, q, w.o, h, w.o_bias, residual,
+                 fusion(DeviceBuffer(), cuda::GemvEpilogue::kAccumulate));
+      gemv_fused(residual, T, h, w.gate_up, 2 * inter, w.gate_up_bias, act_.act.get(),
+                 fusion(w.post_attention_norm, cuda::GemvEpilogue::kGatedSilu));
+      gemv_fused(act_.act.get(), T, inter, w.down, h, w.down_bias, residual,
+                 fusion(DeviceBuffer(), cuda::GemvEpilogue::kAccumulate));
+      continue;
+    }
     linear(act_.attn.get(), T, q, w.o, h, w.o_bias, hidden);
     PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, w.post_attention_norm.get(), T, h, eps,
                                          normed, dtype_, stream_));
@@ -749,8 +802,13 @@ void CudaDecoderModel::run_kernels(const ForwardBatch& b, const StepInputs& in,
     linear(act_.act.get(), T, inter, w.down, h, w.down_bias, hidden);
   }
   if (L == 0) return;
-  PAGODA_CUDA_CHECK(
-      cuda::add_rms_norm(residual, hidden, final_norm_.get(), T, h, eps, normed, dtype_, stream_));
+  if (fused) {
+    PAGODA_CUDA_CHECK(
+        cuda::rms_norm(residual, final_norm_.get(), T, h, eps, normed, dtype_, stream_));
+  } else {
+    PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, final_norm_.get(), T, h, eps, normed,
+                                         dtype_, stream_));
+  }
   // Only the rows whose logits are wanted go through the LM head.
   PAGODA_CUDA_CHECK(cuda::gather_rows(normed, in.logits_rows, L, h * static_cast<int64_t>(es),
                                       gathered_.get(), stream_));

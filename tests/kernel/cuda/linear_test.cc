@@ -5,9 +5,16 @@
 // linear_fallback always), with and without bias, in bf16 and f16.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
 #include "cuda_test_util.h"
 #include "kernels/cpu/linear.h"
+#include "kernels/cpu/norm.h"
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/rope.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -75,6 +82,175 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
   blas_context_destroy(&ctx);
 }
 
+// linear_gemv_fused against the unfused CPU composition: rms_norm then linear (the normalised x
+// kept in fp32), then the epilogue (residual add, or silu(gate) * up over W = [gate; up]).
+TEST(CudaLinear, GemvFusionsMatchTheUnfusedCpuComposition) {
+  REQUIRE_GPU();
+  ThreadPool pool(8);
+  const KN shapes[] = {{64, 48}, {1000, 258}, {4096, 512}, {64, 344}, {8, 24}, {128, 8}};
+  const float eps = 1e-5f;
+  uint32_t seed = 500;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (const KN s : shapes) {
+      for (int64_t m : {1, 2, 3, 16}) {
+        const HalfData x = random_half(m * s.k, dt, seed++, -2.0f, 2.0f);
+        const HalfData w = random_half(s.n * s.k, dt, seed++, -0.5f, 0.5f);
+        const HalfData bias = random_half(s.n, dt, seed++);
+        const HalfData gamma = random_half(s.k, dt, seed++, 0.5f, 1.5f);
+        const HalfData residual = random_half(m * s.n, dt, seed++, -4.0f, 4.0f);
+        std::vector<uint8_t> wbytes(w.bits.size() * 2);
+        std::memcpy(wbytes.data(), w.bits.data(), wbytes.size());
+        DeviceBuffer dx = to_device(x.bits), dw = to_device(w.bits), db = to_device(bias.bits);
+        DeviceBuffer dg = to_device(gamma.bits), dy(m * s.n * 2);
+        std::vector<float> normed(m * s.k);
+        cpu::rms_norm(x.values.data(), gamma.values.data(), m, s.k, eps, normed.data(), pool);
+        for (bool norm : {false, true}) {
+          for (GemvEpilogue epi :
+               {GemvEpilogue::kStore, GemvEpilogue::kAccumulate, GemvEpilogue::kGatedSilu}) {
+            for (bool with_bias : {false, true}) {
+              SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " m=" << m << " k=" << s.k
+                                                << " n=" << s.n << " norm=" << norm << " epilogue="
+                                                << static_cast<int>(epi) << " bias=" << with_bias);
+              std::vector<float> full(m * s.n);
+              cpu::linear(norm ? normed.data() : x.values.data(), m, s.k, wbytes.data(), dt, s.n,
+                          with_bias ? bias.values.data() : nullptr, full.data(), pool);
+              const int64_t out_cols = epi == GemvEpilogue::kGatedSilu ? s.n / 2 : s.n;
+              std::vector<float> ref(m * out_cols);
+              for (int64_t i = 0; i < m; ++i) {
+                for (int64_t c = 0; c < out_cols; ++c) {
+                  const float v = full[i * s.n + c];
+                  if (epi == GemvEpilogue::kStore) ref[i * out_cols + c] = v;
+                  if (epi == GemvEpilogue::kAccumulate)
+                    ref[i * out_cols + c] = residual.values[i * s.n + c] + v;
+                  if (epi == GemvEpilogue::kGatedSilu)
+                    ref[i * out_cols + c] =
+                        v / (1.0f + std::exp(-v)) * full[i * s.n + out_cols + c];
+                }
+              }
+              if (epi == GemvEpilogue::kAccumulate) {
+                CUDA_OK(cudaMemcpy(dy.get(), residual.bits.data(), residual.bits.size() * 2,
+                                   cudaMemcpyHostToDevice));
+              } else {
+                poison(dy);
+              }
+              GemvFusion f;
+              f.norm_weight = norm ? dg.get() : nullptr;
+              f.norm_eps = eps;
+              f.epilogue = epi;
+              CUDA_OK(linear_gemv_fused(dx.get(), m, s.k, dw.get(), s.n,
+                                        with_bias ? db.get() : nullptr, dy.get(), f, dt, nullptr));
+              CUDA_OK(cudaDeviceSynchronize());
+              EXPECT_LE(
+                  normalised_error(halves_to_floats(to_host<uint16_t>(dy, m * out_cols), dt), ref),
+                  tolerance(dt));
+              if (epi == GemvEpilogue::kGatedSilu) {
+                // Nothing is written past the m x n / 2 output (poison() fills 0xff bytes).
+                const std::vector<uint16_t> all = to_host<uint16_t>(dy, m * s.n);
+                EXPECT_TRUE(std::all_of(all.begin() + m * out_cols, all.end(),
+                                        [](uint16_t v) { return v == 0xffff; }));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// kRopeCache against the unfused GPU path (the GEMV, then rope_and_cache, each tested against the
+// CPU above and in elementwise_test): the rotated q and k, the unchanged v, and both caches.
+TEST(CudaLinear, GemvRopeEpilogueMatchesRopeAndCache) {
+  REQUIRE_GPU();
+  struct Shape {
+    int heads, kv_heads, head_dim, block_size;
+    int64_t k;
+  };
+  uint32_t seed = 900;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (const Shape s : {Shape{32, 8, 128, 16, 512}, Shape{4, 2, 16, 16, 64},
+                          Shape{8, 8, 64, 5, 128}, Shape{4, 1, 24, 3, 64}}) {
+      for (int64_t m : {1, 3}) {
+        for (bool norm : {false, true}) {
+          for (bool with_bias : {false, true}) {
+            SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " heads=" << s.heads << "/"
+                                              << s.kv_heads << " d=" << s.head_dim << " m=" << m
+                                              << " norm=" << norm << " bias=" << with_bias);
+            const int d = s.head_dim;
+            const int64_t n = static_cast<int64_t>(s.heads + 2 * s.kv_heads) * d;
+            const HalfData x = random_half(m * s.k, dt, seed++, -2.0f, 2.0f);
+            const HalfData w = random_half(n * s.k, dt, seed++, -0.5f, 0.5f);
+            const HalfData bias = random_half(n, dt, seed++);
+            const HalfData gamma = random_half(s.k, dt, seed++, 0.5f, 1.5f);
+            std::vector<float> inv_freq(d / 2);
+            for (int i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(500000.0f, -2.0f * i / d);
+            std::mt19937 gen(seed++);
+            std::vector<int32_t> positions(m);
+            for (auto& p : positions) p = static_cast<int32_t>(gen() % 100000);
+            const int64_t num_blocks = (m + s.block_size - 1) / s.block_size + 2;
+            std::vector<int64_t> perm(num_blocks * s.block_size), slots(m);
+            std::iota(perm.begin(), perm.end(), 0);
+            std::shuffle(perm.begin(), perm.end(), gen);
+            for (int64_t t = 0; t < m; ++t) slots[t] = t == 1 ? -1 : perm[t];
+            const size_t cache_bytes = num_blocks * s.block_size * s.kv_heads * d * 2;
+            DeviceBuffer dx = to_device(x.bits), dw = to_device(w.bits), db = to_device(bias.bits);
+            DeviceBuffer dg = to_device(gamma.bits), dfreq = to_device(inv_freq);
+            DeviceBuffer dpos = to_device(positions), dslots = to_device(slots);
+            DeviceBuffer ref_y(m * n * 2), ref_k(cache_bytes), ref_v(cache_bytes);
+            DeviceBuffer got_y(m * n * 2), got_k(cache_bytes), got_v(cache_bytes);
+            for (const DeviceBuffer* b : {&ref_k, &ref_v, &got_k, &got_v})
+              CUDA_OK(cudaMemset(b->get(), 0, cache_bytes));
+            poison(got_y);
+            GemvFusion f;
+            f.norm_weight = norm ? dg.get() : nullptr;
+            f.norm_eps = 1e-6f;
+            const void* b = with_bias ? db.get() : nullptr;
+            CUDA_OK(
+                linear_gemv_fused(dx.get(), m, s.k, dw.get(), n, b, ref_y.get(), f, dt, nullptr));
+            RopeCacheParams rp;
+            auto* base = ref_y.as<uint16_t>();
+            rp.q = base;
+            rp.k = base + s.heads * d;
+            rp.v = base + (s.heads + s.kv_heads) * d;
+            rp.q_stride = rp.k_stride = rp.v_stride = n;
+            rp.positions = dpos.as<int32_t>();
+            rp.inv_freq = dfreq.as<float>();
+            rp.slot_mapping = dslots.as<int64_t>();
+            rp.key_cache = ref_k.get();
+            rp.value_cache = ref_v.get();
+            rp.num_tokens = m;
+            rp.num_heads = s.heads;
+            rp.layout = {num_blocks, s.block_size, s.kv_heads, d};
+            rp.dtype = dt;
+            CUDA_OK(rope_and_cache(rp, nullptr));
+
+            f.epilogue = GemvEpilogue::kRopeCache;
+            f.rope.positions = rp.positions;
+            f.rope.inv_freq = rp.inv_freq;
+            f.rope.slot_mapping = rp.slot_mapping;
+            f.rope.key_cache = got_k.get();
+            f.rope.value_cache = got_v.get();
+            f.rope.layout = rp.layout;
+            f.rope.num_heads = s.heads;
+            CUDA_OK(
+                linear_gemv_fused(dx.get(), m, s.k, dw.get(), n, b, got_y.get(), f, dt, nullptr));
+            CUDA_OK(cudaDeviceSynchronize());
+            auto floats = [&](const DeviceBuffer& buf, size_t count) {
+              return halves_to_floats(to_host<uint16_t>(buf, count), dt);
+            };
+            EXPECT_LE(normalised_error(floats(got_y, m * n), floats(ref_y, m * n)), tolerance(dt));
+            EXPECT_LE(
+                normalised_error(floats(got_k, cache_bytes / 2), floats(ref_k, cache_bytes / 2)),
+                tolerance(dt));
+            EXPECT_LE(
+                normalised_error(floats(got_v, cache_bytes / 2), floats(ref_v, cache_bytes / 2)),
+                tolerance(dt));
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(CudaLinear, GemvRejectsIllegalShapes) {
   REQUIRE_GPU();
   DeviceBuffer x(64 * 2), w(64 * 2), y(64 * 2);
@@ -84,6 +260,11 @@ TEST(CudaLinear, GemvRejectsIllegalShapes) {
             cudaErrorInvalidValue);
   EXPECT_EQ(linear_gemv(x.get(), 1, 8, w.get(), 1, nullptr, y.get(), DType::kF32, nullptr),
             cudaErrorInvalidValue);
+  GemvFusion gated;
+  gated.epilogue = GemvEpilogue::kGatedSilu;  // n must be even: gate and up halves
+  EXPECT_EQ(
+      linear_gemv_fused(x.get(), 1, 8, w.get(), 3, nullptr, y.get(), gated, DType::kBF16, nullptr),
+      cudaErrorInvalidValue);
 }
 
 }  // namespace
