@@ -77,11 +77,11 @@ if [ $bench -eq 1 ]; then
   timeout 150 "$build/bench/model/bench_decode" "${model[@]}" >"$out/bench_model.log" 2>&1
   echo "model bench (CUDA graphs for decode): exit $?"
   grep -v "^\[" "$out/bench_model.log" | tail -8
-  # Programmatic dependent launch off (kernels/cuda/common.cuh), batch 1: its A/B.
-  PAGODA_DISABLE_PDL=1 timeout 100 "$build/bench/model/bench_decode" \
+  # Programmatic dependent launch on (kernels/cuda/common.cuh; off by default), batch 1: its A/B.
+  PAGODA_PDL=1 timeout 100 "$build/bench/model/bench_decode" \
     .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
     --context 512 >"$out/bench_model_nopdl.log" 2>&1
-  echo "model bench (CUDA graphs, no PDL): exit $?"
+  echo "model bench (CUDA graphs, PDL on): exit $?"
   grep -v "^\[" "$out/bench_model_nopdl.log" | tail -3
   # The norms, residual adds and SiLU-and-mul folded into the batch-1 GEMVs (gemv.cu): its A/B.
   PAGODA_DISABLE_GEMV_FUSION=1 timeout 100 "$build/bench/model/bench_decode" \

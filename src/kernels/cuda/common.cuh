@@ -103,7 +103,7 @@ __device__ __forceinline__ void begin_dependent_kernel() {
 }
 
 /// Whether launches use programmatic dependent launch: compute capability >= 9 and
-/// PAGODA_DISABLE_PDL unset or 0 (for A/B measurements). Fixed per process at its first call.
+/// PAGODA_PDL=1 (off by default: see launch.cu). Fixed per process at its first call.
 bool dependent_launch_enabled();
 
 /// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when enabled.
