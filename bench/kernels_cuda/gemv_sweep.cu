@@ -1,6 +1,6 @@
 // gemv_sweep: standalone microbenchmark of bf16 decode-GEMV designs (y = x W^T, m = 1) on H200.
-// Built with PAGODA_CUDA=ON (target gemv_sweep, nothing from src/); bench/device/run.sh --gemv-sweep
-// runs it.
+// Built with PAGODA_CUDA=ON (target gemv_sweep; only common.cuh's helpers come from src/);
+// bench/device/run.sh --gemv-sweep runs it.
 //
 // Why: src/kernels/cuda/gemv.cu streams W at 100%+ of HBM on the big projections but only 78% on
 // o (4096x4096, 32 MB): a roughly fixed ~2 us per call of ramp-up/tail. This file times, with the
@@ -21,6 +21,8 @@
 #include <cstring>
 #include <thread>
 #include <vector>
+
+#include "kernels/cuda/common.cuh"
 
 #define CHECK_CUDA(expr)                                                                         \
   do {                                                                                           \
@@ -55,22 +57,9 @@ struct GemvArgs {
 using GemvKernel = void (*)(const bf16*, const bf16*, bf16*, int, int64_t, int64_t, float*, int*);
 
 // ---------------------------------------------------------------------------------------------
-// Helpers copied from src/kernels/cuda/common.cuh (this file must not include src/).
-
-// Streaming 16-byte load that bypasses L1 (weights are read once per call).
-__device__ __forceinline__ uint4 load_stream16(const void* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// Helpers of src/kernels/cuda/common.cuh; the kernels themselves are this file's own.
+using pagoda::cuda::load_stream16;
+using pagoda::cuda::warp_sum;
 
 // Programmatic dependent launch: wait until the previous kernel in the stream has completed and
 // its writes are visible, then let the next kernel be scheduled (it waits for us the same way).

@@ -241,7 +241,8 @@ class Lexer {
     bool is_float = false;
     if (e + 1 < src_.size() && src_[e] == '.' && is_digit(src_[e + 1])) {
       ++e;
-      text += "." + digits(is_digit);
+      text += '.';
+      text += digits(is_digit);
       is_float = true;
     }
     if (e < src_.size() && (src_[e] == 'e' || src_[e] == 'E')) {

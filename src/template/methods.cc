@@ -428,7 +428,8 @@ std::string object_type(const Value& v) { return v.is_none() ? "None" : v.type_n
 // element 0" for the others.
 Value missing_item(const Value& obj, const Value& key) {
   if (key.is_string()) {
-    return Value::undefined("'" + object_type(obj) + "' has no attribute " + to_repr(key));
+    return Value::undefined(std::string("'") + object_type(obj) + "' has no attribute " +
+                            to_repr(key));
   }
   return Value::undefined(object_type(obj) + " has no element " + to_repr(key));
 }
@@ -500,7 +501,8 @@ Value get_attr(const Value& obj, const std::string& name) {
     default:
       break;
   }
-  return Value::undefined("'" + object_type(obj) + "' has no attribute '" + name + "'");
+  return Value::undefined(std::string("'") + object_type(obj) + "' has no attribute '" + name +
+                          "'");
 }
 
 Value get_item(const Value& obj, const Value& key) {

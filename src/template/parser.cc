@@ -708,7 +708,10 @@ class Parser {
       first = false;
       auto e = make_expr(ExprKind::kFilter, cur().line);
       e->name = expect_name();
-      while (skip_op(".")) e->name += "." + expect_name();
+      while (skip_op(".")) {
+        e->name += '.';
+        e->name += expect_name();
+      }
       if (is_op("(")) parse_call_args(*e);
       e->object = std::move(node);
       node = std::move(e);

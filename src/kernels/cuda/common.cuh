@@ -85,11 +85,11 @@ __device__ __forceinline__ float block_sum(float v, float* scratch) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
-// Programmatic dependent launch (Hopper). Every kernel of this folder starts with
-// begin_dependent_kernel() and is launched by launch_kernel(), which lets the GPU start it while
-// the kernel before it in the stream is still finishing: its blocks become resident and wait at
-// griddepcontrol.wait until that kernel has completed and its writes are visible, instead of
-// paying a launch gap after it (~1-2 us per kernel boundary, ~350 boundaries per 8B decode step).
+// Programmatic dependent launch (Hopper), opt-in (PAGODA_PDL=1; see launch.cu for why it is off by
+// default). Every kernel of this folder starts with begin_dependent_kernel() and is launched by
+// launch_kernel(), which then lets the GPU start it while the kernel before it in the stream is
+// still finishing: its blocks become resident and wait at griddepcontrol.wait until that kernel
+// has completed and its writes are visible, instead of paying a launch gap after it.
 // launch_dependents lets the next kernel be scheduled as soon as all of this one's blocks have
 // started; it is safe that early because the next kernel waits for this one's completion anyway.
 

@@ -12,9 +12,11 @@
 //
 // Fusions (GemvFusion): an RMSNorm of x costs only the sum of x^2 over loads the kernel makes
 // anyway (the 1/rms factor is applied to the finished dot products), a residual add is a read of y
-// by the thread that writes it, and SiLU-and-mul needs the gate and up rows of an output column in
-// the same block, so a gated block owns 2 output columns (4 W rows: 2 gate, 2 up). Each saves one
-// kernel per use, a few microseconds each at batch 1.
+// by the thread that writes it, SiLU-and-mul needs the gate and up rows of an output column in the
+// same block (a gated block owns 2 output columns: 4 W rows, 2 gate and 2 up), and RoPE needs both
+// halves of a rotation pair (a rope block owns the pairs (e, e + d/2) and (e + 1, e + 1 + d/2) of
+// one q or k head; v columns follow, 4 per block) and then writes k and v into the paged cache.
+// Each replaces a kernel of the batch-1 decode layer (2% of a step in all; docs/engine.md).
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
