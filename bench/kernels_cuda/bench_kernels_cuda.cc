@@ -16,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_cuda.h"
 #include "core/half.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/paged_attention.h"
@@ -28,15 +29,6 @@ constexpr double kHbmTBs = 4.19;
 constexpr double kBf16Tflops = 786.0;
 constexpr int kRepeats = 15;
 constexpr size_t kRotateBytes = size_t{512} << 20;  // > 10x the 50 MB L2
-
-#define CHECK_CUDA(expr)                                                                         \
-  do {                                                                                           \
-    const cudaError_t e_ = (expr);                                                               \
-    if (e_ != cudaSuccess) {                                                                     \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                              \
-    }                                                                                            \
-  } while (0)
 
 // Random bf16 in [-1, 1) generated on the host once and replicated, never zeros.
 void* alloc_random_bf16(size_t count, uint32_t seed) {
