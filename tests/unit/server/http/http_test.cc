@@ -49,10 +49,10 @@ class HttpServerTest : public ::testing::Test {
   HttpServer& make_server(HttpServerOptions o) {
     server_ = std::make_unique<HttpServer>(std::move(o));
     server_->route("GET", "/hello", [](HttpRequest, std::shared_ptr<Responder> r) {
-      r->send({200, "text/plain", "hello"});
+      r->send({200, "text/plain", "hello", {}});
     });
     server_->route("POST", "/echo", [](HttpRequest request, std::shared_ptr<Responder> r) {
-      r->send({200, "text/plain", request.method + " " + request.target + " " + request.body});
+      r->send({200, "text/plain", request.method + " " + request.target + " " + request.body, {}});
     });
     return *server_;
   }
@@ -81,7 +81,9 @@ TEST(WireTest, ChunkFramingAndHeads) {
   EXPECT_NE(head.find("Connection: close\r\n"), std::string::npos);
   EXPECT_NE(head.find("X-A: b\r\n"), std::string::npos);
   EXPECT_TRUE(head.ends_with("\r\n\r\n"));
-  std::string chunked = serialize_head({.status = 200, .content_length = -1});
+  HeadSpec unknown_length;
+  unknown_length.content_length = -1;
+  std::string chunked = serialize_head(unknown_length);
   EXPECT_NE(chunked.find("Transfer-Encoding: chunked\r\n"), std::string::npos);
   EXPECT_EQ(chunked.find("Connection"), std::string::npos);
 }
