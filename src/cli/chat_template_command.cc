@@ -7,8 +7,6 @@
 // JSON arguments are inline JSON, or @PATH to read the JSON from a file. The render goes to stdout
 // exactly (no newline added); an error the template raises goes to stderr with exit status 1.
 #include <cstdio>
-#include <fstream>
-#include <iterator>
 #include <memory>
 #include <string>
 #include <vector>
@@ -16,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "core/mapped_file.h"
 #include "core/status.h"
 #include "template/chat_template.h"
 
@@ -32,12 +31,6 @@ struct ChatTemplateOptions {
   std::string eos_token;
   std::vector<std::string> vars;
 };
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NotFound("cannot open " + path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
 
 nlohmann::ordered_json parse_json_arg(const std::string& flag, const std::string& value) {
   const std::string text =

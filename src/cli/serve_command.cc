@@ -7,12 +7,12 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "core/logging.h"
+#include "core/mapped_file.h"
 #include "core/status.h"
 #include "engine/engine_core.h"
 #include "kv/memory_size.h"
@@ -65,12 +65,6 @@ void wait_for_signal() {
   char byte = 0;
   while (::read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
   }
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw NotFound("--chat-template: cannot open " + path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 std::chrono::milliseconds to_ms(double seconds, const char* flag) {
@@ -161,7 +155,13 @@ int run_serve(const ServeOptions& o) {
   if (so.api_key.empty()) {
     if (const char* env = std::getenv("PAGODA_API_KEY")) so.api_key = env;
   }
-  if (!o.chat_template_file.empty()) so.chat_template = read_text_file(o.chat_template_file);
+  if (!o.chat_template_file.empty()) {
+    try {
+      so.chat_template = read_text_file(o.chat_template_file);
+    } catch (const NotFound& e) {
+      throw NotFound(fmt::format("--chat-template: {}", e.what()));
+    }
+  }
   so.metrics_prefix = o.metrics_prefix;
   so.tool_call_parser = o.tool_call_parser;
   so.enable_auto_tool_choice = o.enable_auto_tool_choice;

@@ -124,9 +124,8 @@ RopeConfig parse_rope(const json& j, const std::string& source) {
   return rope;
 }
 
-}  // namespace
-
-ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
+// A config file's text as a JSON object, or InvalidArgument naming the file.
+json parse_json_object(const std::string& json_text, const std::string& source) {
   json j;
   try {
     j = json::parse(json_text);
@@ -134,6 +133,13 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
     throw InvalidArgument(fmt::format("{}: malformed JSON: {}", source, e.what()));
   }
   if (!j.is_object()) throw InvalidArgument(fmt::format("{}: must hold a JSON object", source));
+  return j;
+}
+
+}  // namespace
+
+ModelConfig parse_model_config(const std::string& json_text, const std::string& source) {
+  const json j = parse_json_object(json_text, source);
   ConfigReader r(j, source);
 
   ModelConfig c;
@@ -190,13 +196,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
 
 void apply_generation_config(const std::string& json_text, const std::string& source,
                              ModelConfig& config) {
-  json j;
-  try {
-    j = json::parse(json_text);
-  } catch (const json::parse_error& e) {
-    throw InvalidArgument(fmt::format("{}: malformed JSON: {}", source, e.what()));
-  }
-  if (!j.is_object()) throw InvalidArgument(fmt::format("{}: must hold a JSON object", source));
+  const json j = parse_json_object(json_text, source);
   ConfigReader r(j, source);
   auto eos = r.id_list("eos_token_id");
   if (!eos.empty()) config.eos_token_ids = std::move(eos);

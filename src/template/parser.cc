@@ -390,24 +390,25 @@ class Parser {
     return e;
   }
 
-  ExprPtr parse_or() {
-    ExprPtr left = parse_and();
-    while (is_name("or")) {
+  // One left-associative level: operand (op operand)*, `is_level_op` telling whether the current
+  // token is one of the level's operators (a name such as "or" or a symbol such as "+").
+  template <typename IsLevelOp>
+  ExprPtr left_assoc(ExprPtr (Parser::*operand)(), IsLevelOp is_level_op) {
+    ExprPtr left = (this->*operand)();
+    while (is_level_op()) {
+      const std::string op = cur().value;
       const int line = cur().line;
       next();
-      left = binary("or", std::move(left), parse_and(), line);
+      left = binary(op, std::move(left), (this->*operand)(), line);
     }
     return left;
   }
 
+  ExprPtr parse_or() {
+    return left_assoc(&Parser::parse_and, [&] { return is_name("or"); });
+  }
   ExprPtr parse_and() {
-    ExprPtr left = parse_not();
-    while (is_name("and")) {
-      const int line = cur().line;
-      next();
-      left = binary("and", std::move(left), parse_not(), line);
-    }
-    return left;
+    return left_assoc(&Parser::parse_not, [&] { return is_name("and"); });
   }
 
   ExprPtr parse_not() {
@@ -454,46 +455,19 @@ class Parser {
   }
 
   ExprPtr parse_math1() {
-    ExprPtr left = parse_concat();
-    while (is_op("+") || is_op("-")) {
-      const std::string op = cur().value;
-      const int line = cur().line;
-      next();
-      left = binary(op, std::move(left), parse_concat(), line);
-    }
-    return left;
+    return left_assoc(&Parser::parse_concat, [&] { return is_op("+") || is_op("-"); });
   }
-
   ExprPtr parse_concat() {
-    ExprPtr left = parse_math2();
-    while (is_op("~")) {
-      const int line = cur().line;
-      next();
-      left = binary("~", std::move(left), parse_math2(), line);
-    }
-    return left;
+    return left_assoc(&Parser::parse_math2, [&] { return is_op("~"); });
   }
-
   ExprPtr parse_math2() {
-    ExprPtr left = parse_pow();
-    while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-      const std::string op = cur().value;
-      const int line = cur().line;
-      next();
-      left = binary(op, std::move(left), parse_pow(), line);
-    }
-    return left;
+    return left_assoc(&Parser::parse_pow,
+                      [&] { return is_op("*") || is_op("/") || is_op("//") || is_op("%"); });
   }
-
   ExprPtr parse_pow() {
-    ExprPtr left = parse_unary(true);
-    while (is_op("**")) {
-      const int line = cur().line;
-      next();
-      left = binary("**", std::move(left), parse_unary(true), line);
-    }
-    return left;
+    return left_assoc(&Parser::parse_power_operand, [&] { return is_op("**"); });
   }
+  ExprPtr parse_power_operand() { return parse_unary(true); }
 
   ExprPtr parse_unary(bool with_filter) {
     DepthGuard guard(*this);

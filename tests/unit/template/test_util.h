@@ -3,23 +3,16 @@
 // renders were produced with (strftime_now formats 2024-07-26T00:00:00 local time).
 #include <chrono>
 #include <ctime>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
+#include "core/mapped_file.h"
 #include "template/evaluator.h"
 
 namespace pagoda::tmpl::testing {
 
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+inline std::string read_file(const std::string& path) { return read_text_file(path); }
 
 inline nlohmann::ordered_json read_json(const std::string& path) {
   return nlohmann::ordered_json::parse(read_file(path));

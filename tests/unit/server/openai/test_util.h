@@ -1,23 +1,16 @@
 #pragma once
 // Shared fixtures of the protocol tests: the stories260K tokenizer (vocabulary 512, BOS 1), a real
 // chat template (Qwen2.5's) and a ServerContext serving "stories260K" with max_model_len 512.
-#include <fstream>
-#include <sstream>
 #include <string>
 
+#include "core/mapped_file.h"
 #include "server/openai/server_context.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda::openai::testing {
 
-inline std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+inline std::string read_file(const std::string& path) { return read_text_file(path); }
 
 inline const Tokenizer& tokenizer() {
   static const Tokenizer tok = Tokenizer::load(PAGODA_SOURCE_DIR "/models/stories260K");
