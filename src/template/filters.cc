@@ -281,20 +281,6 @@ std::string url_quote(const std::string& s, bool for_query) {
   return out;
 }
 
-std::vector<std::string> split_lines(const std::string& s) {
-  std::vector<std::string> lines;
-  size_t start = 0;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\n' || s[i] == '\r') {
-      lines.push_back(s.substr(start, i - start));
-      if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-      start = i + 1;
-    }
-  }
-  if (start < s.size()) lines.push_back(s.substr(start));
-  return lines;
-}
-
 JsonDumpOptions json_options(const ArgReader& a) {
   JsonDumpOptions o;
   o.ensure_ascii = a.get(0).truthy();
@@ -457,7 +443,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
     const bool break_long = !a.has(1) || a.get(1).truthy();
     std::string out;
     bool first_line = true;
-    for (const std::string& line : split_lines(to_str(v))) {
+    for (const std::string& line : py_splitlines(to_str(v))) {
       if (!first_line) out += wrap;
       first_line = false;
       bool first = true;
@@ -728,7 +714,7 @@ Value apply_filter(Evaluator& ev, const std::string& name, const Value& v, CallA
                           : std::string(static_cast<size_t>(std::clamp<int64_t>(
                                             a.has(0) ? a.get(0).as_int() : 4, 0, 1024)),
                                         ' ');
-    std::vector<std::string> lines = split_lines(to_str(v) + "\n");
+    std::vector<std::string> lines = py_splitlines(to_str(v) + "\n");
     std::string out;
     for (size_t i = 0; i < lines.size(); ++i) {
       if (i > 0) out += "\n";

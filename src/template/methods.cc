@@ -173,15 +173,7 @@ Value string_method(const Value& self, const std::string& name, CallArgs& args) 
   }
   if (name == "splitlines") {
     std::vector<Value> lines;
-    size_t start = 0;
-    for (size_t i = 0; i < s.size(); ++i) {
-      if (s[i] == '\n' || s[i] == '\r') {
-        lines.emplace_back(s.substr(start, i - start));
-        if (s[i] == '\r' && i + 1 < s.size() && s[i + 1] == '\n') ++i;
-        start = i + 1;
-      }
-    }
-    if (start < s.size()) lines.emplace_back(s.substr(start));
+    for (std::string& line : py_splitlines(s)) lines.emplace_back(std::move(line));
     return Value::list(std::move(lines));
   }
   if (name == "startswith" || name == "endswith") {

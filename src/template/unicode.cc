@@ -213,4 +213,27 @@ std::string py_swapcase(std::string_view s) {
   return out;
 }
 
+std::vector<std::string> py_splitlines(std::string_view s) {
+  auto byte = [&](size_t i) { return i < s.size() ? static_cast<unsigned char>(s[i]) : 0u; };
+  std::vector<std::string> lines;
+  size_t start = 0, i = 0;
+  while (i < s.size()) {
+    const unsigned c = byte(i);
+    size_t length = 0;  // bytes of the line break at i, 0 where there is none
+    if (c == '\n' || c == '\v' || c == '\f' || (c >= 0x1c && c <= 0x1e)) length = 1;
+    if (c == '\r') length = byte(i + 1) == '\n' ? 2 : 1;
+    if (c == 0xc2 && byte(i + 1) == 0x85) length = 2;                               // U+0085
+    if (c == 0xe2 && byte(i + 1) == 0x80 && (byte(i + 2) | 1) == 0xa9) length = 3;  // U+2028/9
+    if (length == 0) {
+      ++i;
+      continue;
+    }
+    lines.emplace_back(s.substr(start, i - start));
+    i += length;
+    start = i;
+  }
+  if (start < s.size()) lines.emplace_back(s.substr(start));
+  return lines;
+}
+
 }  // namespace pagoda::tmpl

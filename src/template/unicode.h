@@ -33,4 +33,8 @@ void encode_utf8(std::string& out, uint32_t cp);
 [[nodiscard]] std::string py_capitalize(std::string_view s);
 [[nodiscard]] std::string py_swapcase(std::string_view s);
 
+/// Python's str.splitlines(): lines without their breaks, a break being \n, \r, \r\n, \v, \f,
+/// \x1c-\x1e, U+0085, U+2028 or U+2029; no empty last line after a final break.
+[[nodiscard]] std::vector<std::string> py_splitlines(std::string_view s);
+
 }  // namespace pagoda::tmpl

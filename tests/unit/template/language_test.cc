@@ -289,6 +289,20 @@ TEST(ChatLayer, DefaultTemplate) {
   EXPECT_EQ(std::string(kDefaultChatTemplate).empty(), false);
 }
 
+// Python's str.splitlines() breaks (expected values from CPython 3): str.splitlines, and the
+// indent and wordwrap filters, which Jinja2 builds on it.
+TEST(Strings, SplitlinesBreaksWherePythonDoes) {
+  const nlohmann::ordered_json vars = {
+      {"s", "a\nb\r\nc\rd\ve\ff\x1cg\x1dh\x1ei\u0085j\u2028k\u2029l\n"}};
+  EXPECT_EQ(render("{{ s.splitlines() | join('|') }}", vars), "a|b|c|d|e|f|g|h|i|j|k|l");
+  EXPECT_EQ(render("{{ s.splitlines() | length }}", {{"s", "x\n\ny"}}), "3");
+  EXPECT_EQ(render("{{ s.splitlines() | length }}", {{"s", ""}}), "0");
+  EXPECT_EQ(render("{{ s | indent(2) }}", {{"s", "a\u2028b"}}), "a\n  b");
+  EXPECT_EQ(render("{{ s | wordwrap(5) }}", {{"s", "ab\vcd"}}), "ab\ncd");
+  // Not a break: U+2027, the code point before U+2028 (its last byte differs by one bit too).
+  EXPECT_EQ(render("{{ s.splitlines() | length }}", {{"s", "a\u2027b\u00a5c"}}), "1");
+}
+
 TEST(ChatLayer, StrftimeNowUsesTheInjectedClock) {
   ChatTemplateInputs inputs;
   inputs.render = fixed_clock_options();
