@@ -336,6 +336,10 @@ void bench_sampling() {
 
 int main() {
   using namespace pagoda::cuda;  // NOLINT
+  // Kernels are timed back to back; programmatic dependent launch (off by default in the engine)
+  // hides the launch gap between them, so that the figures are the kernels' own. PAGODA_PDL=0 in
+  // the environment times them with the gaps.
+  setenv("PAGODA_PDL", "1", /*overwrite=*/0);
   cudaDeviceProp prop{};
   CHECK_CUDA(cudaGetDeviceProperties(&prop, 0));
   std::printf("# bench_kernels_cuda on %s (%d SMs, L2 %d MB)\n", prop.name,
