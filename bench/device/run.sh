@@ -89,6 +89,15 @@ if [ $bench -eq 1 ]; then
     --context 512 >"$out/bench_model_nofusion.log" 2>&1
   echo "model bench (CUDA graphs, no GEMV fusion): exit $?"
   grep -v "^\[" "$out/bench_model_nofusion.log" | tail -3
+  # Split-KV granularity (attention_plan.cc): batch 1 with splits down to one 64-key tile and
+  # down to 128 keys, against the default above.
+  for keys in 64 128; do
+    PAGODA_ATTENTION_MIN_SPLIT_KEYS=$keys timeout 100 "$build/bench/model/bench_decode" \
+      .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
+      --context 512 >"$out/bench_model_split$keys.log" 2>&1
+    echo "model bench (CUDA graphs, splits >= $keys keys): exit $?"
+    grep -v "^\[" "$out/bench_model_split$keys.log" | tail -3
+  done
   PAGODA_ENFORCE_EAGER=1 timeout 150 "$build/bench/model/bench_decode" "${model[@]}" \
     >"$out/bench_model_eager.log" 2>&1
   echo "model bench (eager): exit $?"

@@ -155,6 +155,7 @@ struct AttnCase {
   const char* name;
   int num_seqs, ctx, q_len;
   bool decode;
+  int min_split_keys = kDefaultMinSplitKeys;
 };
 
 void bench_attention(const AttnCase& c, int num_sms) {
@@ -201,7 +202,7 @@ void bench_attention(const AttnCase& c, int num_sms) {
   CHECK_CUDA(cudaMalloc(&out, tokens * heads * d * 2));
 
   AttentionLimits limits{tokens, 1 << 20, 8192, d};
-  AttentionPlanInput in{qsl.data(), lens.data(), c.num_seqs, heads, kvh, num_sms};
+  AttentionPlanInput in{qsl.data(), lens.data(), c.num_seqs, heads, kvh, num_sms, c.min_split_keys};
   AttentionPlan plan;
   CHECK_CUDA(plan_paged_attention(in, limits, &plan));
   void* ws = nullptr;
@@ -356,8 +357,17 @@ int main() {
       "(TB/s = KV bytes / time; targets: decode >= 90%% HBM at 16+ seqs, >= 2 TB/s B1x8192)\n");
   std::printf("%-22s %8s %8s %6s %9s %6s\n", "case", "us", "TB/s", "%HBM", "TFLOP/s", "%peak");
   const AttnCase cases[] = {
-      {"decode B1 x 8192", 1, 8192, 1, true},       {"decode B16 x 2048", 16, 2048, 1, true},
-      {"decode B64 x 4096", 64, 4096, 1, true},     {"prefill B32 x L512", 32, 512, 512, false},
+      {"decode B1 x 512", 1, 512, 1, true},
+      {"  splits >= 128 keys", 1, 512, 1, true, 128},
+      {"  splits >= 64 keys", 1, 512, 1, true, 64},
+      {"decode B1 x 8192", 1, 8192, 1, true},
+      {"  splits >= 128 keys", 1, 8192, 1, true, 128},
+      {"  splits >= 64 keys", 1, 8192, 1, true, 64},
+      {"decode B16 x 2048", 16, 2048, 1, true},
+      {"  splits >= 64 keys", 16, 2048, 1, true, 64},
+      {"decode B64 x 4096", 64, 4096, 1, true},
+      {"  splits >= 64 keys", 64, 4096, 1, true, 64},
+      {"prefill B32 x L512", 32, 512, 512, false},
       {"prefill B8 x L2048", 8, 2048, 2048, false},
   };
   for (const AttnCase& c : cases) bench_attention(c, prop.multiProcessorCount);

@@ -1,5 +1,9 @@
 #include "runtime/device_model.h"
 
+#include <algorithm>
+#include <chrono>
+#include <vector>
+
 #include "core/status.h"
 #ifdef PAGODA_HAVE_CUDA
 #include "runtime/cuda/cuda_decoder_model.h"
@@ -29,6 +33,28 @@ std::unique_ptr<Model> load_model_on_device(const std::string& model_dir,
 #else
   throw InvalidArgument("--device cuda: this pagoda was built without CUDA (PAGODA_CUDA=OFF)");
 #endif
+}
+
+double warm_up(Model& model, int64_t max_tokens, int64_t max_model_len, int block_size) {
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<int32_t> ids, positions, query_start_loc{0}, seq_lens, logits_indices;
+  int max_blocks = 0;
+  for (int64_t left = std::max<int64_t>(1, max_tokens); left > 0;) {
+    const auto n = static_cast<int32_t>(std::min(left, std::max<int64_t>(1, max_model_len)));
+    for (int32_t i = 0; i < n; ++i) positions.push_back(i);
+    query_start_loc.push_back(query_start_loc.back() + n);
+    seq_lens.push_back(n);
+    logits_indices.push_back(query_start_loc.back() - 1);
+    max_blocks = std::max(max_blocks, (n + block_size - 1) / block_size);
+    left -= n;
+  }
+  ids.assign(positions.size(), 0);
+  const std::vector<int32_t> tables(seq_lens.size() * static_cast<size_t>(max_blocks), 0);
+  const std::vector<int64_t> slots(positions.size(), -1);
+  ForwardBatch batch{ids,    positions,  query_start_loc, seq_lens,
+                     tables, max_blocks, slots,           logits_indices};
+  (void)model.forward(batch);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace pagoda

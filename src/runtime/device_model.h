@@ -1,6 +1,7 @@
 #pragma once
 // Loading a model on the device the user asked for: "cpu", "cuda" (GPU 0) or "auto" (the GPU when
 // pagoda was built with CUDA and one is present, else the CPU).
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -18,5 +19,12 @@ namespace pagoda {
 
 /// Whether this build has the CUDA backend and sees a GPU.
 [[nodiscard]] bool cuda_available();
+
+/// vLLM's dummy run: one forward of the largest step the scheduler may build (`max_tokens`, cut
+/// into prefills of at most `max_model_len`), before the first request. A GPU model allocates its
+/// activation and logits buffers at their peak and loads the prefill kernels (cuBLASLt loads them
+/// lazily, on first use), so that neither lands on the first requests. Writes no KV (every slot
+/// is -1) and reads only the null block. Returns the seconds it took.
+double warm_up(Model& model, int64_t max_tokens, int64_t max_model_len, int block_size);
 
 }  // namespace pagoda

@@ -11,7 +11,8 @@
 //   prefill (kDecode = false): 64 rows, warp w owns rows [16w, 16w + 16) and all 64 keys of a tile.
 //   decode (kDecode = true): 16 rows, warp w owns keys [16w, 16w + 16) of every tile, and the four
 //   partial softmaxes are merged through shared memory at the end (flash-decoding inside a block).
-// A split item (partial_slot >= 0) writes fp32 O / l and lse = m + log2(l) for the combine kernel.
+// A split item (partial_slot >= 0) writes fp32 O / l and lse = m + log2(l) into its slot; the last
+// of the item's splits to finish merges them (finish_split), so no second kernel is launched.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/paged_attention.h"
 
@@ -25,8 +26,10 @@ struct KernelArgs {
   PagedAttentionParams p;
   const int32_t* counts;  // [num_decode_items, num_prefill_items, ...]
   const AttentionWorkItem* items;
-  float* partial_lse;  // [slots, 64]
-  float* partial_out;  // [slots, 64, head_dim]
+  const AttentionTokenInfo* token_info;  // [num_tokens]
+  int32_t* split_counters;               // [slots], zero between launches
+  float* partial_lse;                    // [slots, 64]
+  float* partial_out;                    // [slots, 64, head_dim]
   int group;
 };
 
@@ -98,6 +101,75 @@ __device__ __forceinline__ uint32_t pack2(float lo, float hi) {
   const T a = from_float<T>(lo), b = from_float<T>(hi);
   return static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(a)) |
          (static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(b)) << 16);
+}
+
+// Flash-decoding's reduction without a second launch: every block of a split (tile, kv head)
+// counts its arrival on the counter of the group's first slot once its partial writes are visible
+// device-wide; the last to arrive merges the n partials of the item's rows, out = sum_s
+// 2^(lse_s - max) O_s / sum_s 2^(lse_s - max), and resets the counter for the next launch.
+// The partials come from other SMs, so they are read through L2 (ld.cg), all at once: the n
+// log-sum-exps into `weights` (the free K buffers), turned into normalised weights by a warp per
+// row, then each thread's output chunk sums its n partials with the loads unrolled, so that the
+// merge costs a few L2 round trips, not one per split. Block-uniform: every thread calls it.
+template <typename T, int kD>
+__device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& item, int num_rows,
+                             float* weights /* [kAttentionMaxSplits][kAttentionTileRows] */) {
+  __shared__ int is_last;
+  const AttentionTokenInfo info = args.token_info[item.token_begin];
+  const int n = info.num_splits;
+  const int64_t slot0 = info.first_slot + static_cast<int64_t>(item.kv_head) * n;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    is_last = atomicAdd(args.split_counters + slot0, 1) == n - 1;
+    if (is_last) args.split_counters[slot0] = 0;  // every split has arrived: none will touch it
+    __threadfence();
+  }
+  __syncthreads();
+  if (!is_last) return;
+
+  const float* lse = args.partial_lse + slot0 * kAttentionTileRows;
+  const float* part = args.partial_out + slot0 * kAttentionTileRows * kD;
+  for (int i = threadIdx.x; i < n * kAttentionTileRows; i += kThreads) {
+    const int r = i % kAttentionTileRows;
+    weights[i] = r < num_rows ? __ldcg(lse + i) : -INFINITY;
+  }
+  __syncthreads();
+  const int lane = threadIdx.x & 31;
+  for (int r = threadIdx.x >> 5; r < num_rows; r += kThreads / 32) {
+    float big = -INFINITY;
+    for (int s = lane; s < n; s += 32) big = fmaxf(big, weights[s * kAttentionTileRows + r]);
+    for (int o = 16; o > 0; o >>= 1) big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, o));
+    float sum = 0.0f;
+    for (int s = lane; s < n; s += 32) {
+      const float w = big == -INFINITY ? 0.0f : exp2f(weights[s * kAttentionTileRows + r] - big);
+      weights[s * kAttentionTileRows + r] = w;
+      sum += w;
+    }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int s = lane; s < n; s += 32) weights[s * kAttentionTileRows + r] *= inv;
+  }
+  __syncthreads();
+  T* out = static_cast<T*>(args.p.out);
+  for (int i = threadIdx.x; i < num_rows * (kD / 4); i += kThreads) {
+    const int r = i / (kD / 4), d = (i % (kD / 4)) * 4;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
+    for (int s = 0; s < n; ++s) {  // a split without keys for the row has weight 0, values 0
+      const float w = weights[s * kAttentionTileRows + r];
+      const float4 v =
+          __ldcg(reinterpret_cast<const float4*>(part + (s * kAttentionTileRows + r) * kD + d));
+      acc[0] += w * v.x;
+      acc[1] += w * v.y;
+      acc[2] += w * v.z;
+      acc[3] += w * v.w;
+    }
+    const int64_t t = item.token_begin + r / args.group;
+    const int h = item.kv_head * args.group + r % args.group;
+    *reinterpret_cast<uint2*>(out + (t * args.p.num_heads + h) * kD + d) =
+        make_uint2(pack2<T>(acc[0], acc[1]), pack2<T>(acc[2], acc[3]));
+  }
 }
 
 template <typename T, int kD, bool kDecode>
@@ -387,6 +459,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
       }
     }
   }
+  // The K buffers (and the decode merge's area) are free: the merge's weights go there.
+  static_assert(2 * S::kKVElems * sizeof(T) >=
+                sizeof(float) * kAttentionMaxSplits * kAttentionTileRows);
+  if (split) finish_split<T, kD>(args, item, num_rows, reinterpret_cast<float*>(k_s));
 }
 
 /// Launches one instantiation over `grid` blocks (raising its shared-memory limit first).

@@ -2,8 +2,8 @@
 //
 // Why split keys: a decode batch of B sequences has only B x kv_heads items; with 8 kv heads and
 // one sequence that is 8 blocks on a 132-SM GPU. When the items cannot fill the GPU twice over,
-// each item's key range is cut into chunks of >= kMinSplitKeys keys so that the blocks do, and a
-// combine kernel merges the partial softmaxes by their log-sum-exp.
+// each item's key range is cut into chunks of >= min_split_keys keys so that the blocks do, and the
+// last block of each split item merges the partial softmaxes by their log-sum-exp.
 #include <algorithm>
 #include <cstring>
 
@@ -12,9 +12,8 @@
 namespace pagoda::cuda {
 namespace {
 
-constexpr int kDecodeRows = 16;     // query rows of a decode item (one mma tile)
-constexpr int kMinSplitKeys = 256;  // a split below this costs more to combine than it saves
-constexpr int kKeyTile = 64;        // keys per kernel iteration: splits are multiples of it
+constexpr int kDecodeRows = 16;  // query rows of a decode item (one mma tile)
+constexpr int kKeyTile = 64;     // keys per kernel iteration: splits are multiples of it
 constexpr int kBlocksPerSm = 2;
 
 size_t align16(size_t x) { return (x + 15) / 16 * 16; }
@@ -34,7 +33,7 @@ int decode_blocks_per_sm(int head_dim) {
 /// The split count of an all-decode batch: the one that minimises (waves of blocks) x (keys per
 /// block + kSplitCostKeys), a wave being num_sms x decode_blocks_per_sm blocks. Without it a
 /// batch whose items just exceed one wave runs two (64 sequences x 8 kv heads = 512 items on
-/// 396 slots: 65% of the SMs busy on average); splitting adds partial writes and a combine.
+/// 396 slots: 65% of the SMs busy on average); splitting adds partial writes and a merge.
 int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_items,
                       const std::vector<Tile>& tiles) {
   constexpr int64_t kSplitCostKeys = 64;
@@ -43,8 +42,9 @@ int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_i
   const int64_t mean_keys = std::max<int64_t>(1, keys / static_cast<int64_t>(tiles.size()));
   const int64_t slots =
       static_cast<int64_t>(std::max(1, in.num_sms)) * decode_blocks_per_sm(head_dim);
+  const int64_t min_keys = std::max(kKeyTile, in.min_split_keys);
   const int64_t max_splits =
-      std::clamp<int64_t>((mean_keys + kMinSplitKeys - 1) / kMinSplitKeys, 1, 64);
+      std::clamp<int64_t>((mean_keys + min_keys - 1) / min_keys, 1, kAttentionMaxSplits);
   auto cost = [&](int64_t n) {
     const int64_t waves = (base_items * n + slots - 1) / slots;
     const int64_t chunk = ((mean_keys + n - 1) / n + kKeyTile - 1) / kKeyTile * kKeyTile;
@@ -58,7 +58,7 @@ int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_i
       best_cost = cost(n);
     }
   }
-  // A split also costs a combine launch per layer (a few microseconds): only worth it when the
+  // A split also costs the partial writes and the last block's merge: only worth it when the
   // model says it saves more than 15%.
   return best > 1 && best_cost < 0.85 * cost(1) ? best : 1;
 }
@@ -76,7 +76,9 @@ AttentionWorkspaceSections attention_workspace_sections(const AttentionLimits& l
   AttentionWorkspaceSections s{};
   s.items = 16;
   s.token_info = s.items + align16(sizeof(AttentionWorkItem) * static_cast<size_t>(l.max_items));
-  s.lse = s.token_info + align16(sizeof(AttentionTokenInfo) * static_cast<size_t>(l.max_tokens));
+  s.counters =
+      s.token_info + align16(sizeof(AttentionTokenInfo) * static_cast<size_t>(l.max_tokens));
+  s.lse = s.counters + align16(sizeof(int32_t) * slots);
   s.out = s.lse + align16(sizeof(float) * kAttentionTileRows * slots);
   s.total = s.out + sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.head_dim) * slots;
   return s;
@@ -91,6 +93,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
   *plan = AttentionPlan{};
   if (in.num_kv_heads <= 0 || in.num_heads % in.num_kv_heads != 0) return cudaErrorInvalidValue;
   const int group = in.num_heads / in.num_kv_heads;
+  const int min_keys = std::max(kKeyTile, in.min_split_keys);
   if (group > kAttentionTileRows) return cudaErrorInvalidValue;
   const int64_t num_tokens = in.num_seqs > 0 ? in.query_start_loc[in.num_seqs] : 0;
   if (num_tokens > limits.max_tokens) return cudaErrorInvalidValue;
@@ -124,7 +127,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
   for (size_t i = 0; i < tiles.size(); ++i) {
     const int kv_len = std::max(0, in.seq_lens[tiles[i].seq]);
     int n = static_cast<int>(
-        std::min<int64_t>(want_splits, (kv_len + kMinSplitKeys - 1) / kMinSplitKeys));
+        std::min<int64_t>({want_splits, (kv_len + min_keys - 1) / min_keys, kAttentionMaxSplits}));
     n = std::max(n, 1);
     int c = (kv_len + n - 1) / n;
     c = (c + kKeyTile - 1) / kKeyTile * kKeyTile;
@@ -187,7 +190,6 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
   plan->num_partial_slots = static_cast<int>(slots);
   plan->decode_grid = plan->num_decode_items;
   plan->prefill_grid = plan->num_prefill_items;
-  plan->combine = slots > 0;
   return cudaSuccess;
 }
 
@@ -204,6 +206,15 @@ cudaError_t upload_attention_plan(const AttentionPlan& plan, const AttentionLimi
     if (cudaError_t e = cudaMemcpyAsync(base + s.items, plan.items.data(),
                                         plan.items.size() * sizeof(AttentionWorkItem),
                                         cudaMemcpyHostToDevice, stream);
+        e != cudaSuccess)
+      return e;
+  }
+  // The split counters return to zero at the end of every launch; zeroed here because a fresh
+  // workspace is not.
+  if (plan.num_partial_slots > 0) {
+    if (cudaError_t e =
+            cudaMemsetAsync(base + s.counters, 0,
+                            sizeof(int32_t) * static_cast<size_t>(plan.num_partial_slots), stream);
         e != cudaSuccess)
       return e;
   }

@@ -8,7 +8,7 @@
 // of query tokens, range of keys); upload_attention_plan copies it into a preallocated device
 // workspace; paged_attention launches the kernels, which read the items from the workspace. The
 // launch reads no host data but the grid sizes, so a CUDA graph may capture it: capture with
-// fixed grids (AttentionPlan::decode_grid / prefill_grid set to maxima, combine = true) and upload
+// fixed grids (AttentionPlan::decode_grid / prefill_grid set to maxima) and upload
 // each step's plan before replay; blocks past the uploaded item counts exit.
 //
 // Two kernels: the mma.sync FlashAttention-2 kernel (attention_kernel.cuh) for the shapes of real
@@ -55,7 +55,7 @@ struct PagedAttentionParams {
 /// One block's work: query rows (token, head of this kv head) of tokens [token_begin, token_end)
 /// against key positions [kv_begin, kv_end). partial_slot < 0: the block owns the whole key range
 /// and writes `out`; else it writes a partial result (fp32 output and log-sum-exp) into that slot
-/// of the workspace for the combine kernel.
+/// of the workspace, and the last of the item's splits to finish merges them into `out`.
 struct AttentionWorkItem {
   int32_t seq;
   int32_t kv_head;
@@ -67,7 +67,7 @@ struct AttentionWorkItem {
   int32_t reserved;
 };
 
-/// Per query token: where the combine kernel finds its partials. num_splits <= 1: none.
+/// Per query token: where the split merge finds its partials. num_splits <= 1: none.
 struct AttentionTokenInfo {
   int32_t first_slot;  // slot of (kv head 0, split 0) of the token's tile
   int32_t num_splits;  // splits per kv head; slot = first_slot + kv_head * num_splits + split
@@ -87,6 +87,8 @@ struct AttentionLimits {
 
 inline constexpr int kAttentionTileRows = 64;  // (token, head) rows per prefill work item
 inline constexpr int kGeneralAttentionMaxHeadDim = 256;
+inline constexpr int kDefaultMinSplitKeys = 64;
+inline constexpr int kAttentionMaxSplits = 64;  // splits of one item's key range
 
 /// Whether the mma.sync kernel takes this cache shape; else paged_attention runs the general one.
 [[nodiscard]] inline bool attention_fast_kernel_supports(int head_dim, int block_size) {
@@ -96,13 +98,13 @@ inline constexpr int kGeneralAttentionMaxHeadDim = 256;
 /// Bytes of device workspace for these limits (16-byte aligned sections; the partial sections are
 /// empty when the limits' shape runs the general kernel, which never splits):
 /// [counts: int32 x 4][items: AttentionWorkItem x max_items][token info: x max_tokens]
-/// [partial lse: fp32 x max_partial_slots x 64][partial out: fp32 x max_partial_slots x 64 x
-/// head_dim]
+/// [split counters: int32 x max_partial_slots][partial lse: fp32 x max_partial_slots x 64][partial
+/// out: fp32 x max_partial_slots x 64 x head_dim]
 [[nodiscard]] size_t attention_workspace_bytes(const AttentionLimits& limits);
 
 /// Byte offsets of the workspace sections (counts at 0).
 struct AttentionWorkspaceSections {
-  size_t items, token_info, lse, out, total;
+  size_t items, token_info, counters, lse, out, total;
 };
 [[nodiscard]] AttentionWorkspaceSections attention_workspace_sections(
     const AttentionLimits& limits);
@@ -115,13 +117,16 @@ struct AttentionPlanInput {
   int num_heads = 0;
   int num_kv_heads = 0;
   int num_sms = 132;  // cudaDevAttrMultiProcessorCount of the device
+  // Fewest keys a split may hold (rounded up to the kernel's 64-key tile): a shorter one costs more
+  // in partial writes and merging than it saves.
+  int min_split_keys = kDefaultMinSplitKeys;
 };
 
 /// The work partition of one step. Decode items (a sequence whose query rows fit in 16: decode,
 /// short speculative chunks) run in a kernel that splits each key tile over its 4 warps; prefill
 /// items (64 query rows) run the FlashAttention-2 kernel. When there are too few items to fill the
-/// GPU (small batches, long contexts) each item's key range is split (flash-decoding) and a
-/// combine kernel merges the partials.
+/// GPU (small batches, long contexts) each item's key range is split (flash-decoding) and the last
+/// split block of each item merges the partials.
 struct AttentionPlan {
   std::vector<AttentionWorkItem> items;        // decode items, then prefill items
   std::vector<AttentionTokenInfo> token_info;  // [num_tokens]
@@ -130,7 +135,6 @@ struct AttentionPlan {
   int num_partial_slots = 0;
   int decode_grid = 0;   // blocks launched; >= num_decode_items (a graph may fix it higher)
   int prefill_grid = 0;  // blocks launched; >= num_prefill_items
-  bool combine = false;  // launch the combine kernel (needed when num_partial_slots > 0)
 };
 
 /// Fills `plan`. cudaErrorInvalidValue when the batch breaks the limits or the head counts. For a
@@ -138,7 +142,8 @@ struct AttentionPlan {
 cudaError_t plan_paged_attention(const AttentionPlanInput& input, const AttentionLimits& limits,
                                  AttentionPlan* plan);
 
-/// Copies the plan's counts, items and token info into the workspace (stream-ordered).
+/// Copies the plan's counts, items and token info into the workspace and zeroes its split counters
+/// (stream-ordered).
 cudaError_t upload_attention_plan(const AttentionPlan& plan, const AttentionLimits& limits,
                                   void* workspace, cudaStream_t stream);
 

@@ -85,53 +85,35 @@ __device__ __forceinline__ int key_index(u64 key) {
   return static_cast<int>(kIndexMask - (key & kIndexMask));
 }
 
-// Block-wide reductions: every thread calls, every thread gets the result. The leading barrier
-// lets consecutive calls reuse the scratch.
-__device__ __forceinline__ double block_sum(double v, double* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+// Block-wide reduction: every thread calls, every thread gets op over the block's values.
+// `identity` fills the lanes past the block's warps. The leading barrier lets consecutive calls
+// reuse the scratch.
+template <typename V, typename Op>
+__device__ __forceinline__ V block_reduce(V v, V identity, Op op, V* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(kFull, v, o));
   __syncthreads();
   if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
   __syncthreads();
-  v = (threadIdx.x & 31) < kWarps ? scratch[threadIdx.x & 31] : 0.0;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  v = (threadIdx.x & 31) < kWarps ? scratch[threadIdx.x & 31] : identity;
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(kFull, v, o));
   return v;
 }
 
-__device__ __forceinline__ float block_max(float v, float* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < kWarps ? scratch[threadIdx.x & 31] : -INFINITY;
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
-  return v;
-}
-
-__device__ __forceinline__ u64 block_min_u64(u64 v, u64* scratch) {
-  for (int o = 16; o > 0; o >>= 1) {
-    const u64 other = __shfl_xor_sync(kFull, v, o);
-    v = other < v ? other : v;
+struct Plus {
+  template <typename V>
+  __device__ V operator()(V a, V b) const {
+    return a + b;
   }
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < kWarps ? scratch[threadIdx.x & 31] : ~u64{0};
-  for (int o = 16; o > 0; o >>= 1) {
-    const u64 other = __shfl_xor_sync(kFull, v, o);
-    v = other < v ? other : v;
+};
+struct Max {
+  __device__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
+struct Min {
+  template <typename V>
+  __device__ V operator()(V a, V b) const {
+    return b < a ? b : a;
   }
-  return v;
-}
-
-__device__ __forceinline__ int block_count(int v, int* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  __syncthreads();
-  if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = v;
-  __syncthreads();
-  v = (threadIdx.x & 31) < kWarps ? scratch[threadIdx.x & 31] : 0;
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
-  return v;
-}
+};
 
 /// The best (score, index) of the block: highest score, ties to the lower index. index == -1:
 /// nothing was offered.
@@ -424,10 +406,10 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
   if (p.num_logprobs >= 0) {
     float m = -INFINITY;
     for (int v = threadIdx.x; v < vocab; v += kThreads) m = fmaxf(m, raw_at(v));
-    m = block_max(m, s.red_f);
+    m = block_reduce(m, -INFINITY, Max{}, s.red_f);
     double sum = 0;
     for (int v = threadIdx.x; v < vocab; v += kThreads) sum += expf(raw_at(v) - m);
-    sum = block_sum(sum, s.red_d);
+    sum = block_reduce(sum, 0.0, Plus{}, s.red_d);
     log_z = m + static_cast<float>(log(sum));
     const int n = min(min(p.num_logprobs, kMaxTopLogprobs), vocab);
     if (n > 0) {
@@ -522,7 +504,7 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
   } else {
     float m = -INFINITY;
     for (int v = threadIdx.x; v < vocab; v += kThreads) m = fmaxf(m, x_at(v));
-    m = block_max(m, s.red_f);
+    m = block_reduce(m, -INFINITY, Max{}, s.red_f);
     const float inv_t = 1.0f / p.temperature;
     auto prob = [&](float x) { return x == -INFINITY ? 0.0f : expf((x - m) * inv_t); };
     u64 floor = 0;  // kept: key >= floor
@@ -544,7 +526,7 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
           const u64 key = sort_key(x, v);
           if (prob(x) >= p.min_p && key < smallest) smallest = key;
         }
-        smallest = block_min_u64(smallest, s.red_u);
+        smallest = block_reduce(smallest, ~u64{0}, Min{}, s.red_u);
         floor = max(floor, smallest);
       }
       if (p.top_p < 1.0f) {
@@ -562,8 +544,8 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
             ++count;
           }
         }
-        mass = block_sum(mass, s.red_d);
-        count = block_count(count, s.red_i);
+        mass = block_reduce(mass, 0.0, Plus{}, s.red_d);
+        count = block_reduce(count, 0, Plus{}, s.red_i);
         const double target = static_cast<double>(p.top_p) * mass;
         u64 window = floor;
         int window_count = count;
@@ -637,7 +619,7 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
               const u64 key = sort_key(x, v);
               if (b >= 0 && b <= last_bin && key >= floor && key < smallest) smallest = key;
             }
-            smallest = block_min_u64(smallest, s.red_u);
+            smallest = block_reduce(smallest, ~u64{0}, Min{}, s.red_u);
             if (smallest != ~u64{0}) {
               window = smallest;
               window_count = in_window;

@@ -22,6 +22,7 @@
 #include "model/registry.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/device_sampler.h"
+#include "runtime/cuda/env_knobs.h"
 #include "runtime/cuda/weight_streamer.h"
 
 namespace pagoda {
@@ -174,14 +175,14 @@ class CudaDecoderModel final : public Model {
                       config.head_dim, cuda::kGeneralAttentionMaxHeadDim));
     }
     upload_weights(weights);
-    const char* eager = std::getenv("PAGODA_ENFORCE_EAGER");
-    graphs_enabled_ = eager == nullptr || std::string(eager) == "0";
-    const char* host_sampling = std::getenv("PAGODA_HOST_SAMPLING");  // A/B against the CPU
-    device_sampling_ = host_sampling == nullptr || std::string(host_sampling) == "0";
-    const char* no_fusion = std::getenv("PAGODA_DISABLE_GEMV_FUSION");
-    fuse_small_steps_ = (no_fusion == nullptr || std::string(no_fusion) == "0") &&
+    graphs_enabled_ = !env_flag("PAGODA_ENFORCE_EAGER", false);
+    device_sampling_ = !env_flag("PAGODA_HOST_SAMPLING", false);  // A/B against the CPU sampler
+    fuse_small_steps_ = !env_flag("PAGODA_DISABLE_GEMV_FUSION", false) &&
                         config.hidden_size % 8 == 0 && config.q_size() % 8 == 0 &&
                         config.intermediate_size % 8 == 0;
+    // A/B of the split-KV granularity (attention_plan.cc); the kernel's default otherwise.
+    min_split_keys_ = static_cast<int>(
+        env_int("PAGODA_ATTENTION_MIN_SPLIT_KEYS", cuda::kDefaultMinSplitKeys, 64, 1 << 20));
     const std::vector<float> inv_freq = rope_inv_freq(config_.rope, config_.head_dim);
     inv_freq_ = DeviceBuffer(inv_freq.size() * sizeof(float));
     PAGODA_CUDA_CHECK(cudaMemcpy(inv_freq_.get(), inv_freq.data(), inv_freq.size() * sizeof(float),
@@ -315,6 +316,7 @@ class CudaDecoderModel final : public Model {
   // Whether steps of at most kGemvMaxM tokens run the fused GEMVs (run_kernels): every projection's
   // k a multiple of 8 (the GEMV's 16-byte loads); PAGODA_DISABLE_GEMV_FUSION=1 turns it off (A/B).
   bool fuse_small_steps_ = false;
+  int min_split_keys_ = cuda::kDefaultMinSplitKeys;
   std::map<GraphKey, cudaGraphExec_t> graphs_;
   // A decode batch padded to its graph bucket (pad_to_graph_bucket).
   struct PaddedBatch {
@@ -530,8 +532,9 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
 
   // The attention plan (host), grown until it fits the workspace, then uploaded.
   cuda::AttentionPlan plan;
-  cuda::AttentionPlanInput plan_input{b.query_start_loc.data(), b.seq_lens.data(), S, c.num_heads,
-                                      c.num_kv_heads,           num_sms_};
+  cuda::AttentionPlanInput plan_input{
+      b.query_start_loc.data(), b.seq_lens.data(), S, c.num_heads, c.num_kv_heads, num_sms_,
+      min_split_keys_};
   for (;;) {
     const cudaError_t err = limits_.max_tokens >= T
                                 ? cuda::plan_paged_attention(plan_input, limits_, &plan)
@@ -554,7 +557,6 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
     plan.decode_grid =
         static_cast<int>(std::min<int64_t>(pow2(std::max(plan.decode_grid, 1)), limits_.max_items));
     graph = plan.prefill_grid == 0;
-    plan.combine = true;
   }
   PAGODA_CUDA_CHECK(
       cuda::upload_attention_plan(plan, limits_, attention_workspace_.get(), stream_));

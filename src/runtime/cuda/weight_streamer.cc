@@ -14,23 +14,13 @@
 #include "core/logging.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/env_knobs.h"
 #include "runtime/weight_chunk_plan.h"
 
 namespace pagoda {
 namespace {
 
 constexpr int64_t kMiB = int64_t{1} << 20;
-
-int64_t env_int(const char* name, int64_t fallback, int64_t lo, int64_t hi) {
-  const char* value = std::getenv(name);
-  if (value == nullptr || *value == '\0') return fallback;
-  char* end = nullptr;
-  const long long parsed = std::strtoll(value, &end, 10);
-  if (*end != '\0' || parsed < lo || parsed > hi) {
-    throw InvalidArgument(fmt::format("{}={} must be an integer in [{}, {}]", name, value, lo, hi));
-  }
-  return parsed;
-}
 
 int64_t upload_bytes(const WeightUpload& u) {
   return u.num_elements * static_cast<int64_t>(dtype_size(u.src_dtype));
@@ -226,8 +216,7 @@ void stream_pageable(std::span<const WeightUpload> uploads, cudaStream_t stream,
 
 WeightStreamOptions WeightStreamOptions::from_env(int num_threads) {
   WeightStreamOptions options;
-  const char* pinned = std::getenv("PAGODA_LOAD_PINNED");
-  options.pinned = pinned == nullptr || std::string(pinned) != "0";
+  options.pinned = env_flag("PAGODA_LOAD_PINNED", true);
   options.num_buffers =
       static_cast<int>(env_int("PAGODA_LOAD_BUFFERS", std::clamp(2 * num_threads, 4, 16), 1, 256));
   options.buffer_bytes = env_int("PAGODA_LOAD_BUFFER_MIB", 16, 1, 1024) * kMiB;

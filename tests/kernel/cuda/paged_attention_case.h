@@ -33,8 +33,9 @@ struct Case {
   bool strided_q = false;  // q inside a fused qkv row
 };
 
+// kFineSplits: splits as short as one 64-key tile (the most partials the merge can meet).
 // kGeneral: paged_attention_general alone, whatever the shape (the fast shapes check it too).
-enum class Variant { kPlanned, kNoSplit, kPaddedGrid, kGeneral };
+enum class Variant { kPlanned, kNoSplit, kPaddedGrid, kFineSplits, kGeneral };
 
 inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms) {
   const DType dt = c.dtype;
@@ -136,8 +137,8 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
   in.num_heads = heads;
   in.num_kv_heads = kvh;
   in.num_sms = num_sms;
-  for (Variant v :
-       {Variant::kPlanned, Variant::kNoSplit, Variant::kPaddedGrid, Variant::kGeneral}) {
+  for (Variant v : {Variant::kPlanned, Variant::kNoSplit, Variant::kPaddedGrid,
+                    Variant::kFineSplits, Variant::kGeneral}) {
     SCOPED_TRACE(::testing::Message() << "variant=" << static_cast<int>(v));
     AttentionLimits limits;
     limits.max_tokens = tokens;
@@ -145,6 +146,7 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
     limits.max_partial_slots = v == Variant::kNoSplit ? 0 : 4096;
     limits.head_dim = d;
     limits.block_size = bs;
+    in.min_split_keys = v == Variant::kFineSplits ? 64 : kDefaultMinSplitKeys;
     AttentionPlan plan;
     CUDA_OK(plan_paged_attention(in, limits, &plan));
     if (v == Variant::kNoSplit) {
@@ -153,18 +155,20 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
     if (v == Variant::kPaddedGrid) {
       plan.decode_grid += 3;
       plan.prefill_grid += 5;
-      plan.combine = true;
     }
     DeviceBuffer ws(attention_workspace_bytes(limits));
     ASSERT_NE(ws.get(), nullptr);
     CUDA_OK(upload_attention_plan(plan, limits, ws.get(), nullptr));
-    poison(dout);
-    if (v == Variant::kGeneral) {
-      CUDA_OK(paged_attention_general(gp, nullptr));
-    } else {
-      CUDA_OK(paged_attention(gp, plan, limits, ws.get(), nullptr));
+    // Twice on one upload, as the layers of a step run: the split counters must be back at zero.
+    for (int run = 0; run < 2; ++run) {
+      poison(dout);
+      if (v == Variant::kGeneral) {
+        CUDA_OK(paged_attention_general(gp, nullptr));
+      } else {
+        CUDA_OK(paged_attention(gp, plan, limits, ws.get(), nullptr));
+      }
+      CUDA_OK(cudaDeviceSynchronize());
     }
-    CUDA_OK(cudaDeviceSynchronize());
     const auto got = halves_to_floats(to_host<uint16_t>(dout, tokens * heads * d), dt);
     EXPECT_LE(normalised_error(got, ref), attention_tolerance(dt))
         << "items " << plan.num_decode_items << " decode + " << plan.num_prefill_items

@@ -5,11 +5,13 @@
 // (prefill = {0, n}, decode = {ctx - 1, 1}, chunked prefill = {prefix, n}); add one to a batch
 // list, or extend the head / head-dim / block-size / window lists. Each case fills both caches
 // with the same random 16-bit keys and values in shuffled physical blocks (the GPU cache is
-// poisoned with NaN first, so a read of any slot outside a sequence shows up as NaN), runs three
-// variants of the plan (as planned; splits disabled; padded grids as a CUDA graph would launch)
-// and the general kernel alone, and compares each with the CPU kernel on the same values
-// (paged_attention_case.h).
+// poisoned with NaN first, so a read of any slot outside a sequence shows up as NaN), runs four
+// variants of the plan (as planned; splits disabled; padded grids as a CUDA graph would launch;
+// splits of one 64-key tile), each twice on one upload, and the general kernel alone, and compares
+// each with the CPU kernel on the same values (paged_attention_case.h).
 #include <gtest/gtest.h>
+
+#include <map>
 
 #include "paged_attention_case.h"
 
@@ -75,6 +77,28 @@ TEST(CudaPagedAttention, LongContextsSplitKv) {
       run_case(Case{DType::kBF16, 64, 8, 8, 16, window, b, false}, seed++, pool, sms);
       if (::testing::Test::HasFatalFailure()) return;
     }
+  }
+}
+
+// The split merge keeps one weight per (split, row) in shared memory: no item's key range may be
+// cut into more than kAttentionMaxSplits, however long, and no split is shorter than asked.
+TEST(CudaPagedAttention, PlanBoundsTheSplits) {
+  const int32_t qsl[] = {0, 1, 65}, lens[] = {200000, 150000};  // a decode, a prefill chunk
+  for (int min_keys : {64, 256}) {
+    AttentionPlanInput in{qsl, lens, 2, 32, 8, 132, min_keys};
+    AttentionLimits limits{65, 1 << 16, 1 << 16, 128};
+    AttentionPlan plan;
+    ASSERT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
+    ASSERT_GT(plan.num_partial_slots, 0);
+    std::map<std::pair<int, int>, int> splits;  // (first token, kv head) -> splits
+    for (const AttentionWorkItem& item : plan.items) {
+      if (item.partial_slot < 0) continue;
+      ++splits[{item.token_begin, item.kv_head}];
+      if (item.kv_end < lens[item.seq]) {
+        EXPECT_GE(item.kv_end - item.kv_begin, min_keys);
+      }
+    }
+    for (const auto& [key, n] : splits) EXPECT_LE(n, kAttentionMaxSplits);
   }
 }
 
