@@ -205,8 +205,10 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   if (e.model->device_memory()) {  // a GPU model: its first steps would pay the allocations
     const int64_t tokens = std::min<int64_t>(
         args.max_num_batched_tokens, static_cast<int64_t>(args.max_num_seqs) * max_model_len_);
-    const double seconds = warm_up(*e.model, tokens, max_model_len_, args.block_size);
-    spdlog::info("warm-up forward of {} tokens: {:.0f} ms", tokens, 1e3 * seconds);
+    const double seconds =
+        warm_up(*e.model, tokens, args.max_num_seqs, max_model_len_, args.block_size);
+    spdlog::info("warm-up: forward of {} tokens, {} decode graphs: {:.0f} ms", tokens,
+                 e.model->decode_graph_sizes(args.max_num_seqs).size(), 1e3 * seconds);
   }
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB), max model length {}",
                num_blocks - 1, args.block_size, kv_capacity_tokens_,

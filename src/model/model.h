@@ -63,6 +63,12 @@ class Model {
   [[nodiscard]] virtual std::optional<std::pair<size_t, size_t>> device_memory() const {
     return std::nullopt;
   }
+  /// The decode batch sizes this model runs as captured graphs, up to max_num_seqs sequences
+  /// (none: it has no graphs). warm_up() captures them before the first request.
+  [[nodiscard]] virtual std::vector<int> decode_graph_sizes(int max_num_seqs) const {
+    (void)max_num_seqs;
+    return {};
+  }
   /// Copies whole KV blocks in every layer (copy-on-write of forked sequences), in order.
   virtual void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) = 0;
   /// Runs the batch, writing each token's K/V into the cache at its slot, and returns the logits

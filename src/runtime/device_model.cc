@@ -35,7 +35,8 @@ std::unique_ptr<Model> load_model_on_device(const std::string& model_dir,
 #endif
 }
 
-double warm_up(Model& model, int64_t max_tokens, int64_t max_model_len, int block_size) {
+double warm_up(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
+               int block_size) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int32_t> ids, positions, query_start_loc{0}, seq_lens, logits_indices;
   int max_blocks = 0;
@@ -54,6 +55,29 @@ double warm_up(Model& model, int64_t max_tokens, int64_t max_model_len, int bloc
   ForwardBatch batch{ids,    positions,  query_start_loc, seq_lens,
                      tables, max_blocks, slots,           logits_indices};
   (void)model.forward(batch);
+
+  // The decode graphs, largest first (as vLLM captures them): sequences of one token at position
+  // 0 that read the null block and write no KV, drawn greedily on the device (no logits copy).
+  const std::vector<int> sizes = model.decode_graph_sizes(max_num_seqs);
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    const auto n = static_cast<size_t>(*it);
+    ids.assign(n, 0);
+    positions.assign(n, 0);
+    seq_lens.assign(n, 1);
+    query_start_loc.resize(n + 1);
+    logits_indices.resize(n);
+    for (size_t i = 0; i <= n; ++i) query_start_loc[i] = static_cast<int32_t>(i);
+    for (size_t i = 0; i < n; ++i) logits_indices[i] = static_cast<int32_t>(i);
+    const std::vector<int32_t> decode_tables(n, 0);
+    const std::vector<int64_t> decode_slots(n, -1);
+    std::vector<DeviceDraw> draws(n);
+    for (DeviceDraw& d : draws) d.temperature = 0.0f;
+    std::vector<int32_t> tokens(n, -1);
+    std::vector<DrawnLogprobs> logprobs(n);
+    const ForwardBatch decode{ids,           positions, query_start_loc, seq_lens,
+                              decode_tables, 1,         decode_slots,    logits_indices};
+    (void)model.forward_sample(decode, draws, tokens, logprobs);
+  }
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 

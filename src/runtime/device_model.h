@@ -20,11 +20,14 @@ namespace pagoda {
 /// Whether this build has the CUDA backend and sees a GPU.
 [[nodiscard]] bool cuda_available();
 
-/// vLLM's dummy run: one forward of the largest step the scheduler may build (`max_tokens`, cut
-/// into prefills of at most `max_model_len`), before the first request. A GPU model allocates its
-/// activation and logits buffers at their peak and loads the prefill kernels (cuBLASLt loads them
-/// lazily, on first use), so that neither lands on the first requests. Writes no KV (every slot
-/// is -1) and reads only the null block. Returns the seconds it took.
-double warm_up(Model& model, int64_t max_tokens, int64_t max_model_len, int block_size);
+/// vLLM's dummy run and graph capture, before the first request: one forward of the largest step
+/// the scheduler may build (`max_tokens`, cut into prefills of at most `max_model_len`), then one
+/// decode step of each of the model's decode_graph_sizes(max_num_seqs), largest first. A GPU model
+/// allocates its activation and logits buffers at their peak, loads the prefill kernels (cuBLASLt
+/// loads them lazily, on first use) and captures its decode graphs, so that none of it lands on
+/// the first requests. Writes no KV (every slot is -1) and reads only the null block. Returns the
+/// seconds it took.
+double warm_up(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
+               int block_size);
 
 }  // namespace pagoda

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -217,9 +218,15 @@ class CudaDecoderModel final : public Model {
     layout_ = cuda::KVCacheLayout{num_blocks, block_size, config_.num_kv_heads, config_.head_dim};
     const size_t bytes = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
                          static_cast<size_t>(config_.kv_size()) * dtype_size(dtype_);
+    // The null block (0) is zeroed: padded graph rows and the warm-up read it, and zeros keep
+    // their (discarded) logits finite.
+    const size_t null_block_bytes = static_cast<size_t>(block_size) *
+                                    static_cast<size_t>(config_.kv_size()) * dtype_size(dtype_);
     for (int l = 0; l < config_.num_layers; ++l) {
       keys_.emplace_back(bytes);
       values_.emplace_back(bytes);
+      PAGODA_CUDA_CHECK(cudaMemset(keys_.back().get(), 0, null_block_bytes));
+      PAGODA_CUDA_CHECK(cudaMemset(values_.back().get(), 0, null_block_bytes));
     }
   }
 
@@ -249,6 +256,15 @@ class CudaDecoderModel final : public Model {
   bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) override;
   std::span<float> finish_step(std::span<int32_t> tokens,
                                std::span<DrawnLogprobs> logprobs) override;
+
+  std::vector<int> decode_graph_sizes(int max_num_seqs) const override {
+    std::vector<int> sizes;
+    if (!graphs_enabled_) return sizes;
+    const int64_t last =
+        graph_bucket(std::min<int64_t>(std::max(max_num_seqs, 1), kMaxGraphTokens));
+    for (int64_t t = 1; t <= last; t = graph_bucket(t + 1)) sizes.push_back(static_cast<int>(t));
+    return sizes;
+  }
 
   std::optional<std::pair<size_t, size_t>> device_memory() const override {
     size_t free = 0, total = 0;
@@ -311,13 +327,25 @@ class CudaDecoderModel final : public Model {
     auto operator<=>(const GraphKey&) const = default;
   };
   static constexpr int64_t kMaxGraphTokens = 256;
+  /// The graph a decode batch of t sequences runs as: 1, 2, 4, 8, then multiples of 8 (vLLM's
+  /// capture sizes).
+  static int64_t graph_bucket(int64_t t) {
+    return t <= 8 ? static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(t))) : (t + 7) / 8 * 8;
+  }
   bool graphs_enabled_ = true;
   bool device_sampling_ = true;  // PAGODA_HOST_SAMPLING=1: every row goes back to the host
   // Whether steps of at most kGemvMaxM tokens run the fused GEMVs (run_kernels): every projection's
   // k a multiple of 8 (the GEMV's 16-byte loads); PAGODA_DISABLE_GEMV_FUSION=1 turns it off (A/B).
   bool fuse_small_steps_ = false;
   int min_split_keys_ = cuda::kDefaultMinSplitKeys;
-  std::map<GraphKey, cudaGraphExec_t> graphs_;
+  // One executable graph per bucket (GraphKey::tokens), last captured for `key`: a step of the
+  // same bucket with another table width or attention grid re-captures and updates it in place
+  // (cudaGraphExecUpdate: only kernel parameters differ), a fraction of a fresh instantiate.
+  struct BucketGraph {
+    GraphKey key;
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<int64_t, BucketGraph> graphs_;
   // A decode batch padded to its graph bucket (pad_to_graph_bucket).
   struct PaddedBatch {
     std::vector<int32_t> ids, positions, query_start, seq_lens, tables, rows;
@@ -407,6 +435,35 @@ void CudaDecoderModel::upload_weights(WeightSource& w) {
 /// Packs the step's index arrays into pinned memory and copies them to the device in one transfer.
 /// Device layout (16-byte aligned sections): slots i64[T], ids i32[T], positions i32[T],
 /// query_start_loc i32[S+1], seq_lens i32[S], block_tables i32[S*W], logits_indices i32[L], where
+namespace {
+
+/// Host time of start_step's phases, logged at debug level when a step's launch is slow (a
+/// launch that takes longer than the device step it feeds idles the GPU).
+class HostPhases {
+ public:
+  void mark() { marks_[n_ < 4 ? n_++ : 3] = std::chrono::steady_clock::now(); }
+  void log(int64_t tokens, bool graph) {
+    mark();
+    auto ms = [](auto a, auto b) {
+      return std::chrono::duration<double, std::milli>(b - a).count();
+    };
+    if (ms(start_, marks_[n_ - 1]) < 2.0 || n_ < 4) return;
+    spdlog::debug(
+        "slow launch of {} tokens ({}): buffers {:.2f} ms, inputs and plan {:.2f} ms, {} {:.2f} "
+        "ms, "
+        "sampling and copies {:.2f} ms",
+        tokens, graph ? "graph" : "eager", ms(start_, marks_[0]), ms(marks_[0], marks_[1]),
+        graph ? "graph" : "kernels", ms(marks_[1], marks_[2]), ms(marks_[2], marks_[3]));
+  }
+
+ private:
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point marks_[4];
+  int n_ = 0;
+};
+
+}  // namespace
+
 /// W >= max_blocks_per_seq is the table width (padded for CUDA graphs, so that a graph's offsets
 /// stay fixed while contexts grow).
 StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width) {
@@ -460,7 +517,7 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
 }
 
 void CudaDecoderModel::invalidate_graphs() {
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [tokens, g] : graphs_) cudaGraphExecDestroy(g.exec);
   graphs_.clear();
 }
 
@@ -487,6 +544,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   }
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   const size_t es = dtype_size(dtype_);
+  HostPhases phases;
 
   // A decode-only step (one token per sequence, logits for each) replays a CUDA graph: the ~11
   // kernels per layer then launch without host gaps. Its key fixes every size baked into the
@@ -528,6 +586,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
     }
     invalidate_graphs();
   }
+  phases.mark();  // buffers
   const StepInputs in = stage_inputs(b, table_width);
 
   // The attention plan (host), grown until it fits the workspace, then uploaded.
@@ -560,13 +619,14 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   }
   PAGODA_CUDA_CHECK(
       cuda::upload_attention_plan(plan, limits_, attention_workspace_.get(), stream_));
+  phases.mark();  // inputs and attention plan
 
   if (!graph) {
     run_kernels(b, in, plan, T, S, L);
   } else {
     const GraphKey key{T, table_width, plan.decode_grid};
-    auto it = graphs_.find(key);
-    if (it == graphs_.end()) {
+    BucketGraph& g = graphs_[T];
+    if (g.exec == nullptr || g.key != key) {
       cudaGraph_t captured = nullptr;
       PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
       try {
@@ -577,14 +637,27 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
         throw;
       }
       PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
-      cudaGraphExec_t exec = nullptr;
-      const cudaError_t err = cudaGraphInstantiate(&exec, captured, 0);
+      cudaError_t err = cudaErrorUnknown;
+      if (g.exec != nullptr) {
+        cudaGraphExecUpdateResultInfo info{};
+        err = cudaGraphExecUpdate(g.exec, captured, &info);
+        if (err != cudaSuccess) {  // another topology: instantiate afresh
+          (void)cudaGetLastError();
+          cudaGraphExecDestroy(g.exec);
+          g.exec = nullptr;
+        }
+      }
+      if (err != cudaSuccess) err = cudaGraphInstantiate(&g.exec, captured, 0);
       cudaGraphDestroy(captured);
-      PAGODA_CUDA_CHECK(err);
-      it = graphs_.emplace(key, exec).first;
+      if (err != cudaSuccess) {
+        graphs_.erase(T);
+        PAGODA_CUDA_CHECK(err);
+      }
+      g.key = key;
     }
-    PAGODA_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+    PAGODA_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
   }
+  phases.mark();  // kernels or graph
   pending_.active = true;
   pending_.rows = real_rows;
   if (real_rows == 0) return true;
@@ -604,7 +677,10 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
       pending_.draws.assign(rows.begin(), rows.end());
     }
   }
-  if (!any_logits) return true;
+  if (!any_logits) {
+    phases.log(T, graph);
+    return true;
+  }
   // The caller's rows only (a padded decode step's extra rows come last).
   const size_t real_elems = static_cast<size_t>(real_rows) * static_cast<size_t>(c.vocab_size);
   PAGODA_CUDA_CHECK(cuda::convert(logits_dtype_.get(), dtype_, logits_f32_.get(), DType::kF32,
@@ -613,6 +689,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_logits_, logits_f32_.get(), real_elems * sizeof(float),
                                     cudaMemcpyDeviceToHost, stream_));
   pending_.logits_elems = real_elems;
+  phases.log(T, graph);
   return true;
 }
 
@@ -631,7 +708,7 @@ const ForwardBatch& CudaDecoderModel::pad_to_graph_bucket(const ForwardBatch& b)
         b.logits_indices[static_cast<size_t>(s)] != s)
       return b;
   }
-  const int64_t bucket = T <= 8 ? std::bit_ceil(static_cast<uint64_t>(T)) : (T + 7) / 8 * 8;
+  const int64_t bucket = graph_bucket(T);
   if (bucket == T) return b;
   const auto n = static_cast<size_t>(bucket);
   const size_t width = static_cast<size_t>(std::max(b.max_blocks_per_seq, 1));
