@@ -21,6 +21,7 @@
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/sample_logits.h"
+#include "read_probe.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -84,6 +85,12 @@ double hbm_copy_tbs() {
   return 2.0 * bytes / (ms * 1e-3) / 1e12;
 }
 
+double probe_ms(const std::vector<void*>& buffers, size_t bytes, int sms) {
+  const int copies = static_cast<int>(buffers.size());
+  return time_ms([&](int i) { CHECK_CUDA(launch_read_probe(buffers[i % copies], bytes, sms)); },
+                 std::max(copies, 20));
+}
+
 bool bench_gemv(const BlasContext& ctx) {
   struct Shape {
     const char* name;
@@ -107,6 +114,15 @@ bool bench_gemv(const BlasContext& ctx) {
     void *y = nullptr, *y2 = nullptr;
     CHECK_CUDA(cudaMalloc(&y, 16 * s.n * 2));
     CHECK_CUDA(cudaMalloc(&y2, 16 * s.n * 2));
+    {  // The read-only reference for this matrix size.
+      int sms = 0;
+      CHECK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+      const double ms = probe_ms(w, w_elems * 2, sms);
+      const double tb = 2.0 * w_elems / (ms * 1e-3) / 1e12;
+      std::printf("%-8s %6lld %6lld read-only probe: %9.1f us %7.2f TB/s %5.0f%%\n", s.name,
+                  static_cast<long long>(s.n), static_cast<long long>(s.k), ms * 1e3, tb,
+                  100 * tb / kHbmTBs);
+    }
     for (int64_t m : {1, 4, 16}) {
       const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
       // Agreement first: our GEMV against cuBLASLt on the same inputs.
