@@ -23,8 +23,8 @@
 #include "model/registry.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/device_sampler.h"
-#include "runtime/cuda/env_knobs.h"
 #include "runtime/cuda/weight_streamer.h"
+#include "runtime/env_knobs.h"
 
 namespace pagoda {
 namespace {

@@ -14,7 +14,7 @@
 #include "core/logging.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "runtime/cuda/device_buffer.h"
-#include "runtime/cuda/env_knobs.h"
+#include "runtime/env_knobs.h"
 #include "runtime/weight_chunk_plan.h"
 
 namespace pagoda {

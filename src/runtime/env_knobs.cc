@@ -1,4 +1,4 @@
-#include "runtime/cuda/env_knobs.h"
+#include "runtime/env_knobs.h"
 
 #include <fmt/format.h>
 

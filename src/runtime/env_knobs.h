@@ -1,5 +1,5 @@
 #pragma once
-// The PAGODA_* environment variables that tune or A/B the CUDA runtime (docs/engine.md lists
+// The PAGODA_* environment variables that tune or A/B the runtime (docs/engine.md lists
 // them). Read once, when the object that uses them is built.
 #include <cstdint>
 
