@@ -1,8 +1,6 @@
 #include "runtime/cuda/cuda_decoder_model.h"
 
 #include <algorithm>
-#include <bit>
-#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -21,8 +19,10 @@
 #include "model/dummy_weights.h"
 #include "model/loader/safetensors.h"
 #include "model/registry.h"
+#include "runtime/cuda/decode_graphs.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/device_sampler.h"
+#include "runtime/cuda/host_phases.h"
 #include "runtime/cuda/weight_streamer.h"
 #include "runtime/env_knobs.h"
 
@@ -191,7 +191,7 @@ class CudaDecoderModel final : public Model {
   }
 
   ~CudaDecoderModel() override {
-    invalidate_graphs();
+    graphs_.clear();
     cuda::blas_context_destroy(&blas_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
     if (host_inputs_ != nullptr) cudaFreeHost(host_inputs_);
@@ -209,7 +209,7 @@ class CudaDecoderModel final : public Model {
     if (block_size < 1) {
       throw InvalidArgument(fmt::format("--block-size must be positive, got {}", block_size));
     }
-    invalidate_graphs();
+    graphs_.clear();
     keys_.clear();
     values_.clear();
     // The attention workspace is planned for the cache shape (it decides the kernel): re-plan.
@@ -258,12 +258,7 @@ class CudaDecoderModel final : public Model {
                                std::span<DrawnLogprobs> logprobs) override;
 
   std::vector<int> decode_graph_sizes(int max_num_seqs) const override {
-    std::vector<int> sizes;
-    if (!graphs_enabled_) return sizes;
-    const int64_t last =
-        graph_bucket(std::min<int64_t>(std::max(max_num_seqs, 1), kMaxGraphTokens));
-    for (int64_t t = 1; t <= last; t = graph_bucket(t + 1)) sizes.push_back(static_cast<int>(t));
-    return sizes;
+    return graphs_enabled_ ? DecodeGraphs::buckets(max_num_seqs) : std::vector<int>{};
   }
 
   std::optional<std::pair<size_t, size_t>> device_memory() const override {
@@ -278,7 +273,6 @@ class CudaDecoderModel final : public Model {
   StepInputs stage_inputs(const ForwardBatch& batch, int table_width);
   void run_kernels(const ForwardBatch& b, const StepInputs& in, const cuda::AttentionPlan& plan,
                    int64_t T, int S, int64_t L);
-  void invalidate_graphs();
   void linear(const void* x, int64_t m, int64_t k, const DeviceBuffer& w, int64_t n,
               const DeviceBuffer& bias, void* y) {
     PAGODA_CUDA_CHECK(cuda::linear(blas_, x, m, k, w.get(), n, bias.get(), y, dtype_, stream_));
@@ -319,33 +313,13 @@ class CudaDecoderModel final : public Model {
   size_t host_logits_elems_ = 0;
   cuda::AttentionLimits limits_;
   DeviceBuffer attention_workspace_;
-  // CUDA graphs of decode-only steps (PAGODA_ENFORCE_EAGER=1 turns them off).
-  struct GraphKey {
-    int64_t tokens;
-    int table_width;
-    int decode_grid;
-    auto operator<=>(const GraphKey&) const = default;
-  };
-  static constexpr int64_t kMaxGraphTokens = 256;
-  /// The graph a decode batch of t sequences runs as: 1, 2, 4, 8, then multiples of 8 (vLLM's
-  /// capture sizes).
-  static int64_t graph_bucket(int64_t t) {
-    return t <= 8 ? static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(t))) : (t + 7) / 8 * 8;
-  }
   bool graphs_enabled_ = true;
   bool device_sampling_ = true;  // PAGODA_HOST_SAMPLING=1: every row goes back to the host
   // Whether steps of at most kGemvMaxM tokens run the fused GEMVs (run_kernels): every projection's
   // k a multiple of 8 (the GEMV's 16-byte loads); PAGODA_DISABLE_GEMV_FUSION=1 turns it off (A/B).
   bool fuse_small_steps_ = false;
   int min_split_keys_ = cuda::kDefaultMinSplitKeys;
-  // One executable graph per bucket (GraphKey::tokens), last captured for `key`: a step of the
-  // same bucket with another table width or attention grid re-captures and updates it in place
-  // (cudaGraphExecUpdate: only kernel parameters differ), a fraction of a fresh instantiate.
-  struct BucketGraph {
-    GraphKey key;
-    cudaGraphExec_t exec = nullptr;
-  };
-  std::map<int64_t, BucketGraph> graphs_;
+  DecodeGraphs graphs_;  // of decode-only steps (PAGODA_ENFORCE_EAGER=1 turns them off)
   // A decode batch padded to its graph bucket (pad_to_graph_bucket).
   struct PaddedBatch {
     std::vector<int32_t> ids, positions, query_start, seq_lens, tables, rows;
@@ -435,35 +409,6 @@ void CudaDecoderModel::upload_weights(WeightSource& w) {
 /// Packs the step's index arrays into pinned memory and copies them to the device in one transfer.
 /// Device layout (16-byte aligned sections): slots i64[T], ids i32[T], positions i32[T],
 /// query_start_loc i32[S+1], seq_lens i32[S], block_tables i32[S*W], logits_indices i32[L], where
-namespace {
-
-/// Host time of start_step's phases, logged at debug level when a step's launch is slow (a
-/// launch that takes longer than the device step it feeds idles the GPU).
-class HostPhases {
- public:
-  void mark() { marks_[n_ < 4 ? n_++ : 3] = std::chrono::steady_clock::now(); }
-  void log(int64_t tokens, bool graph) {
-    mark();
-    auto ms = [](auto a, auto b) {
-      return std::chrono::duration<double, std::milli>(b - a).count();
-    };
-    if (ms(start_, marks_[n_ - 1]) < 2.0 || n_ < 4) return;
-    spdlog::debug(
-        "slow launch of {} tokens ({}): buffers {:.2f} ms, inputs and plan {:.2f} ms, {} {:.2f} "
-        "ms, "
-        "sampling and copies {:.2f} ms",
-        tokens, graph ? "graph" : "eager", ms(start_, marks_[0]), ms(marks_[0], marks_[1]),
-        graph ? "graph" : "kernels", ms(marks_[1], marks_[2]), ms(marks_[2], marks_[3]));
-  }
-
- private:
-  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
-  std::chrono::steady_clock::time_point marks_[4];
-  int n_ = 0;
-};
-
-}  // namespace
-
 /// W >= max_blocks_per_seq is the table width (padded for CUDA graphs, so that a graph's offsets
 /// stay fixed while contexts grow).
 StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width) {
@@ -482,7 +427,7 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
     host_inputs_bytes_ = std::max(total, 2 * host_inputs_bytes_);
     PAGODA_CUDA_CHECK(cudaMallocHost(&host_inputs_, host_inputs_bytes_));
     device_inputs_ = DeviceBuffer(host_inputs_bytes_);
-    invalidate_graphs();
+    graphs_.clear();
   }
   char* host = static_cast<char*>(host_inputs_);
   size_t offset = 0;
@@ -516,11 +461,6 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
                     table_width};
 }
 
-void CudaDecoderModel::invalidate_graphs() {
-  for (auto& [tokens, g] : graphs_) cudaGraphExecDestroy(g.exec);
-  graphs_.clear();
-}
-
 bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) {
   PAGODA_CHECK(!pending_.active, "start_step while a step is in flight");
   PAGODA_CHECK(!keys_.empty(), "forward before init_kv_cache");
@@ -549,7 +489,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   // A decode-only step (one token per sequence, logits for each) replays a CUDA graph: the ~11
   // kernels per layer then launch without host gaps. Its key fixes every size baked into the
   // kernels' parameters: tokens, the padded block-table width and the attention grid.
-  bool graph = graphs_enabled_ && T == S && L == T && T <= kMaxGraphTokens;
+  bool graph = graphs_enabled_ && T == S && L == T && T <= DecodeGraphs::kMaxTokens;
   for (int s = 0; graph && s < S; ++s) {
     graph =
         b.query_start_loc[static_cast<size_t>(s) + 1] - b.query_start_loc[static_cast<size_t>(s)] ==
@@ -567,7 +507,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   // Buffers first: a graph bakes their addresses, so any growth invalidates the graphs.
   if (T > act_.capacity) {
     act_.reserve(T, c, es);
-    invalidate_graphs();
+    graphs_.clear();
   }
   const size_t gathered_bytes = static_cast<size_t>(L * c.hidden_size) * es;
   const size_t logits_elems = static_cast<size_t>(L) * static_cast<size_t>(c.vocab_size);
@@ -584,7 +524,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
       host_logits_elems_ = logits_elems * 2;
       PAGODA_CUDA_CHECK(cudaMallocHost(&host_logits_, host_logits_elems_ * sizeof(float)));
     }
-    invalidate_graphs();
+    graphs_.clear();
   }
   phases.mark();  // buffers
   const StepInputs in = stage_inputs(b, table_width);
@@ -608,7 +548,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
     limits_.max_items = std::max(4096, 2 * limits_.max_items);
     limits_.max_partial_slots = std::max(4096, 2 * limits_.max_partial_slots);
     attention_workspace_ = DeviceBuffer(cuda::attention_workspace_bytes(limits_));
-    invalidate_graphs();
+    graphs_.clear();
   }
   if (graph) {
     // Fixed grids (blocks past the uploaded item counts exit), rounded up so that one graph
@@ -624,38 +564,8 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   if (!graph) {
     run_kernels(b, in, plan, T, S, L);
   } else {
-    const GraphKey key{T, table_width, plan.decode_grid};
-    BucketGraph& g = graphs_[T];
-    if (g.exec == nullptr || g.key != key) {
-      cudaGraph_t captured = nullptr;
-      PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-      try {
-        run_kernels(b, in, plan, T, S, L);
-      } catch (...) {
-        (void)cudaStreamEndCapture(stream_, &captured);
-        if (captured != nullptr) cudaGraphDestroy(captured);
-        throw;
-      }
-      PAGODA_CUDA_CHECK(cudaStreamEndCapture(stream_, &captured));
-      cudaError_t err = cudaErrorUnknown;
-      if (g.exec != nullptr) {
-        cudaGraphExecUpdateResultInfo info{};
-        err = cudaGraphExecUpdate(g.exec, captured, &info);
-        if (err != cudaSuccess) {  // another topology: instantiate afresh
-          (void)cudaGetLastError();
-          cudaGraphExecDestroy(g.exec);
-          g.exec = nullptr;
-        }
-      }
-      if (err != cudaSuccess) err = cudaGraphInstantiate(&g.exec, captured, 0);
-      cudaGraphDestroy(captured);
-      if (err != cudaSuccess) {
-        graphs_.erase(T);
-        PAGODA_CUDA_CHECK(err);
-      }
-      g.key = key;
-    }
-    PAGODA_CUDA_CHECK(cudaGraphLaunch(g.exec, stream_));
+    graphs_.launch({T, table_width, plan.decode_grid}, stream_,
+                   [&] { run_kernels(b, in, plan, T, S, L); });
   }
   phases.mark();  // kernels or graph
   pending_.active = true;
@@ -694,21 +604,22 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
 }
 
 /// Decode-step graphs are captured per batch-size bucket (1, 2, 4, 8, then multiples of 8 up to
-/// kMaxGraphTokens, as vLLM's capture sizes): a decode batch of T sequences runs as the bucket's
-/// size, the extra sequences being one token at position 0 that writes no KV (slot -1), reads the
-/// null block 0 and whose rows nobody samples. Without buckets every distinct T captured its own
-/// graph mid-serving (~ms each) as requests came and went.
+/// DecodeGraphs::kMaxTokens, as vLLM's capture sizes): a decode batch of T sequences runs as the
+/// bucket's size, the extra sequences being one token at position 0 that writes no KV (slot -1),
+/// reads the null block 0 and whose rows nobody samples. Without buckets every distinct T captured
+/// its own graph mid-serving (~ms each) as requests came and went.
 const ForwardBatch& CudaDecoderModel::pad_to_graph_bucket(const ForwardBatch& b) {
   const int64_t T = b.num_tokens();
   const int S = b.num_seqs();
-  if (T != S || static_cast<int64_t>(b.logits_indices.size()) != T || T > kMaxGraphTokens) return b;
+  if (T != S || static_cast<int64_t>(b.logits_indices.size()) != T || T > DecodeGraphs::kMaxTokens)
+    return b;
   for (int s = 0; s < S; ++s) {
     if (b.query_start_loc[static_cast<size_t>(s) + 1] - b.query_start_loc[static_cast<size_t>(s)] !=
             1 ||
         b.logits_indices[static_cast<size_t>(s)] != s)
       return b;
   }
-  const int64_t bucket = graph_bucket(T);
+  const int64_t bucket = DecodeGraphs::bucket(T);
   if (bucket == T) return b;
   const auto n = static_cast<size_t>(bucket);
   const size_t width = static_cast<size_t>(std::max(b.max_blocks_per_seq, 1));

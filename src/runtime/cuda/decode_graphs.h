@@ -1,0 +1,53 @@
+#pragma once
+// The CUDA graphs of decode-only steps, one per batch-size bucket (docs/engine.md, "CUDA graphs
+// and warm-up").
+#include <cuda_runtime.h>
+
+#include <compare>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <vector>
+
+namespace pagoda {
+
+class DecodeGraphs {
+ public:
+  /// What a graph bakes into its kernels' parameters besides the buffers' addresses.
+  struct Key {
+    int64_t tokens;  // the bucket
+    int table_width;
+    int decode_grid;
+    auto operator<=>(const Key&) const = default;
+  };
+  static constexpr int64_t kMaxTokens = 256;
+
+  /// The bucket a decode batch of t sequences runs as: 1, 2, 4, 8, then multiples of 8 (vLLM's
+  /// capture sizes).
+  [[nodiscard]] static int64_t bucket(int64_t t);
+  /// Every bucket up to the one of min(max_num_seqs, kMaxTokens) sequences, ascending.
+  [[nodiscard]] static std::vector<int> buckets(int max_num_seqs);
+
+  DecodeGraphs() = default;
+  DecodeGraphs(const DecodeGraphs&) = delete;
+  DecodeGraphs& operator=(const DecodeGraphs&) = delete;
+  ~DecodeGraphs() { clear(); }
+
+  /// Launches the graph of key.tokens's bucket on `stream`. When the bucket has none yet, or one
+  /// captured for another key, `record` (which must only enqueue work on `stream`) is captured
+  /// first; a bucket's existing executable graph is updated in place (cudaGraphExecUpdate: only
+  /// kernel parameters differ, a fraction of a fresh instantiate), else a new one instantiated.
+  /// Throws Internal on a CUDA error.
+  void launch(const Key& key, cudaStream_t stream, const std::function<void()>& record);
+  /// Destroys every graph (after a buffer they bake in moved).
+  void clear();
+
+ private:
+  struct BucketGraph {
+    Key key{};
+    cudaGraphExec_t exec = nullptr;
+  };
+  std::map<int64_t, BucketGraph> graphs_;  // by Key::tokens
+};
+
+}  // namespace pagoda
