@@ -233,40 +233,30 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_set(int line) {
+    // Targets: `ns.attr` (a namespace attribute) or names, possibly a tuple.
+    std::vector<std::string> targets;
+    std::string attr;
     if (cur().type == TokenType::kName && peek().type == TokenType::kOperator &&
         peek().value == ".") {
-      std::string target = expect_name();
+      targets.push_back(expect_name());
       next();
-      std::string attr = expect_name();
-      if (!skip_op("=")) {  // {% set ns.attr %}...{% endset %}
-        auto s = make_stmt(StmtKind::kSetBlock, line);
-        s->targets.push_back(std::move(target));
-        s->attr = std::move(attr);
-        if (is_op("|")) s->filter = parse_filters(nullptr);
-        expect_block_end();
-        std::string end;
-        s->body = parse_body({"endset"}, end);
-        expect_block_end();
-        return s;
-      }
+      attr = expect_name();
+    } else {
+      targets = parse_targets();
+    }
+    if (skip_op("=")) {  // {% set x = expr %}
       auto s = make_stmt(StmtKind::kSet, line);
-      s->targets.push_back(std::move(target));
+      s->targets = std::move(targets);
       s->attr = std::move(attr);
       s->expr = parse_tuple(false);
       expect_block_end();
       return s;
     }
-    std::vector<std::string> targets = parse_targets();
-    if (skip_op("=")) {
-      auto s = make_stmt(StmtKind::kSet, line);
-      s->targets = std::move(targets);
-      s->expr = parse_tuple(false);
-      expect_block_end();
-      return s;
-    }
+    // {% set x %}...{% endset %}, optionally filtered.
     if (targets.size() != 1) fail("block set needs exactly one target");
     auto s = make_stmt(StmtKind::kSetBlock, line);
     s->targets = std::move(targets);
+    s->attr = std::move(attr);
     if (is_op("|")) s->filter = parse_filters(nullptr);
     expect_block_end();
     std::string end;
