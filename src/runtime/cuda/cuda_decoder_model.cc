@@ -271,8 +271,8 @@ class CudaDecoderModel final : public Model {
  private:
   void upload_weights(WeightSource& w);
   StepInputs stage_inputs(const ForwardBatch& batch, int table_width);
-  void run_kernels(const ForwardBatch& b, const StepInputs& in, const cuda::AttentionPlan& plan,
-                   int64_t T, int S, int64_t L);
+  void run_kernels(const StepInputs& in, const cuda::AttentionPlan& plan, int64_t T, int S,
+                   int64_t L);
   void linear(const void* x, int64_t m, int64_t k, const DeviceBuffer& w, int64_t n,
               const DeviceBuffer& bias, void* y) {
     PAGODA_CUDA_CHECK(cuda::linear(blas_, x, m, k, w.get(), n, bias.get(), y, dtype_, stream_));
@@ -562,10 +562,10 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   phases.mark();  // inputs and attention plan
 
   if (!graph) {
-    run_kernels(b, in, plan, T, S, L);
+    run_kernels(in, plan, T, S, L);
   } else {
     graphs_.launch({T, table_width, plan.decode_grid}, stream_,
-                   [&] { run_kernels(b, in, plan, T, S, L); });
+                   [&] { run_kernels(in, plan, T, S, L); });
   }
   phases.mark();  // kernels or graph
   pending_.active = true;
@@ -662,8 +662,8 @@ std::span<float> CudaDecoderModel::finish_step(std::span<int32_t> tokens,
 
 /// The kernel sequence of one step, from the embedding to the logits in pinned host memory. It
 /// only launches work on stream_ (no allocation, no host synchronisation), so it can be captured.
-void CudaDecoderModel::run_kernels(const ForwardBatch& b, const StepInputs& in,
-                                   const cuda::AttentionPlan& plan, int64_t T, int S, int64_t L) {
+void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPlan& plan, int64_t T,
+                                   int S, int64_t L) {
   const ModelConfig& c = config_;
   const size_t es = dtype_size(dtype_);
   const int64_t h = c.hidden_size, q = c.q_size(), kv = c.kv_size(), inter = c.intermediate_size;
@@ -802,11 +802,8 @@ void CudaDecoderModel::run_kernels(const ForwardBatch& b, const StepInputs& in,
   // Only the rows whose logits are wanted go through the LM head.
   PAGODA_CUDA_CHECK(cuda::gather_rows(normed, in.logits_rows, L, h * static_cast<int64_t>(es),
                                       gathered_.get(), stream_));
-  const size_t logits_elems = static_cast<size_t>(L) * static_cast<size_t>(c.vocab_size);
   linear(gathered_.get(), L, h, tied_ ? embed_tokens_ : lm_head_, c.vocab_size, DeviceBuffer(),
          logits_dtype_.get());
-  (void)logits_elems;
-  (void)b;
 }
 
 }  // namespace
