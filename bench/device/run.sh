@@ -98,6 +98,13 @@ if [ $bench -eq 1 ]; then
     echo "model bench (CUDA graphs, splits >= $keys keys): exit $?"
     grep -v "^\[" "$out/bench_model_split$keys.log" | tail -3
   done
+  # A Qwen3 shape: per-head q/k norms inside the RoPE kernel (rope.cu).
+  if [ -d .device/configs/qwen3-8b ]; then
+    timeout 100 "$build/bench/model/bench_decode" .device/configs/qwen3-8b --device cuda \
+      --dtype bfloat16 --batches 1,16 --steps 64 --context 512 >"$out/bench_model_qwen3.log" 2>&1
+    echo "model bench Qwen3-8B (CUDA graphs): exit $?"
+    grep -v "^\[" "$out/bench_model_qwen3.log" | tail -4
+  fi
   PAGODA_ENFORCE_EAGER=1 timeout 150 "$build/bench/model/bench_decode" "${model[@]}" \
     >"$out/bench_model_eager.log" 2>&1
   echo "model bench (eager): exit $?"

@@ -1,14 +1,17 @@
 // rope_and_cache: one block per token. Threads walk the (head, pair) grid of q then k, so each
 // rotation reads and writes both halves of a pair; the angle's sincosf is full precision because
-// positions reach 1e5 and the fast intrinsics lose accuracy on large arguments.
+// positions reach 1e5 and the fast intrinsics lose accuracy on large arguments. With the per-head
+// norm (Qwen3), a warp per head first finds each q and k head's 1/rms (kept in shared memory):
+// the norm then costs one extra read of q and k instead of three copies and two kernels.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/rope.h"
 
 namespace pagoda::cuda {
 namespace {
 
-template <typename T>
+template <typename T, bool kNorm>
 __global__ void rope_and_cache_kernel(RopeCacheParams p) {
+  extern __shared__ float inv_rms[];  // kNorm: [num_heads + num_kv_heads]
   begin_dependent_kernel();
   const int64_t t = blockIdx.x;
   const int d = p.layout.head_dim, half = d / 2, kvh = p.layout.num_kv_heads;
@@ -20,6 +23,17 @@ __global__ void rope_and_cache_kernel(RopeCacheParams p) {
   T* kc = static_cast<T*>(p.key_cache);
   T* vc = static_cast<T*>(p.value_cache);
 
+  if constexpr (kNorm) {
+    const int lane = threadIdx.x & 31, warps = static_cast<int>(blockDim.x >> 5);
+    for (int h = static_cast<int>(threadIdx.x >> 5); h < p.num_heads + kvh; h += warps) {
+      const T* x = h < p.num_heads ? q + h * d : k + (h - p.num_heads) * d;
+      float ss = 0.0f;
+      for (int e = lane; e < d; e += 32) ss += to_float(x[e]) * to_float(x[e]);
+      ss = warp_sum(ss);
+      if (lane == 0) inv_rms[h] = rsqrtf(ss / static_cast<float>(d) + p.norm_eps);
+    }
+    __syncthreads();
+  }
   const int q_pairs = p.num_heads * half, k_pairs = kvh * half;
   for (int i = threadIdx.x; i < q_pairs + k_pairs; i += blockDim.x) {
     const bool is_q = i < q_pairs;
@@ -28,7 +42,13 @@ __global__ void rope_and_cache_kernel(RopeCacheParams p) {
     float s, c;
     sincosf(pos * p.inv_freq[e], &s, &c);
     T* x = (is_q ? q : k) + h * d;
-    const float a = to_float(x[e]), b = to_float(x[e + half]);
+    float a = to_float(x[e]), b = to_float(x[e + half]);
+    if constexpr (kNorm) {  // as rms_norm writes it: x * inv_rms * weight, rounded to dtype
+      const T* w = static_cast<const T*>(is_q ? p.q_norm : p.k_norm);
+      const float inv = inv_rms[is_q ? h : p.num_heads + h];
+      a = to_float(from_float<T>(a * inv * to_float(w[e])));
+      b = to_float(from_float<T>(b * inv * to_float(w[e + half])));
+    }
     const T ra = from_float<T>(a * c - b * s), rb = from_float<T>(b * c + a * s);
     x[e] = ra;
     x[e + half] = rb;
@@ -50,13 +70,22 @@ __global__ void rope_and_cache_kernel(RopeCacheParams p) {
 
 cudaError_t rope_and_cache(const RopeCacheParams& params, cudaStream_t stream) {
   if (params.num_tokens <= 0) return cudaSuccess;
-  if (params.layout.head_dim % 2 != 0 || params.num_tokens > 0x7fffffff)
+  const bool norm = params.q_norm != nullptr;
+  if (params.layout.head_dim % 2 != 0 || params.num_tokens > 0x7fffffff ||
+      norm != (params.k_norm != nullptr))
     return cudaErrorInvalidValue;
   const int pairs = (params.num_heads + params.layout.num_kv_heads) * params.layout.head_dim / 2;
   const int threads = std::min(512, std::max(32, (pairs + 31) / 32 * 32));
+  const size_t smem =
+      norm ? sizeof(float) * static_cast<size_t>(params.num_heads + params.layout.num_kv_heads) : 0;
   PAGODA_DISPATCH_HALF(params.dtype, {
-    launch_kernel(rope_and_cache_kernel<scalar_t>, static_cast<unsigned>(params.num_tokens),
-                  threads, 0, stream, params);
+    if (norm) {
+      launch_kernel(rope_and_cache_kernel<scalar_t, true>, static_cast<unsigned>(params.num_tokens),
+                    threads, smem, stream, params);
+    } else {
+      launch_kernel(rope_and_cache_kernel<scalar_t, false>,
+                    static_cast<unsigned>(params.num_tokens), threads, 0, stream, params);
+    }
     return cudaGetLastError();
   });
 }

@@ -27,12 +27,19 @@ struct RopeCacheParams {
   int num_heads = 0;
   KVCacheLayout layout;  // layout.head_dim and layout.num_kv_heads describe q, k and v too
   DType dtype = DType::kBF16;
+  // Per-head q/k RMSNorm before the rotation (Qwen3), both or neither: each head of q (k) becomes
+  // x / sqrt(mean(x^2) + norm_eps) * q_norm (k_norm), [head_dim] in dtype, rounded to dtype as
+  // the separate rms_norm would write it.
+  const void* q_norm = nullptr;
+  const void* k_norm = nullptr;
+  float norm_eps = 0.0f;
 };
 
 /// Rotates q and k in place in the rotate-half (GPT-NeoX / HF Llama) convention: element i pairs
 /// with element i + head_dim / 2, angle = float(positions[t]) * inv_freq[i] in fp32, as
 /// cpu::rope_neox; then writes the rotated k and the unchanged v of token t into slot
-/// slot_mapping[t] of the caches (as cpu::reshape_and_cache, in the GPU layout).
+/// slot_mapping[t] of the caches (as cpu::reshape_and_cache, in the GPU layout). With q_norm and
+/// k_norm set, each head is first normalised (cpu::rms_norm per head, then rounded to dtype).
 cudaError_t rope_and_cache(const RopeCacheParams& params, cudaStream_t stream);
 
 }  // namespace pagoda::cuda

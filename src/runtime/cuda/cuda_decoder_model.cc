@@ -679,7 +679,8 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
   // add_rms_norm.
   const bool fused = fuse_small_steps_ && T <= cuda::kGemvMaxM;
   // ... and RoPE with the cache write into the qkv GEMV, unless the per-head q/k norms (Qwen3) must
-  // come between them. Its pairs (i, i + head_dim / 2) go two by two: head_dim % 4 == 0.
+  // come between them (rope_and_cache does those norms itself). Its pairs (i, i + head_dim / 2) go
+  // two by two: head_dim % 4 == 0.
   const bool fused_rope = fused && !qk_norm_ && c.head_dim % 4 == 0;
 
   PAGODA_CUDA_CHECK(
@@ -709,35 +710,14 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
       }
       linear(normed, T, h, w.qkv, qkv_width, w.qkv_bias, qkv);
     }
-    int64_t q_stride = qkv_width, k_stride = qkv_width;
     void* q_ptr = qkv;
     void* k_ptr = qkv + static_cast<size_t>(q) * es;
-    if (qk_norm_) {
-      // Per-head RMSNorm needs contiguous rows: q and k move to the attention and hidden buffers.
-      PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(
-          act_.attn.get(), static_cast<size_t>(q) * es, qkv, static_cast<size_t>(qkv_width) * es,
-          static_cast<size_t>(q) * es, static_cast<size_t>(T), cudaMemcpyDeviceToDevice, stream_));
-      PAGODA_CUDA_CHECK(
-          cudaMemcpy2DAsync(hidden, static_cast<size_t>(kv) * es, qkv + static_cast<size_t>(q) * es,
-                            static_cast<size_t>(qkv_width) * es, static_cast<size_t>(kv) * es,
-                            static_cast<size_t>(T), cudaMemcpyDeviceToDevice, stream_));
-      PAGODA_CUDA_CHECK(cuda::rms_norm(act_.attn.get(), w.q_norm.get(), T * c.num_heads, c.head_dim,
-                                       eps, act_.attn.get(), dtype_, stream_));
-      PAGODA_CUDA_CHECK(cuda::rms_norm(hidden, w.k_norm.get(), T * c.num_kv_heads, c.head_dim, eps,
-                                       hidden, dtype_, stream_));
-      // The normed q goes back into the qkv buffer so that attention can write into attn.
-      PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(
-          qkv, static_cast<size_t>(qkv_width) * es, act_.attn.get(), static_cast<size_t>(q) * es,
-          static_cast<size_t>(q) * es, static_cast<size_t>(T), cudaMemcpyDeviceToDevice, stream_));
-      k_ptr = hidden;
-      k_stride = kv;
-    }
     cuda::RopeCacheParams rp;
     rp.q = q_ptr;
     rp.k = k_ptr;
     rp.v = qkv + static_cast<size_t>(q + kv) * es;
-    rp.q_stride = q_stride;
-    rp.k_stride = k_stride;
+    rp.q_stride = qkv_width;
+    rp.k_stride = qkv_width;
     rp.v_stride = qkv_width;
     rp.positions = in.positions;
     rp.inv_freq = inv_freq_.as<float>();
@@ -748,11 +728,16 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
     rp.num_heads = c.num_heads;
     rp.layout = layout_;
     rp.dtype = dtype_;
+    if (qk_norm_) {  // Qwen3: per-head RMSNorm of q and k, inside the RoPE kernel
+      rp.q_norm = w.q_norm.get();
+      rp.k_norm = w.k_norm.get();
+      rp.norm_eps = eps;
+    }
     if (!fused_rope) PAGODA_CUDA_CHECK(cuda::rope_and_cache(rp, stream_));  // else: in the GEMV
 
     cuda::PagedAttentionParams ap;
     ap.q = q_ptr;
-    ap.q_stride = q_stride;
+    ap.q_stride = qkv_width;
     ap.positions = in.positions;
     ap.query_start_loc = in.query_start;
     ap.seq_lens = in.seq_lens;

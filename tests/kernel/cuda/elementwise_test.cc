@@ -8,6 +8,9 @@
 #include <gtest/gtest.h>
 
 #include <numeric>
+#include <random>
+#include <tuple>
+#include <utility>
 
 #include "cuda_test_util.h"
 #include "kernels/cpu/activation.h"
@@ -138,7 +141,8 @@ TEST(CudaEmbedding, GathersRows) {
 }
 
 // rope_and_cache against cpu::rope_neox + cpu::reshape_and_cache: q and k rotated in place, the
-// rotated k and v in the GPU cache layout at the slots (negative slots skipped), from a fused qkv.
+// rotated k and v in the GPU cache layout at the slots (negative slots skipped), from a fused qkv;
+// with the per-head norm (Qwen3), cpu::rms_norm over each head first, rounded to dtype.
 TEST(CudaRope, RopeAndCacheMatchesCpu) {
   REQUIRE_GPU();
   ThreadPool pool(4);
@@ -151,9 +155,15 @@ TEST(CudaRope, RopeAndCacheMatchesCpu) {
     for (const Shape s :
          {Shape{32, 8, 128, 16}, Shape{8, 8, 64, 32}, Shape{4, 1, 96, 16}, Shape{8, 4, 8, 16},
           Shape{8, 4, 8, 1}, Shape{4, 1, 16, 3}, Shape{4, 2, 24, 3}}) {
-      for (int64_t tokens : {1, 7, 70}) {
-        SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " heads=" << s.heads << "/"
-                                          << s.kv_heads << " d=" << s.head_dim << " t=" << tokens);
+      for (const auto& [tokens, qk_norm] : {std::pair<int64_t, bool>{1, false},
+                                            {7, false},
+                                            {70, false},
+                                            {1, true},
+                                            {7, true},
+                                            {70, true}}) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_label(dt) << " heads=" << s.heads << "/" << s.kv_heads
+                     << " d=" << s.head_dim << " t=" << tokens << " qk_norm=" << qk_norm);
         const int d = s.head_dim, half = d / 2;
         const int64_t row = static_cast<int64_t>(s.heads + 2 * s.kv_heads) * d;
         const HalfData qkv = random_half(tokens * row, dt, seed++, -2.0f, 2.0f);
@@ -177,6 +187,19 @@ TEST(CudaRope, RopeAndCacheMatchesCpu) {
           std::copy(r + s.heads * d, r + (s.heads + s.kv_heads) * d, &k[t * s.kv_heads * d]);
           std::copy(r + (s.heads + s.kv_heads) * d, r + row, &v[t * s.kv_heads * d]);
         }
+        const HalfData q_norm = random_half(d, dt, seed++, 0.5f, 1.5f);
+        const HalfData k_norm = random_half(d, dt, seed++, 0.5f, 1.5f);
+        constexpr float kEps = 1e-6f;
+        if (qk_norm) {
+          for (auto [x, weight, heads] :
+               {std::tuple{&q, &q_norm, s.heads}, std::tuple{&k, &k_norm, s.kv_heads}}) {
+            std::vector<float> normed(x->size());
+            cpu::rms_norm(x->data(), weight->values.data(), tokens * heads, d, kEps, normed.data(),
+                          pool);
+            for (size_t i = 0; i < normed.size(); ++i)
+              (*x)[i] = half_to_float(float_to_half(normed[i], dt), dt);
+          }
+        }
         cpu::rope_neox(q.data(), k.data(), positions.data(), tokens, s.heads, s.kv_heads, d,
                        inv_freq.data(), pool);
         cpu::PagedKVLayout cl{num_blocks, s.block_size, s.kv_heads, d};
@@ -186,6 +209,7 @@ TEST(CudaRope, RopeAndCacheMatchesCpu) {
                                pool);
 
         DeviceBuffer dqkv = to_device(qkv.bits), dfreq = to_device(inv_freq);
+        DeviceBuffer dqn = to_device(q_norm.bits), dkn = to_device(k_norm.bits);
         DeviceBuffer dpos = to_device(positions), dslots = to_device(slots);
         DeviceBuffer dkc(cache_elems * 2), dvc(cache_elems * 2);
         poison(dkc);
@@ -205,6 +229,11 @@ TEST(CudaRope, RopeAndCacheMatchesCpu) {
         p.num_heads = s.heads;
         p.layout = {num_blocks, s.block_size, s.kv_heads, d};
         p.dtype = dt;
+        if (qk_norm) {
+          p.q_norm = dqn.get();
+          p.k_norm = dkn.get();
+          p.norm_eps = kEps;
+        }
         CUDA_OK(rope_and_cache(p, nullptr));
         CUDA_OK(cudaDeviceSynchronize());
 
