@@ -161,19 +161,32 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
         fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
   }
   const int64_t kv_bytes_per_token = e.model->kv_cache_bytes_per_token();
+  // A GPU model: vLLM's profile run first (its first steps would otherwise pay the allocations
+  // and the lazy kernel loads), so that the KV pool is sized from what the largest step really
+  // uses. It needs a pool of two blocks (the null block and one).
+  const bool on_device = e.model->device_memory().has_value();
+  const int64_t profile_tokens = std::min<int64_t>(
+      args.max_num_batched_tokens, static_cast<int64_t>(args.max_num_seqs) * max_model_len_);
+  double warm_up_seconds = 0;
+  if (on_device) {
+    e.model->init_kv_cache(2, args.block_size);
+    warm_up_seconds +=
+        profile_run(*e.model, profile_tokens, args.max_num_seqs, max_model_len_, args.block_size);
+  }
   int64_t kv_memory = args.kv_cache_memory_bytes;
   if (kv_memory <= 0) {
     if (const auto memory = e.model->device_memory()) {
       // vLLM's rule: the KV pool gets what the utilization budget leaves after what is in use now
-      // (weights), less a reserve for activations and logits.
+      // (weights, and the activation, attention and logits buffers at the profile run's peak),
+      // less a margin for the decode graphs and the sampler's buffers.
       const auto [free, total] = *memory;
       if (!(args.gpu_memory_utilization > 0 && args.gpu_memory_utilization <= 1)) {
         throw InvalidArgument(fmt::format("--gpu-memory-utilization must be in (0, 1], got {}",
                                           args.gpu_memory_utilization));
       }
-      constexpr int64_t kActivationReserve = int64_t{3} << 30;
+      constexpr int64_t kGraphAndSamplerMargin = int64_t{512} << 20;
       kv_memory = static_cast<int64_t>(args.gpu_memory_utilization * static_cast<double>(total)) -
-                  static_cast<int64_t>(total - free) - kActivationReserve;
+                  static_cast<int64_t>(total - free) - kGraphAndSamplerMargin;
       if (kv_memory <= 0) {
         throw InvalidArgument(
             fmt::format("--gpu-memory-utilization {} leaves no memory for the KV cache",
@@ -189,6 +202,14 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   e.model->init_kv_cache(num_blocks, args.block_size);
   kv_capacity_tokens_ =
       static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
+  if (on_device) {
+    const auto start = std::chrono::steady_clock::now();
+    const int graphs = capture_decode_graphs(*e.model, args.max_num_seqs);
+    warm_up_seconds +=
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    spdlog::info("warm-up: profile run of {} tokens, {} decode graphs: {:.0f} ms", profile_tokens,
+                 graphs, 1e3 * warm_up_seconds);
+  }
 
   scheduler::SchedulerConfig sched;
   sched.max_num_batched_tokens = args.max_num_batched_tokens;
@@ -202,14 +223,6 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   }
   e.scheduler = std::make_unique<scheduler::Scheduler>(sched, *e.kv_manager);
   e.runner = std::make_unique<ModelRunner>(*e.model, args.block_size);
-  if (e.model->device_memory()) {  // a GPU model: its first steps would pay the allocations
-    const int64_t tokens = std::min<int64_t>(
-        args.max_num_batched_tokens, static_cast<int64_t>(args.max_num_seqs) * max_model_len_);
-    const double seconds =
-        warm_up(*e.model, tokens, args.max_num_seqs, max_model_len_, args.block_size);
-    spdlog::info("warm-up: forward of {} tokens, {} decode graphs: {:.0f} ms", tokens,
-                 e.model->decode_graph_sizes(args.max_num_seqs).size(), 1e3 * seconds);
-  }
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB), max model length {}",
                num_blocks - 1, args.block_size, kv_capacity_tokens_,
                static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),

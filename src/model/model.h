@@ -64,7 +64,7 @@ class Model {
     return std::nullopt;
   }
   /// The decode batch sizes this model runs as captured graphs, up to max_num_seqs sequences
-  /// (none: it has no graphs). warm_up() captures them before the first request.
+  /// (none: it has no graphs). capture_decode_graphs() runs them before the first request.
   [[nodiscard]] virtual std::vector<int> decode_graph_sizes(int max_num_seqs) const {
     (void)max_num_seqs;
     return {};

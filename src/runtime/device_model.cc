@@ -35,8 +35,8 @@ std::unique_ptr<Model> load_model_on_device(const std::string& model_dir,
 #endif
 }
 
-double warm_up(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
-               int block_size) {
+double profile_run(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
+                   int block_size) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int32_t> ids, positions, query_start_loc{0}, seq_lens, logits_indices;
   int max_blocks = 0;
@@ -45,40 +45,43 @@ double warm_up(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_m
     for (int32_t i = 0; i < n; ++i) positions.push_back(i);
     query_start_loc.push_back(query_start_loc.back() + n);
     seq_lens.push_back(n);
-    logits_indices.push_back(query_start_loc.back() - 1);
     max_blocks = std::max(max_blocks, (n + block_size - 1) / block_size);
     left -= n;
   }
+  // As many logits rows as a step may ask for (one per sequence), so that the logits buffers
+  // reach their peak too: the last rows of the batch.
+  const auto tokens = static_cast<int32_t>(positions.size());
+  const int32_t rows = std::min(tokens, std::max(1, max_num_seqs));
+  for (int32_t r = tokens - rows; r < tokens; ++r) logits_indices.push_back(r);
   ids.assign(positions.size(), 0);
   const std::vector<int32_t> tables(seq_lens.size() * static_cast<size_t>(max_blocks), 0);
   const std::vector<int64_t> slots(positions.size(), -1);
-  ForwardBatch batch{ids,    positions,  query_start_loc, seq_lens,
-                     tables, max_blocks, slots,           logits_indices};
+  const ForwardBatch batch{ids,    positions,  query_start_loc, seq_lens,
+                           tables, max_blocks, slots,           logits_indices};
   (void)model.forward(batch);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
 
-  // The decode graphs, largest first (as vLLM captures them): sequences of one token at position
-  // 0 that read the null block and write no KV, drawn greedily on the device (no logits copy).
+int capture_decode_graphs(Model& model, int max_num_seqs) {
+  // Largest first (as vLLM captures them): sequences of one token at position 0 that read the
+  // null block and write no KV, drawn greedily on the device (no logits copy).
   const std::vector<int> sizes = model.decode_graph_sizes(max_num_seqs);
   for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
     const auto n = static_cast<size_t>(*it);
-    ids.assign(n, 0);
-    positions.assign(n, 0);
-    seq_lens.assign(n, 1);
-    query_start_loc.resize(n + 1);
-    logits_indices.resize(n);
+    const std::vector<int32_t> zeros(n, 0), ones(n, 1);
+    std::vector<int32_t> query_start_loc(n + 1), rows(n);
     for (size_t i = 0; i <= n; ++i) query_start_loc[i] = static_cast<int32_t>(i);
-    for (size_t i = 0; i < n; ++i) logits_indices[i] = static_cast<int32_t>(i);
-    const std::vector<int32_t> decode_tables(n, 0);
-    const std::vector<int64_t> decode_slots(n, -1);
+    for (size_t i = 0; i < n; ++i) rows[i] = static_cast<int32_t>(i);
+    const std::vector<int64_t> slots(n, -1);
     std::vector<DeviceDraw> draws(n);
     for (DeviceDraw& d : draws) d.temperature = 0.0f;
     std::vector<int32_t> tokens(n, -1);
     std::vector<DrawnLogprobs> logprobs(n);
-    const ForwardBatch decode{ids,           positions, query_start_loc, seq_lens,
-                              decode_tables, 1,         decode_slots,    logits_indices};
+    // ids 0, positions 0, one key each, block table [0].
+    const ForwardBatch decode{zeros, zeros, query_start_loc, ones, zeros, 1, slots, rows};
     (void)model.forward_sample(decode, draws, tokens, logprobs);
   }
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return static_cast<int>(sizes.size());
 }
 
 }  // namespace pagoda

@@ -20,14 +20,19 @@ namespace pagoda {
 /// Whether this build has the CUDA backend and sees a GPU.
 [[nodiscard]] bool cuda_available();
 
-/// vLLM's dummy run and graph capture, before the first request: one forward of the largest step
-/// the scheduler may build (`max_tokens`, cut into prefills of at most `max_model_len`), then one
-/// decode step of each of the model's decode_graph_sizes(max_num_seqs), largest first. A GPU model
-/// allocates its activation and logits buffers at their peak, loads the prefill kernels (cuBLASLt
-/// loads them lazily, on first use) and captures its decode graphs, so that none of it lands on
-/// the first requests. Writes no KV (every slot is -1) and reads only the null block. Returns the
-/// seconds it took.
-double warm_up(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
-               int block_size);
+/// vLLM's profile run, before the KV pool is sized: one forward of the largest step the
+/// scheduler may build (`max_tokens`, cut into prefills of at most `max_model_len`, with a logits
+/// row for up to max_num_seqs of them). A GPU model allocates its activation, attention and logits
+/// buffers at their peak (what is then in use is what the KV pool must leave) and loads the
+/// prefill kernels (cuBLASLt loads each lazily, and a lazy load waits for the GPU), so that none
+/// of it lands on the first requests. Writes no KV (every slot is -1) and reads only the null
+/// block, so a pool of two blocks suffices. Returns the seconds it took.
+double profile_run(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
+                   int block_size);
+
+/// One decode step of each of the model's decode_graph_sizes(max_num_seqs), largest first, so
+/// that their graphs are captured before the first request (after the KV pool is allocated: the
+/// graphs bake its addresses in). Returns how many.
+int capture_decode_graphs(Model& model, int max_num_seqs);
 
 }  // namespace pagoda

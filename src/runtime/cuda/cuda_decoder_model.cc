@@ -212,9 +212,13 @@ class CudaDecoderModel final : public Model {
     graphs_.clear();
     keys_.clear();
     values_.clear();
-    // The attention workspace is planned for the cache shape (it decides the kernel): re-plan.
-    limits_ = cuda::AttentionLimits{};
-    attention_workspace_ = DeviceBuffer();
+    // The attention workspace is planned for the cache shape (it decides the kernel): re-plan
+    // when the block size changes. Otherwise it is kept, as the profile run sized it (the engine
+    // sizes the pool from what is in use after that run).
+    if (layout_.block_size != block_size) {
+      limits_ = cuda::AttentionLimits{};
+      attention_workspace_ = DeviceBuffer();
+    }
     layout_ = cuda::KVCacheLayout{num_blocks, block_size, config_.num_kv_heads, config_.head_dim};
     const size_t bytes = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
                          static_cast<size_t>(config_.kv_size()) * dtype_size(dtype_);
