@@ -61,8 +61,12 @@ struct SampleLogitsArgs {
   float* logprobs = nullptr;   // [rows] its raw log-probability (rows with num_logprobs >= 0)
   int32_t* top_tokens = nullptr;  // [rows, kMaxTopLogprobs] the top num_logprobs, descending,
   float* top_logprobs = nullptr;  // ties to the lower id; [rows, kMaxTopLogprobs] their logprobs
-  uint8_t* kept = nullptr;  // optional (tests): [rows, vocab] 1 where a sampled row's token may be
-                            // drawn (kept by the truncations, probability > 0)
+  // Optional (tests): [rows, vocab] 1 where a sampled row's token may be drawn (kept by the
+  // truncations, probability > 0).
+  uint8_t* kept = nullptr;
+  // Blocks per row: 1, 2, 4 or 8 (one cluster); 0 picks it from the row count and the SMs. The
+  // results are the same bits for every team size.
+  int team = 0;
 };
 
 /// Samples every row not marked skip. Log-probabilities are those of the raw model distribution

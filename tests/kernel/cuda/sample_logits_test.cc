@@ -6,6 +6,7 @@
 // compare with what the CPU sampler (sampling/sampler.h) computes for the same row.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <future>
 #include <iterator>
 #include <map>
@@ -89,9 +90,9 @@ void append_row(const Case& c, int64_t vocab, std::vector<SamplingRow>& rows,
 }
 
 /// Runs the cases, row r on logits[r * vocab, (r + 1) * vocab) in dtype dt (values already
-/// representable in dt).
+/// representable in dt), with `team` blocks per row (0: the kernel's choice).
 GpuResult run_gpu(const std::vector<float>& logits, DType dt, int64_t vocab,
-                  const std::vector<Case>& cases) {
+                  const std::vector<Case>& cases, int team = 0) {
   const auto rows = static_cast<int64_t>(cases.size());
   std::vector<SamplingRow> params;
   std::vector<PenaltyEntry> penalties;
@@ -129,6 +130,7 @@ GpuResult run_gpu(const std::vector<float>& logits, DType dt, int64_t vocab,
   a.top_tokens = top_t.as<int32_t>();
   a.top_logprobs = top_l.as<float>();
   a.kept = kept.as<uint8_t>();
+  a.team = team;
   GpuResult out;
   EXPECT_EQ(sample_logits(a, nullptr), cudaSuccess);
   EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
@@ -139,6 +141,26 @@ GpuResult run_gpu(const std::vector<float>& logits, DType dt, int64_t vocab,
   out.workspace = to_host<float>(work, nv);
   out.kept = to_host<uint8_t>(kept, nv);
   return out;
+}
+
+/// The same cases with one block per row and with the largest team (8 blocks, one cluster) give the
+/// same bits: the team only splits the passes over the row, every sum is exact, and the choice
+/// between the two depends on the batch size.
+GpuResult run_gpu_every_team(const std::vector<float>& logits, DType dt, int64_t vocab,
+                             const std::vector<Case>& cases) {
+  const GpuResult one = run_gpu(logits, dt, vocab, cases, 1);
+  const GpuResult eight = run_gpu(logits, dt, vocab, cases, 8);
+  auto same_bits = [](const auto& a, const auto& b) {
+    return a.size() == b.size() &&
+           (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0);
+  };
+  EXPECT_TRUE(same_bits(one.tokens, eight.tokens)) << "tokens, vocab " << vocab;
+  EXPECT_TRUE(same_bits(one.logprobs, eight.logprobs)) << "logprobs, vocab " << vocab;
+  EXPECT_TRUE(same_bits(one.top_tokens, eight.top_tokens)) << "top tokens, vocab " << vocab;
+  EXPECT_TRUE(same_bits(one.top_logprobs, eight.top_logprobs)) << "top logprobs, vocab " << vocab;
+  EXPECT_TRUE(same_bits(one.workspace, eight.workspace)) << "processed rows, vocab " << vocab;
+  EXPECT_TRUE(same_bits(one.kept, eight.kept)) << "kept sets, vocab " << vocab;
+  return eight;
 }
 
 /// Random logits exactly representable in dt; spread sets how peaked the distribution is.
@@ -229,7 +251,7 @@ TEST(SampleLogits, ProcessorsAndGreedyMatchTheCpu) {
       std::vector<float> logits = random_logits(static_cast<int64_t>(cases.size()), vocab, dt, 5);
       logits[static_cast<size_t>(vocab - 1)] = 40.0f;
       logits[static_cast<size_t>(vocab / 3)] = 40.0f;
-      const GpuResult g = run_gpu(logits, dt, vocab, cases);
+      const GpuResult g = run_gpu_every_team(logits, dt, vocab, cases);
       for (size_t r = 0; r < cases.size(); ++r) {
         const std::vector<float> raw = row_of(logits, vocab, static_cast<int64_t>(r));
         const std::vector<float> want = cpu_processed(raw, cases[r]);
@@ -343,7 +365,7 @@ TEST(SampleLogits, TruncationSetsMatchTheCpu) {
       }
       const std::vector<float> logits =
           random_logits(static_cast<int64_t>(cases.size()), vocab, dt, 9, spread);
-      const GpuResult g = run_gpu(logits, dt, vocab, cases);
+      const GpuResult g = run_gpu_every_team(logits, dt, vocab, cases);
       // The CPU references (a full sort per row) on every core: the whole test binary has one
       // ctest timeout.
       std::vector<CpuSet> wants(cases.size());
@@ -383,6 +405,50 @@ TEST(SampleLogits, TruncationSetsMatchTheCpu) {
   }
 }
 
+// Top-p cut inside a run of equal logits: the order between them is the token id. With more than
+// 2048 tokens in the bin of -log p where the prefix ends, the kernel falls back to its radix
+// search by mass; with fewer, it sorts that bin alone.
+TEST(SampleLogits, TopPCutsInsideTiedTokensAsTheCpu) {
+  REQUIRE_GPU();
+  const int64_t vocab = 151936;
+  struct Row {
+    int tied;  // tokens sharing the top logit (spread over the row); the rest is lower
+    float top_p;
+  };
+  const Row shapes[] = {{151936, 0.5f}, {151936, 0.9f}, {5000, 0.3f},
+                        {5000, 0.95f},  {1500, 0.7f},   {40000, 0.61f}};
+  std::vector<Case> cases;
+  std::vector<float> logits;
+  std::mt19937 rng(17);
+  std::normal_distribution<float> low(-6.0f, 1.0f);
+  for (const Row& shape : shapes) {
+    Case c;
+    c.params.temperature = 1.0f;
+    c.params.top_p = shape.top_p;
+    c.counter = cases.size();
+    cases.push_back(c);
+    const int64_t step = vocab / shape.tied;
+    for (int64_t v = 0; v < vocab; ++v)
+      logits.push_back(v % step == 0 && v / step < shape.tied ? 2.0f : low(rng));
+  }
+  const GpuResult g = run_gpu_every_team(logits, DType::kF32, vocab, cases);
+  for (size_t r = 0; r < cases.size(); ++r) {
+    const CpuSet want = cpu_kept(
+        cpu_processed(row_of(logits, vocab, static_cast<int64_t>(r)), cases[r]), cases[r].params);
+    std::vector<int32_t> got;
+    for (int64_t v = 0; v < vocab; ++v) {
+      if (g.kept[r * static_cast<size_t>(vocab) + static_cast<size_t>(v)])
+        got.push_back(static_cast<int32_t>(v));
+    }
+    std::vector<int32_t> differ;
+    std::set_symmetric_difference(got.begin(), got.end(), want.kept.begin(), want.kept.end(),
+                                  std::back_inserter(differ));
+    const bool excused = differ.size() == 1 && want.at_boundary.count(differ[0]) == 1;
+    EXPECT_TRUE(differ.empty() || excused)
+        << "row " << r << ": " << got.size() << " kept vs the CPU's " << want.kept.size();
+  }
+}
+
 TEST(SampleLogits, LogprobsMatchTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(13);
@@ -401,7 +467,7 @@ TEST(SampleLogits, LogprobsMatchTheCpu) {
       }
       const std::vector<float> logits =
           random_logits(static_cast<int64_t>(cases.size()), vocab, dt, 21);
-      const GpuResult g = run_gpu(logits, dt, vocab, cases);
+      const GpuResult g = run_gpu_every_team(logits, dt, vocab, cases);
       for (size_t r = 0; r < cases.size(); ++r) {
         const std::vector<float> raw = row_of(logits, vocab, static_cast<int64_t>(r));
         std::vector<float> lp(raw.size());
@@ -577,6 +643,17 @@ TEST(SampleLogits, SkippedRowsAreLeftAlone) {
   CUDA_OK(sample_logits(a, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   EXPECT_EQ(to_host<int32_t>(tokens, 1)[0], -1);
+}
+
+TEST(SampleLogits, RejectsATeamSizeItCannotRun) {
+  REQUIRE_GPU();
+  SampleLogitsArgs a;
+  a.rows = 1;
+  a.vocab = 512;
+  for (int team : {-1, 3, 16}) {
+    a.team = team;
+    EXPECT_EQ(sample_logits(a, nullptr), cudaErrorInvalidValue) << team;
+  }
 }
 
 }  // namespace
