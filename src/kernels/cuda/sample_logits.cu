@@ -268,6 +268,22 @@ __device__ void push_histogram(V* local, V* root_total, int bins) {
   }
 }
 
+/// The root's warp 0 reads a 256-bin total from the top: lane l takes bins 255 - 8l .. 248 - 8l
+/// into c (c[0] the highest) and clears them, so the totals are zero for the next pass. Returns
+/// the lane's sum.
+template <typename V>
+__device__ __forceinline__ V take_lane_bins(V* total, V (&c)[8]) {
+  V sum = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    V& bin = total[255 - lane_id() * 8 - j];
+    c[j] = bin;
+    bin = 0;
+    sum += c[j];
+  }
+  return sum;
+}
+
 /// Adds fixed-point mass q (at most 2^48) of the `in` lanes to bin `bin` of a block histogram (and
 /// one per lane to `counts`, when given): the lanes of a warp with the same bin are summed first
 /// (two 32-bit hardware reductions of the mass's high and low bits), then one shared atomic each.
@@ -321,17 +337,10 @@ __device__ u64 select_kth(int vocab, int k, KeyOf key_of, Shared& s, Team& t) {
     push_histogram(s.hist, root.hist_total, 256);
     t.sync();
     if (t.is_root() && threadIdx.x < 32) {
-      // Lane l holds bins 255 - 8l .. 248 - 8l (from the top); a scan over lanes finds the bin
-      // where the count from the top reaches `remaining`.
+      // A scan over lanes finds the bin where the count from the top reaches `remaining`.
       const int lane = lane_id();
       int c[8];
-      int sum = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        c[j] = s.hist_total[255 - lane * 8 - j];
-        s.hist_total[255 - lane * 8 - j] = 0;
-        sum += c[j];
-      }
+      const int sum = take_lane_bins(s.hist_total, c);
       const int incl = warp_inclusive_sum(sum);
       const int excl = incl - sum;
       if (excl < remaining && remaining <= incl) {
@@ -482,16 +491,9 @@ __device__ u64 top_p_threshold(int vocab, u64 floor, int count, float top_p, dou
     push_histogram(s.hist_mass, root.hist_mass_total, 256);
     t.sync();
     if (t.is_root() && threadIdx.x < 32) {
-      // Lane l holds bins 255 - 8l .. 248 - 8l (from the top).
       const int lane = lane_id();
       u64 c[8];
-      u64 sum = 0;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        c[j] = s.hist_mass_total[255 - lane * 8 - j];
-        s.hist_mass_total[255 - lane * 8 - j] = 0;
-        sum += c[j];
-      }
+      const u64 sum = take_lane_bins(s.hist_mass_total, c);
       const u64 incl = warp_inclusive_sum(sum);
       const u64 excl = incl - sum;
       if (shift == 48) {

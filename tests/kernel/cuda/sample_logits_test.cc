@@ -329,6 +329,27 @@ CpuSet cpu_kept(const std::vector<float>& processed, const SamplingParams& p) {
   return out;
 }
 
+/// The tokens row r may draw on the GPU, ascending.
+std::vector<int32_t> kept_tokens(const GpuResult& g, size_t r, int64_t vocab) {
+  std::vector<int32_t> got;
+  for (int64_t v = 0; v < vocab; ++v) {
+    if (g.kept[r * static_cast<size_t>(vocab) + static_cast<size_t>(v)])
+      got.push_back(static_cast<int32_t>(v));
+  }
+  return got;
+}
+
+/// The GPU's kept set is the CPU's, except for one token at a boundary that sits within rounding.
+::testing::AssertionResult same_kept_set(const std::vector<int32_t>& got, const CpuSet& want) {
+  std::vector<int32_t> differ;
+  std::set_symmetric_difference(got.begin(), got.end(), want.kept.begin(), want.kept.end(),
+                                std::back_inserter(differ));
+  if (differ.empty() || (differ.size() == 1 && want.at_boundary.count(differ[0]) == 1))
+    return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << got.size() << " kept vs the CPU's " << want.kept.size()
+                                       << " (" << differ.size() << " differ)";
+}
+
 std::vector<SamplingParams> truncation_params() {
   std::vector<SamplingParams> out;
   for (float t : {0.5f, 1.0f, 1.7f}) {
@@ -384,20 +405,10 @@ TEST(SampleLogits, TruncationSetsMatchTheCpu) {
       for (size_t r = 0; r < cases.size(); ++r) {
         const SamplingParams& p = cases[r].params;
         const CpuSet& want = wants[r];
-        std::vector<int32_t> got;  // ascending
-        for (int64_t v = 0; v < vocab; ++v) {
-          if (g.kept[static_cast<size_t>(static_cast<int64_t>(r) * vocab + v)])
-            got.push_back(static_cast<int32_t>(v));
-        }
-        // Identical, except for one token at a boundary that sits within rounding.
-        std::vector<int32_t> differ;
-        std::set_symmetric_difference(got.begin(), got.end(), want.kept.begin(), want.kept.end(),
-                                      std::back_inserter(differ));
-        const bool excused = differ.size() == 1 && want.at_boundary.count(differ[0]) == 1;
-        EXPECT_TRUE(differ.empty() || excused)
+        const std::vector<int32_t> got = kept_tokens(g, r, vocab);
+        EXPECT_TRUE(same_kept_set(got, want))
             << "vocab " << vocab << " row " << r << " T " << p.temperature << " k " << p.top_k
-            << " p " << p.top_p << " min_p " << p.min_p << " spread " << spread << ": "
-            << got.size() << " kept vs the CPU's " << want.kept.size();
+            << " p " << p.top_p << " min_p " << p.min_p << " spread " << spread;
         EXPECT_TRUE(std::binary_search(got.begin(), got.end(), g.tokens[r]))
             << "drew a token outside the set, row " << r;
       }
@@ -435,17 +446,7 @@ TEST(SampleLogits, TopPCutsInsideTiedTokensAsTheCpu) {
   for (size_t r = 0; r < cases.size(); ++r) {
     const CpuSet want = cpu_kept(
         cpu_processed(row_of(logits, vocab, static_cast<int64_t>(r)), cases[r]), cases[r].params);
-    std::vector<int32_t> got;
-    for (int64_t v = 0; v < vocab; ++v) {
-      if (g.kept[r * static_cast<size_t>(vocab) + static_cast<size_t>(v)])
-        got.push_back(static_cast<int32_t>(v));
-    }
-    std::vector<int32_t> differ;
-    std::set_symmetric_difference(got.begin(), got.end(), want.kept.begin(), want.kept.end(),
-                                  std::back_inserter(differ));
-    const bool excused = differ.size() == 1 && want.at_boundary.count(differ[0]) == 1;
-    EXPECT_TRUE(differ.empty() || excused)
-        << "row " << r << ": " << got.size() << " kept vs the CPU's " << want.kept.size();
+    EXPECT_TRUE(same_kept_set(kept_tokens(g, r, vocab), want)) << "row " << r;
   }
 }
 
