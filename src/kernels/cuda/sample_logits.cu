@@ -538,10 +538,9 @@ __device__ u64 top_p_threshold(int vocab, u64 floor, int count, float top_p, dou
 
 /// Where top-p's prefix ends, to the resolution of a bin of -log p.
 struct BinWindow {
-  int last_bin;   // the first bin where the mass from the top reaches top_p of it
-  int in_window;  // candidates in that bin and above
-  int in_last;    // candidates in that bin
-  u64 above;      // fixed-point mass of the candidates above that bin
+  int last_bin;  // the first bin where the mass from the top reaches top_p of it
+  int in_last;   // candidates in that bin
+  u64 above;     // fixed-point mass of the candidates above that bin
 };
 
 /// Top-p's window: the team's histogram of the candidates' mass by -log p (kBins bins over
@@ -567,13 +566,8 @@ __device__ BinWindow top_p_window(int vocab, u64 floor, float top_p, XAt x_at, B
     const int lane = lane_id();
     constexpr int kPerLane = kBins / 32;
     u64 lane_mass = 0;
-    int lane_count = 0;
-    for (int j = 0; j < kPerLane; ++j) {
-      lane_mass += s.bin_mass_total[lane * kPerLane + j];
-      lane_count += s.bin_count_total[lane * kPerLane + j];
-    }
+    for (int j = 0; j < kPerLane; ++j) lane_mass += s.bin_mass_total[lane * kPerLane + j];
     const u64 incl = warp_inclusive_sum(lane_mass);
-    const int incl_count = warp_inclusive_sum(lane_count);
     const u64 total = __shfl_sync(kFull, incl, 31);
     const double target_q = static_cast<double>(top_p) * static_cast<double>(total);
     const unsigned reaches = __ballot_sync(kFull, static_cast<double>(incl) >= target_q);
@@ -581,19 +575,15 @@ __device__ BinWindow top_p_window(int vocab, u64 floor, float top_p, XAt x_at, B
     const int owner = reaches != 0 ? __ffs(reaches) - 1 : 31;
     if (lane == owner) {
       u64 cum = incl - lane_mass;  // mass above bin b
-      int cum_count = incl_count - lane_count;
       for (int b = lane * kPerLane;; ++b) {
         const u64 next = cum + s.bin_mass_total[b];
-        const int next_count = cum_count + s.bin_count_total[b];
         if (static_cast<double>(next) >= target_q || b == lane * kPerLane + kPerLane - 1) {
           s.sel_digit = b;
-          s.sel_remaining = next_count;
           s.sel_done = s.bin_count_total[b];
           s.sel_above = cum;
           break;
         }
         cum = next;
-        cum_count = next_count;
       }
     }
     __syncwarp();
@@ -603,7 +593,7 @@ __device__ BinWindow top_p_window(int vocab, u64 floor, float top_p, XAt x_at, B
     }
   }
   t.sync();
-  return BinWindow{root.sel_digit, root.sel_remaining, root.sel_done, root.sel_above};
+  return BinWindow{root.sel_digit, root.sel_done, root.sel_above};
 }
 
 template <int kSize>
