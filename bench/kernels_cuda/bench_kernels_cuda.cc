@@ -105,8 +105,8 @@ bool bench_gemv(const BlasContext& ctx) {
                           {"lm_head", 128256, 4096}};
   bool ok = true;
   std::printf("\n## GEMV y[m,n] = x[m,k] w[n,k]^T, bf16 (bandwidth = weight+x+y bytes / time)\n");
-  std::printf("%-8s %6s %6s %3s | %9s %7s %6s | %9s %7s %6s | %5s\n", "shape", "n", "k", "m",
-              "ours us", "TB/s", "%HBM", "cublas us", "TB/s", "%HBM", "err");
+  std::printf("%-8s %6s %6s %3s %-9s | %9s %7s %6s | %9s %7s %6s | %5s\n", "shape", "n", "k", "m",
+              "kernel", "ours us", "TB/s", "%HBM", "cublas us", "TB/s", "%HBM", "err");
   for (const Shape& s : shapes) {
     const size_t w_elems = static_cast<size_t>(s.n) * s.k;
     const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / (w_elems * 2)));
@@ -125,40 +125,60 @@ bool bench_gemv(const BlasContext& ctx) {
                   static_cast<long long>(s.n), static_cast<long long>(s.k), ms * 1e3, tb,
                   100 * tb / kHbmTBs);
     }
-    for (int64_t m : {1, 4, 16}) {
+    // Ours at each m: the CUDA-core GEMV (what linear() runs at m = 1; up to m = 4 for
+    // comparison) and the tensor-core GEMV (m = 2-8 in linear()) under each of its work splits
+    // (16-row groups per block x k steps per round of a warp; 2 x 2 is the default).
+    struct Variant {
+      const char* name;
+      GemvMmaTuning tuning;  // row_groups 0: the CUDA-core GEMV
+    };
+    const Variant variants[] = {{"gemv", {0, 0}},
+                                {"mma 2x2", {2, 2}},
+                                {"mma 1x4", {1, 4}},
+                                {"mma 2x1", {2, 1}},
+                                {"mma 4x1", {4, 1}}};
+    for (int64_t m : {1, 2, 4, 8, 16}) {
       const double bytes = 2.0 * (w_elems + m * s.k + m * s.n);
-      // Agreement first: our GEMV against cuBLASLt on the same inputs.
-      CHECK_CUDA(linear_gemv(x, m, s.k, w[0], s.n, nullptr, y, DType::kBF16, nullptr));
-      CHECK_CUDA(linear_cublaslt(ctx, x, m, s.k, w[0], s.n, nullptr, y2, DType::kBF16, nullptr));
-      std::vector<uint16_t> a(m * s.n), b(m * s.n);
-      CHECK_CUDA(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
-      CHECK_CUDA(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
-      double diff = 0.0, mag = 0.0;
-      for (size_t i = 0; i < a.size(); ++i) {
-        const double fa = bf16_to_float(a[i]), fb = bf16_to_float(b[i]);
-        diff = std::isnan(fa) ? INFINITY : std::max(diff, std::abs(fa - fb));
-        mag = std::max(mag, std::abs(fb));
-      }
-      const double err = mag > 0 ? diff / mag : diff;
-      if (!(err <= 1e-2)) ok = false;
       const int per_batch = std::max(copies, 20);
-      const double ours = time_ms(
-          [&](int i) {
-            CHECK_CUDA(
-                linear_gemv(x, m, s.k, w[i % copies], s.n, nullptr, y, DType::kBF16, nullptr));
-          },
-          per_batch);
       const double lt = time_ms(
           [&](int i) {
             CHECK_CUDA(linear_cublaslt(ctx, x, m, s.k, w[i % copies], s.n, nullptr, y2,
                                        DType::kBF16, nullptr));
           },
           per_batch);
-      const double tb_ours = bytes / (ours * 1e-3) / 1e12, tb_lt = bytes / (lt * 1e-3) / 1e12;
-      std::printf("%-8s %6lld %6lld %3lld | %9.1f %7.2f %5.0f%% | %9.1f %7.2f %5.0f%% | %5.0e%s\n",
-                  s.name, static_cast<long long>(s.n), static_cast<long long>(s.k),
-                  static_cast<long long>(m), ours * 1e3, tb_ours, 100 * tb_ours / kHbmTBs, lt * 1e3,
-                  tb_lt, 100 * tb_lt / kHbmTBs, err, err <= 1e-2 ? "" : " MISMATCH");
+      const double tb_lt = bytes / (lt * 1e-3) / 1e12;
+      for (const Variant& v : variants) {
+        const GemvMmaTuning& tuning = v.tuning;
+        if ((tuning.row_groups == 0 && m > 4) || (tuning.row_groups > 0 && m == 1)) continue;
+        auto ours_fn = [&](const void* wp, void* out) {
+          return tuning.row_groups == 0
+                     ? linear_gemv(x, m, s.k, wp, s.n, nullptr, out, DType::kBF16, nullptr)
+                     : linear_gemv_mma(x, m, s.k, wp, s.n, nullptr, out, DType::kBF16, nullptr,
+                                       tuning);
+        };
+        // Agreement first: ours against cuBLASLt on the same inputs.
+        CHECK_CUDA(ours_fn(w[0], y));
+        CHECK_CUDA(linear_cublaslt(ctx, x, m, s.k, w[0], s.n, nullptr, y2, DType::kBF16, nullptr));
+        std::vector<uint16_t> a(m * s.n), b(m * s.n);
+        CHECK_CUDA(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
+        double diff = 0.0, mag = 0.0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          const double fa = bf16_to_float(a[i]), fb = bf16_to_float(b[i]);
+          diff = std::isnan(fa) ? INFINITY : std::max(diff, std::abs(fa - fb));
+          mag = std::max(mag, std::abs(fb));
+        }
+        const double err = mag > 0 ? diff / mag : diff;
+        if (!(err <= 1e-2)) ok = false;
+        const double ours =
+            time_ms([&](int i) { CHECK_CUDA(ours_fn(w[i % copies], y)); }, per_batch);
+        const double tb_ours = bytes / (ours * 1e-3) / 1e12;
+        std::printf(
+            "%-8s %6lld %6lld %3lld %-9s | %9.1f %7.2f %5.0f%% | %9.1f %7.2f %5.0f%% | %5.0e%s\n",
+            s.name, static_cast<long long>(s.n), static_cast<long long>(s.k),
+            static_cast<long long>(m), v.name, ours * 1e3, tb_ours, 100 * tb_ours / kHbmTBs,
+            lt * 1e3, tb_lt, 100 * tb_lt / kHbmTBs, err, err <= 1e-2 ? "" : " MISMATCH");
+      }
     }
     for (void* p : w) cudaFree(p);
     cudaFree(x);
@@ -360,8 +380,10 @@ void bench_sampling() {
 
 int main(int argc, char** argv) {
   using namespace pagoda::cuda;  // NOLINT
-  // `bench_kernels_cuda sampling` runs the sampler's section alone.
+  // `bench_kernels_cuda sampling` runs the sampler's section alone, `bench_kernels_cuda gemv` the
+  // projections' section alone.
   const bool sampling_only = argc > 1 && std::strcmp(argv[1], "sampling") == 0;
+  const bool gemv_only = argc > 1 && std::strcmp(argv[1], "gemv") == 0;
   // Kernels are timed back to back; programmatic dependent launch (off by default in the engine)
   // hides the launch gap between them, so that the figures are the kernels' own. PAGODA_PDL=0 in
   // the environment times them with the gaps.
@@ -380,6 +402,7 @@ int main(int argc, char** argv) {
   CHECK_CUDA(blas_context_create(&ctx));
   const bool gemv_ok = bench_gemv(ctx);
   blas_context_destroy(&ctx);
+  if (gemv_only) return gemv_ok ? 0 : 1;
 
   std::printf(
       "\n## Paged attention, GQA 32/8, head 128, block 16, bf16 "

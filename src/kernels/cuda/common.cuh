@@ -50,6 +50,17 @@ __device__ __forceinline__ void store8(T* p, const float (&in)[8]) {
 }
 
 /// Streaming 16-byte load that bypasses L1 (weights are read once per call).
+// load_stream16 with L2 asked to fetch the whole 256-byte segment from HBM: for streams whose
+// neighbouring bytes other warps of the block read next (the tensor-core GEMV reads 64 bytes of
+// each of 8 rows per instruction).
+__device__ __forceinline__ uint4 load_stream16_l2_256(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
 __device__ __forceinline__ uint4 load_stream16(const void* p) {
   uint4 r;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemv_epilogue.cuh"
 #include "kernels/cuda/kv_cache.h"
 #include "kernels/cuda/linear.h"
 
@@ -47,29 +48,6 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __hal
     out[2 * i] = f.x;
     out[2 * i + 1] = f.y;
   }
-}
-
-// What a launch fuses (GemvFusion, decoded once on the host); every flag is uniform over the grid.
-struct GemvParams {
-  const void* norm_weight;  // non-null: x rows are RMS-normalised on load
-  float norm_eps;
-  GemvEpilogue epilogue;
-  int64_t out_cols;  // columns of y: n, or n / 2 when gated
-  // kRopeCache: y is [m, (heads + 2 kv heads) * head_dim] of q, k, v (see GemvRope).
-  GemvRope rope;
-  int64_t rope_blocks;  // blocks of (head, pair, pair + 1) in the q and k columns; then v blocks
-};
-
-__device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
-
-// sin and cos of the fp32 angle a, as sincosf(a) to ~1e-6 for |a| up to 1e6 (positions of 1e5 and
-// more): the reduction to [-pi, pi] in double is exact enough (the error of k * 2pi stays below
-// 1e-9) and the intrinsics are accurate there. sincosf keeps a Payne-Hanek path for huge arguments
-// whose registers the whole kernel would pay for (74 instead of 64: three blocks per SM, not four).
-__device__ __forceinline__ void rope_sincos(float a, float* s, float* c) {
-  constexpr double kTwoPi = 6.283185307179586;
-  const double x = static_cast<double>(a);
-  __sincosf(static_cast<float>(x - rint(x * (1.0 / kTwoPi)) * kTwoPi), s, c);
 }
 
 // W row c (< kCols) of the rows (= y columns, except when gated) that block b owns:

@@ -5,6 +5,7 @@
 // y^T[n, m] = W^T x^T where w, read column-major, is the k x n matrix W^T: so A = w with op T
 // (lda = k), B = x with op N (ldb = k), D = y (ldd = n). The bias epilogue adds bias[n] along D's
 // rows, which are y's columns.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -155,6 +156,9 @@ cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, 
                    int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream) {
   if (m >= 1 && m <= kGemvMaxM && k > 0 && k % 8 == 0 && aligned16(x) && aligned16(w))
     return linear_gemv(x, m, k, w, n, bias, y, dtype, stream);
+  if (m > kGemvMaxM && m <= std::min(ctx.gemv_mma_max_m, kGemvLimitM) && k % 8 == 0 &&
+      aligned16(x) && aligned16(w))
+    return linear_gemv_mma(x, m, k, w, n, bias, y, dtype, stream, ctx.gemv_mma_tuning);
   // cuBLASLt takes odd k and n (kernel tests: k = 172, 333; n = 37); where its heuristics find no
   // algorithm for a shape, the any-shape kernel computes the same function.
   const cudaError_t e = linear_cublaslt(ctx, x, m, k, w, n, bias, y, dtype, stream);

@@ -11,6 +11,19 @@
 
 namespace pagoda::cuda {
 
+/// linear_gemv_mma's work split (gemv_mma.cu) of a plain product: 16-row groups per block and k
+/// steps of 64 per round of loads of a warp. Supported: (1, 4), (2, 1), (2, 2), (4, 1); fused
+/// products always run (2, 2), the fastest on every Llama-8B shape at m = 2-8.
+struct GemvMmaTuning {
+  int row_groups = 2;
+  int steps_in_flight = 2;
+};
+
+// Measured on the H200 (docs/benchmarks.md): the tensor-core GEMV beats cuBLASLt's small-m
+// kernels on the o, down and LM-head shapes at m = 2-8 and makes the decode step 2-5% faster; at
+// m = 16 cuBLASLt wins on every shape but o.
+inline constexpr int64_t kGemvMmaMaxM = 8;
+
 /// What cuBLASLt needs across calls: a handle and a device workspace. Owned by the caller (one per
 /// device/stream); create with blas_context_create, free with blas_context_destroy.
 struct LtPlanCache;
@@ -22,6 +35,10 @@ struct BlasContext {
   // microseconds of host time, paid once per shape instead of on each of a step's 129 GEMMs.
   // Used by one thread at a time, as the stream is.
   LtPlanCache* plans = nullptr;
+  // linear() runs linear_gemv_mma for kGemvMaxM < m <= gemv_mma_max_m (0: never, cuBLASLt
+  // instead); kGemvMmaMaxM unless changed (A/B of the crossover).
+  int64_t gemv_mma_max_m = kGemvMmaMaxM;
+  GemvMmaTuning gemv_mma_tuning;
 };
 
 [[nodiscard]] cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes = 32u << 20);
@@ -32,15 +49,16 @@ void blas_context_destroy(BlasContext* ctx);
 /// y: [m, n] row-major, must not alias x or w. All in dtype (bf16 or f16), on the device.
 /// w must not be written by the kernel just before this call in the stream: the GEMV requests its
 /// first weights before waiting for that kernel (gemv.cu). Model weights are constant.
-/// Small m (<= kGemvMaxM) with k % 8 == 0 and 16-byte aligned x, w runs linear_gemv (bandwidth-
-/// bound: W is streamed once); everything else runs cuBLASLt, and where cuBLASLt finds no
-/// algorithm for the shape (odd k or n of small models, unaligned rows) linear_fallback.
+/// Small m with k % 8 == 0 and 16-byte aligned x, w streams W once: m <= kGemvMaxM runs
+/// linear_gemv, m <= ctx.gemv_mma_max_m linear_gemv_mma; everything else runs cuBLASLt, and where
+/// cuBLASLt finds no algorithm for the shape (odd k or n of small models, unaligned rows)
+/// linear_fallback.
 cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
                    int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream);
 
-// Measured on the H200 (docs/benchmarks.md): our GEMV beats cuBLASLt at m = 1 on every Llama-8B
-// shape (up to 97% of HBM bandwidth), cuBLASLt wins from m = 4 on. linear() routes m <= this to
-// the GEMV; linear_gemv itself still accepts m up to 16.
+// Measured on the H200 (docs/benchmarks.md): our CUDA-core GEMV beats cuBLASLt at m = 1 on every
+// Llama-8B shape (up to 100% of HBM bandwidth) and loses from m = 2-4 on. linear() routes m <= this
+// to the GEMV; linear_gemv itself still accepts m up to 16.
 inline constexpr int64_t kGemvMaxM = 1;
 inline constexpr int64_t kGemvLimitM = 16;
 
@@ -48,6 +66,12 @@ inline constexpr int64_t kGemvLimitM = 16;
 /// x, w 16-byte aligned; otherwise returns cudaErrorInvalidValue.
 cudaError_t linear_gemv(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
                         const void* bias, void* y, DType dtype, cudaStream_t stream);
+
+/// The tensor-core small-m path alone: same requirements as linear_gemv (1 <= m <= kGemvLimitM,
+/// k % 8 == 0, x and w 16-byte aligned), otherwise cudaErrorInvalidValue.
+cudaError_t linear_gemv_mma(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                            const void* bias, void* y, DType dtype, cudaStream_t stream,
+                            const GemvMmaTuning& tuning = {});
 
 /// What linear_gemv_fused folds around the product (decode at batch 1 runs a decoder layer's
 /// norms, residual adds and SiLU-and-mul inside its projections instead of as separate kernels).
@@ -85,6 +109,14 @@ struct GemvFusion {
 cudaError_t linear_gemv_fused(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
                               const void* bias, void* y, const GemvFusion& fusion, DType dtype,
                               cudaStream_t stream);
+
+/// linear_gemv_mma with a GemvFusion: the requirements of linear_gemv_fused, and head_dim % 32 == 0
+/// for kRopeCache. Fused products always run the (2, 2) split and ignore `tuning`. With a norm, x
+/// times the norm weight is rounded once to dtype for the tensor cores (1 / rms is applied to the
+/// fp32 sums).
+cudaError_t linear_gemv_mma_fused(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                                  const void* bias, void* y, const GemvFusion& fusion, DType dtype,
+                                  cudaStream_t stream, const GemvMmaTuning& tuning = {});
 
 /// The cuBLASLt path alone (any shape). cuBLAS errors map to cudaErrorNotSupported (no algorithm)
 /// or cudaErrorUnknown.

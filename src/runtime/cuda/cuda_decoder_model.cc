@@ -167,6 +167,10 @@ class CudaDecoderModel final : public Model {
     PAGODA_CUDA_CHECK(cudaSetDevice(device_));
     PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     PAGODA_CUDA_CHECK(cuda::blas_context_create(&blas_));
+    blas_.gemv_mma_max_m =
+        env_int("PAGODA_GEMV_MMA_MAX_M", cuda::kGemvMmaMaxM, 0, cuda::kGemvLimitM);
+    blas_.gemv_mma_tuning.row_groups = env_int("PAGODA_GEMV_MMA_ROWS", 2, 1, 4);
+    blas_.gemv_mma_tuning.steps_in_flight = env_int("PAGODA_GEMV_MMA_STEPS", 2, 1, 4);
     PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
     // Head dims 64 and 128 run the fast attention kernel, the others the general one.
     if (config.head_dim <= 0 || config.head_dim > cuda::kGeneralAttentionMaxHeadDim ||
@@ -288,11 +292,19 @@ class CudaDecoderModel final : public Model {
     f.epilogue = epilogue;
     return f;
   }
+  // The fused projection of a small step: the CUDA-core GEMV at m = 1, the tensor-core one above.
   void gemv_fused(const void* x, int64_t m, int64_t k, const DeviceBuffer& w, int64_t n,
                   const DeviceBuffer& bias, void* y, const cuda::GemvFusion& f) {
-    PAGODA_CUDA_CHECK(
-        cuda::linear_gemv_fused(x, m, k, w.get(), n, bias.get(), y, f, dtype_, stream_));
+    if (m <= cuda::kGemvMaxM) {
+      PAGODA_CUDA_CHECK(
+          cuda::linear_gemv_fused(x, m, k, w.get(), n, bias.get(), y, f, dtype_, stream_));
+    } else {
+      PAGODA_CUDA_CHECK(
+          cuda::linear_gemv_mma_fused(x, m, k, w.get(), n, bias.get(), y, f, dtype_, stream_));
+    }
   }
+  // Steps of up to this many tokens run the fused projections (when fuse_small_steps_).
+  int64_t fused_max_m() const { return std::max(cuda::kGemvMaxM, blas_.gemv_mma_max_m); }
 
   ModelConfig config_;
   bool qkv_bias_, o_bias_, qk_norm_;
@@ -319,8 +331,9 @@ class CudaDecoderModel final : public Model {
   DeviceBuffer attention_workspace_;
   bool graphs_enabled_ = true;
   bool device_sampling_ = true;  // PAGODA_HOST_SAMPLING=1: every row goes back to the host
-  // Whether steps of at most kGemvMaxM tokens run the fused GEMVs (run_kernels): every projection's
-  // k a multiple of 8 (the GEMV's 16-byte loads); PAGODA_DISABLE_GEMV_FUSION=1 turns it off (A/B).
+  // Whether steps of at most fused_max_m() tokens run the fused GEMVs (run_kernels): every
+  // projection's k a multiple of 8 (the GEMVs' 16-byte loads); PAGODA_DISABLE_GEMV_FUSION=1 turns
+  // it off (A/B).
   bool fuse_small_steps_ = false;
   int min_split_keys_ = cuda::kDefaultMinSplitKeys;
   DecodeGraphs graphs_;  // of decode-only steps (PAGODA_ENFORCE_EAGER=1 turns them off)
@@ -677,15 +690,16 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
   void* hidden = act_.hidden.get();
   void* normed = act_.normed.get();
   char* qkv = act_.qkv.as<char>();
-  // Small steps (batch-1 decode) fold the norms, residual adds and SiLU-and-mul into the GEMVs:
-  // 6 kernels per layer instead of 10 (with the RoPE below). The residual stream is then always
-  // complete in `residual`; otherwise the last projection's output waits in `hidden` for the next
-  // add_rms_norm.
-  const bool fused = fuse_small_steps_ && T <= cuda::kGemvMaxM;
+  // Small steps (decode at batch 1-8) fold the norms, residual adds and SiLU-and-mul into the
+  // GEMVs: 6 kernels per layer instead of 10 (with the RoPE below). The residual stream is then
+  // always complete in `residual`; otherwise the last projection's output waits in `hidden` for the
+  // next add_rms_norm.
+  const bool fused = fuse_small_steps_ && T <= fused_max_m();
   // ... and RoPE with the cache write into the qkv GEMV, unless the per-head q/k norms (Qwen3) must
-  // come between them (rope_and_cache does those norms itself). Its pairs (i, i + head_dim / 2) go
-  // two by two: head_dim % 4 == 0.
-  const bool fused_rope = fused && !qk_norm_ && c.head_dim % 4 == 0;
+  // come between them (rope_and_cache does those norms itself). The CUDA-core GEMV takes the pairs
+  // (i, i + head_dim / 2) two by two (head_dim % 4 == 0), the tensor-core one 16 by 16 (% 32).
+  const bool fused_rope =
+      fused && !qk_norm_ && c.head_dim % 4 == 0 && (T <= cuda::kGemvMaxM || c.head_dim % 32 == 0);
 
   PAGODA_CUDA_CHECK(
       cuda::embedding(in.ids, T, embed_tokens_.get(), c.vocab_size, h, residual, dtype_, stream_));

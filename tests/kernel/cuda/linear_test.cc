@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <iterator>
 #include <numeric>
 #include <random>
 
@@ -31,7 +33,7 @@ struct KN {
 const KN kShapes[] = {{64, 48},  {520, 37}, {333, 129}, {1000, 257}, {4096, 512}, {64, 128},
                       {64, 344}, {172, 64}, {64, 512},  {96, 64},    {8, 24}};
 
-enum class Path { kDispatch, kGemv, kCublasLt, kFallback };
+enum class Path { kDispatch, kGemv, kGemvMma, kCublasLt, kFallback };
 
 TEST(CudaLinear, MatchesCpuOverGrid) {
   REQUIRE_GPU();
@@ -53,9 +55,10 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
           std::vector<float> ref(m * s.n);
           cpu::linear(x.values.data(), m, s.k, wbytes.data(), dt, s.n,
                       with_bias ? bias.values.data() : nullptr, ref.data(), pool);
-          for (Path path : {Path::kDispatch, Path::kGemv, Path::kCublasLt, Path::kFallback}) {
+          for (Path path :
+               {Path::kDispatch, Path::kGemv, Path::kGemvMma, Path::kCublasLt, Path::kFallback}) {
             const bool gemv_ok = m <= kGemvLimitM && s.k % 8 == 0;
-            if (path == Path::kGemv && !gemv_ok) continue;
+            if ((path == Path::kGemv || path == Path::kGemvMma) && !gemv_ok) continue;
             SCOPED_TRACE(::testing::Message()
                          << dtype_label(dt) << " m=" << m << " k=" << s.k << " n=" << s.n
                          << " bias=" << with_bias << " path=" << static_cast<int>(path));
@@ -65,6 +68,8 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
               CUDA_OK(linear(ctx, dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), dt, nullptr));
             } else if (path == Path::kGemv) {
               CUDA_OK(linear_gemv(dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), dt, nullptr));
+            } else if (path == Path::kGemvMma) {
+              CUDA_OK(linear_gemv_mma(dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), dt, nullptr));
             } else if (path == Path::kCublasLt) {
               CUDA_OK(
                   linear_cublaslt(ctx, dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), dt, nullptr));
@@ -82,8 +87,9 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
   blas_context_destroy(&ctx);
 }
 
-// linear_gemv_fused against the unfused CPU composition: rms_norm then linear (the normalised x
-// kept in fp32), then the epilogue (residual add, or silu(gate) * up over W = [gate; up]).
+// linear_gemv_fused and linear_gemv_mma_fused against the unfused CPU composition: rms_norm then
+// linear (the normalised x kept in fp32), then the epilogue (residual add, or silu(gate) * up over
+// W = [gate; up]).
 TEST(CudaLinear, GemvFusionsMatchTheUnfusedCpuComposition) {
   REQUIRE_GPU();
   ThreadPool pool(8);
@@ -92,7 +98,7 @@ TEST(CudaLinear, GemvFusionsMatchTheUnfusedCpuComposition) {
   uint32_t seed = 500;
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (const KN s : shapes) {
-      for (int64_t m : {1, 2, 3, 16}) {
+      for (int64_t m : {1, 2, 3, 8, 9, 16}) {
         const HalfData x = random_half(m * s.k, dt, seed++, -2.0f, 2.0f);
         const HalfData w = random_half(s.n * s.k, dt, seed++, -0.5f, 0.5f);
         const HalfData bias = random_half(s.n, dt, seed++);
@@ -107,10 +113,12 @@ TEST(CudaLinear, GemvFusionsMatchTheUnfusedCpuComposition) {
         for (bool norm : {false, true}) {
           for (GemvEpilogue epi :
                {GemvEpilogue::kStore, GemvEpilogue::kAccumulate, GemvEpilogue::kGatedSilu}) {
-            for (bool with_bias : {false, true}) {
-              SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " m=" << m << " k=" << s.k
-                                                << " n=" << s.n << " norm=" << norm << " epilogue="
-                                                << static_cast<int>(epi) << " bias=" << with_bias);
+            for (int variant = 0; variant < 4; ++variant) {
+              const bool with_bias = variant & 1, mma = variant & 2;
+              SCOPED_TRACE(::testing::Message()
+                           << dtype_label(dt) << " m=" << m << " k=" << s.k << " n=" << s.n
+                           << " norm=" << norm << " epilogue=" << static_cast<int>(epi)
+                           << " bias=" << with_bias << " mma=" << mma);
               std::vector<float> full(m * s.n);
               cpu::linear(norm ? normed.data() : x.values.data(), m, s.k, wbytes.data(), dt, s.n,
                           with_bias ? bias.values.data() : nullptr, full.data(), pool);
@@ -137,8 +145,14 @@ TEST(CudaLinear, GemvFusionsMatchTheUnfusedCpuComposition) {
               f.norm_weight = norm ? dg.get() : nullptr;
               f.norm_eps = eps;
               f.epilogue = epi;
-              CUDA_OK(linear_gemv_fused(dx.get(), m, s.k, dw.get(), s.n,
-                                        with_bias ? db.get() : nullptr, dy.get(), f, dt, nullptr));
+              const void* b = with_bias ? db.get() : nullptr;
+              if (mma) {
+                CUDA_OK(linear_gemv_mma_fused(dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), f, dt,
+                                              nullptr));
+              } else {
+                CUDA_OK(linear_gemv_fused(dx.get(), m, s.k, dw.get(), s.n, b, dy.get(), f, dt,
+                                          nullptr));
+              }
               CUDA_OK(cudaDeviceSynchronize());
               EXPECT_LE(
                   normalised_error(halves_to_floats(to_host<uint16_t>(dy, m * out_cols), dt), ref),
@@ -157,8 +171,9 @@ TEST(CudaLinear, GemvFusionsMatchTheUnfusedCpuComposition) {
   }
 }
 
-// kRopeCache against the unfused GPU path (the GEMV, then rope_and_cache, each tested against the
-// CPU above and in elementwise_test): the rotated q and k, the unchanged v, and both caches.
+// kRopeCache of both kernels against the unfused GPU path (the GEMV, then rope_and_cache, each
+// tested against the CPU above and in elementwise_test): the rotated q and k, the unchanged v, and
+// both caches. The tensor-core kernel needs head_dim % 32 == 0 and refuses the others.
 TEST(CudaLinear, GemvRopeEpilogueMatchesRopeAndCache) {
   REQUIRE_GPU();
   struct Shape {
@@ -169,12 +184,14 @@ TEST(CudaLinear, GemvRopeEpilogueMatchesRopeAndCache) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (const Shape s : {Shape{32, 8, 128, 16, 512}, Shape{4, 2, 16, 16, 64},
                           Shape{8, 8, 64, 5, 128}, Shape{4, 1, 24, 3, 64}}) {
-      for (int64_t m : {1, 3}) {
+      for (int64_t m : {1, 3, 9}) {
         for (bool norm : {false, true}) {
-          for (bool with_bias : {false, true}) {
-            SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " heads=" << s.heads << "/"
-                                              << s.kv_heads << " d=" << s.head_dim << " m=" << m
-                                              << " norm=" << norm << " bias=" << with_bias);
+          for (int variant = 0; variant < 4; ++variant) {
+            const bool with_bias = variant & 1, mma = variant & 2;
+            SCOPED_TRACE(::testing::Message()
+                         << dtype_label(dt) << " heads=" << s.heads << "/" << s.kv_heads
+                         << " d=" << s.head_dim << " m=" << m << " norm=" << norm
+                         << " bias=" << with_bias << " mma=" << mma);
             const int d = s.head_dim;
             const int64_t n = static_cast<int64_t>(s.heads + 2 * s.kv_heads) * d;
             const HalfData x = random_half(m * s.k, dt, seed++, -2.0f, 2.0f);
@@ -231,8 +248,19 @@ TEST(CudaLinear, GemvRopeEpilogueMatchesRopeAndCache) {
             f.rope.value_cache = got_v.get();
             f.rope.layout = rp.layout;
             f.rope.num_heads = s.heads;
-            CUDA_OK(
-                linear_gemv_fused(dx.get(), m, s.k, dw.get(), n, b, got_y.get(), f, dt, nullptr));
+            if (mma && d % 32 != 0) {
+              EXPECT_EQ(linear_gemv_mma_fused(dx.get(), m, s.k, dw.get(), n, b, got_y.get(), f, dt,
+                                              nullptr),
+                        cudaErrorInvalidValue);
+              continue;
+            }
+            if (mma) {
+              CUDA_OK(linear_gemv_mma_fused(dx.get(), m, s.k, dw.get(), n, b, got_y.get(), f, dt,
+                                            nullptr));
+            } else {
+              CUDA_OK(
+                  linear_gemv_fused(dx.get(), m, s.k, dw.get(), n, b, got_y.get(), f, dt, nullptr));
+            }
             CUDA_OK(cudaDeviceSynchronize());
             auto floats = [&](const DeviceBuffer& buf, size_t count) {
               return halves_to_floats(to_host<uint16_t>(buf, count), dt);
@@ -251,6 +279,50 @@ TEST(CudaLinear, GemvRopeEpilogueMatchesRopeAndCache) {
   }
 }
 
+// Every work split of the tensor-core GEMV, and linear() routing to it, against the CPU: n not a
+// multiple of the block's rows, k not a multiple of the 64-wide k step, both n-tile counts.
+TEST(CudaLinear, GemvMmaSplitsMatchCpu) {
+  REQUIRE_GPU();
+  ThreadPool pool(8);
+  BlasContext ctx;
+  CUDA_OK(blas_context_create(&ctx));
+  ctx.gemv_mma_max_m = kGemvLimitM;
+  const GemvMmaTuning tunings[] = {{1, 4}, {2, 1}, {2, 2}, {4, 1}};
+  const KN shapes[] = {{1000, 257}, {4104, 72}, {520, 37}, {8, 24}, {2048, 200}};
+  uint32_t seed = 100;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (const KN s : shapes) {
+      for (int64_t m : {2, 5, 8, 9, 16}) {
+        const HalfData x = random_half(m * s.k, dt, seed++);
+        const HalfData w = random_half(s.n * s.k, dt, seed++, -0.5f, 0.5f);
+        const HalfData bias = random_half(s.n, dt, seed++);
+        std::vector<uint8_t> wbytes(w.bits.size() * 2);
+        std::memcpy(wbytes.data(), w.bits.data(), wbytes.size());
+        DeviceBuffer dx = to_device(x.bits), dw = to_device(w.bits), db = to_device(bias.bits);
+        DeviceBuffer dy(m * s.n * 2);
+        std::vector<float> ref(m * s.n);
+        cpu::linear(x.values.data(), m, s.k, wbytes.data(), dt, s.n, bias.values.data(), ref.data(),
+                    pool);
+        for (int i = -1; i < static_cast<int>(std::size(tunings)); ++i) {
+          SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " m=" << m << " k=" << s.k
+                                            << " n=" << s.n << " tuning=" << i);
+          poison(dy);
+          if (i < 0) {  // the dispatch
+            CUDA_OK(linear(ctx, dx.get(), m, s.k, dw.get(), s.n, db.get(), dy.get(), dt, nullptr));
+          } else {
+            CUDA_OK(linear_gemv_mma(dx.get(), m, s.k, dw.get(), s.n, db.get(), dy.get(), dt,
+                                    nullptr, tunings[i]));
+          }
+          CUDA_OK(cudaDeviceSynchronize());
+          EXPECT_LE(normalised_error(halves_to_floats(to_host<uint16_t>(dy, m * s.n), dt), ref),
+                    tolerance(dt));
+        }
+      }
+    }
+  }
+  blas_context_destroy(&ctx);
+}
+
 TEST(CudaLinear, GemvRejectsIllegalShapes) {
   REQUIRE_GPU();
   DeviceBuffer x(64 * 2), w(64 * 2), y(64 * 2);
@@ -260,6 +332,13 @@ TEST(CudaLinear, GemvRejectsIllegalShapes) {
             cudaErrorInvalidValue);
   EXPECT_EQ(linear_gemv(x.get(), 1, 8, w.get(), 1, nullptr, y.get(), DType::kF32, nullptr),
             cudaErrorInvalidValue);
+  EXPECT_EQ(linear_gemv_mma(x.get(), 17, 8, w.get(), 1, nullptr, y.get(), DType::kBF16, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(linear_gemv_mma(x.get(), 2, 12, w.get(), 1, nullptr, y.get(), DType::kBF16, nullptr),
+            cudaErrorInvalidValue);
+  EXPECT_EQ(
+      linear_gemv_mma(x.get(), 2, 8, w.get(), 1, nullptr, y.get(), DType::kBF16, nullptr, {3, 1}),
+      cudaErrorInvalidValue);
   GemvFusion gated;
   gated.epilogue = GemvEpilogue::kGatedSilu;  // n must be even: gate and up halves
   EXPECT_EQ(
