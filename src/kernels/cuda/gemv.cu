@@ -284,23 +284,10 @@ cudaError_t linear_gemv_fused(const void* x, int64_t m, int64_t k, const void* w
                               const void* bias, void* y, const GemvFusion& fusion, DType dtype,
                               cudaStream_t stream) {
   if (n <= 0 || m <= 0) return m == 0 || n == 0 ? cudaSuccess : cudaErrorInvalidValue;
-  if (m > kGemvLimitM || k <= 0 || k % 8 != 0 || !aligned16(x) || !aligned16(w))
-    return cudaErrorInvalidValue;
-  const bool gated = fusion.epilogue == GemvEpilogue::kGatedSilu;
-  if (gated && n % 2 != 0) return cudaErrorInvalidValue;
-  if (fusion.norm_weight != nullptr && !aligned16(fusion.norm_weight)) return cudaErrorInvalidValue;
-  int64_t rope_blocks = 0;
-  if (fusion.epilogue == GemvEpilogue::kRopeCache) {
-    const GemvRope& r = fusion.rope;
-    const int64_t d = r.layout.head_dim, kvh = r.layout.num_kv_heads;
-    if (d <= 0 || d % 4 != 0 || kvh <= 0 || r.num_heads <= 0 || n != (r.num_heads + 2 * kvh) * d ||
-        r.positions == nullptr || r.inv_freq == nullptr || r.slot_mapping == nullptr ||
-        r.key_cache == nullptr || r.value_cache == nullptr || r.layout.block_size <= 0)
-      return cudaErrorInvalidValue;
-    rope_blocks = (r.num_heads + kvh) * d / kCols;
-  }
-  const GemvParams p{fusion.norm_weight, fusion.norm_eps, fusion.epilogue,
-                     gated ? n / 2 : n,  fusion.rope,     rope_blocks};
+  GemvParams p;
+  if (const cudaError_t e = make_gemv_params(x, m, k, w, n, fusion, kCols / 2, &p);
+      e != cudaSuccess)
+    return e;
   PAGODA_DISPATCH_HALF(dtype, {
     return launch_gemv(static_cast<const scalar_t*>(x), static_cast<int>(m), k,
                        static_cast<const scalar_t*>(w), n, static_cast<const scalar_t*>(bias),

@@ -4,6 +4,7 @@
 // math of their epilogues.
 #include <cstdint>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/linear.h"
 
 namespace pagoda::cuda {
@@ -18,6 +19,33 @@ struct GemvParams {
   GemvRope rope;
   int64_t rope_blocks;  // blocks of rotation pairs in the q and k columns; then v blocks
 };
+
+/// Checks a small-m projection's arguments and decodes its GemvFusion (both GEMVs' requirements:
+/// 1 <= m <= kGemvLimitM, k % 8 == 0, 16-byte aligned x, w and norm weight, n even when gated, a
+/// consistent GemvRope). A RoPE block rotates `rope_pairs` pairs (i, i + d/2) of one head, so
+/// head_dim must be a multiple of 2 * rope_pairs. cudaErrorInvalidValue otherwise.
+inline cudaError_t make_gemv_params(const void* x, int64_t m, int64_t k, const void* w, int64_t n,
+                                    const GemvFusion& fusion, int rope_pairs, GemvParams* out) {
+  if (m > kGemvLimitM || k <= 0 || k % 8 != 0 || !aligned16(x) || !aligned16(w))
+    return cudaErrorInvalidValue;
+  const bool gated = fusion.epilogue == GemvEpilogue::kGatedSilu;
+  if (gated && n % 2 != 0) return cudaErrorInvalidValue;
+  if (fusion.norm_weight != nullptr && !aligned16(fusion.norm_weight)) return cudaErrorInvalidValue;
+  int64_t rope_blocks = 0;
+  if (fusion.epilogue == GemvEpilogue::kRopeCache) {
+    const GemvRope& r = fusion.rope;
+    const int64_t d = r.layout.head_dim, kvh = r.layout.num_kv_heads;
+    if (d <= 0 || d % (2 * rope_pairs) != 0 || kvh <= 0 || r.num_heads <= 0 ||
+        n != (r.num_heads + 2 * kvh) * d || r.positions == nullptr || r.inv_freq == nullptr ||
+        r.slot_mapping == nullptr || r.key_cache == nullptr || r.value_cache == nullptr ||
+        r.layout.block_size <= 0)
+      return cudaErrorInvalidValue;
+    rope_blocks = (r.num_heads + kvh) * (d / 2 / rope_pairs);
+  }
+  *out = GemvParams{fusion.norm_weight, fusion.norm_eps, fusion.epilogue,
+                    gated ? n / 2 : n,  fusion.rope,     rope_blocks};
+  return cudaSuccess;
+}
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 

@@ -33,6 +33,25 @@ struct KN {
 const KN kShapes[] = {{64, 48},  {520, 37}, {333, 129}, {1000, 257}, {4096, 512}, {64, 128},
                       {64, 344}, {172, 64}, {64, 512},  {96, 64},    {8, 24}};
 
+// Random x [m, k], w [n, k] (in [-0.5, 0.5]) and bias [n], on the host and on the device.
+struct LinearInputs {
+  HalfData x, w, bias;
+  std::vector<uint8_t> wbytes;  // w's bits, as cpu::linear reads a weight
+  DeviceBuffer dx, dw, db;
+};
+LinearInputs random_linear_inputs(int64_t m, int64_t k, int64_t n, DType dt, uint32_t& seed) {
+  LinearInputs in;
+  in.x = random_half(m * k, dt, seed++);
+  in.w = random_half(n * k, dt, seed++, -0.5f, 0.5f);
+  in.bias = random_half(n, dt, seed++);
+  in.wbytes.resize(in.w.bits.size() * 2);
+  std::memcpy(in.wbytes.data(), in.w.bits.data(), in.wbytes.size());
+  in.dx = to_device(in.x.bits);
+  in.dw = to_device(in.w.bits);
+  in.db = to_device(in.bias.bits);
+  return in;
+}
+
 enum class Path { kDispatch, kGemv, kGemvMma, kCublasLt, kFallback };
 
 TEST(CudaLinear, MatchesCpuOverGrid) {
@@ -44,12 +63,10 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (const KN s : kShapes) {
       for (int64_t m : kMs) {
-        const HalfData x = random_half(m * s.k, dt, seed++);
-        const HalfData w = random_half(s.n * s.k, dt, seed++, -0.5f, 0.5f);
-        const HalfData bias = random_half(s.n, dt, seed++);
-        std::vector<uint8_t> wbytes(w.bits.size() * 2);
-        std::memcpy(wbytes.data(), w.bits.data(), wbytes.size());
-        DeviceBuffer dx = to_device(x.bits), dw = to_device(w.bits), db = to_device(bias.bits);
+        const LinearInputs in = random_linear_inputs(m, s.k, s.n, dt, seed);
+        const HalfData &x = in.x, &bias = in.bias;
+        const std::vector<uint8_t>& wbytes = in.wbytes;
+        const DeviceBuffer &dx = in.dx, &dw = in.dw, &db = in.db;
         DeviceBuffer dy(m * s.n * 2);
         for (bool with_bias : {false, true}) {
           std::vector<float> ref(m * s.n);
@@ -293,12 +310,10 @@ TEST(CudaLinear, GemvMmaSplitsMatchCpu) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (const KN s : shapes) {
       for (int64_t m : {2, 5, 8, 9, 16}) {
-        const HalfData x = random_half(m * s.k, dt, seed++);
-        const HalfData w = random_half(s.n * s.k, dt, seed++, -0.5f, 0.5f);
-        const HalfData bias = random_half(s.n, dt, seed++);
-        std::vector<uint8_t> wbytes(w.bits.size() * 2);
-        std::memcpy(wbytes.data(), w.bits.data(), wbytes.size());
-        DeviceBuffer dx = to_device(x.bits), dw = to_device(w.bits), db = to_device(bias.bits);
+        const LinearInputs in = random_linear_inputs(m, s.k, s.n, dt, seed);
+        const HalfData &x = in.x, &bias = in.bias;
+        const std::vector<uint8_t>& wbytes = in.wbytes;
+        const DeviceBuffer &dx = in.dx, &dw = in.dw, &db = in.db;
         DeviceBuffer dy(m * s.n * 2);
         std::vector<float> ref(m * s.n);
         cpu::linear(x.values.data(), m, s.k, wbytes.data(), dt, s.n, bias.values.data(), ref.data(),
