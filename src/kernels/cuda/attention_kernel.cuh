@@ -47,14 +47,6 @@ struct Shape {
   }
 };
 
-// Two floats -> one register of two 16-bit values, the first in the low half.
-template <typename T>
-__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
-  const T a = from_float<T>(lo), b = from_float<T>(hi);
-  return static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(a)) |
-         (static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(b)) << 16);
-}
-
 // Flash-decoding's reduction without a second launch: every block of a split (tile, kv head)
 // counts its arrival on the counter of the group's first slot once its partial writes are visible
 // device-wide; the last to arrive merges the n partials of the item's rows, out = sum_s

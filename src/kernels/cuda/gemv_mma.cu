@@ -63,14 +63,6 @@ __device__ __forceinline__ float2 unpack2(uint32_t u, __nv_bfloat16) {
 __device__ __forceinline__ float2 unpack2(uint32_t u, __half) {
   return __half22float2(*reinterpret_cast<const __half2*>(&u));
 }
-__device__ __forceinline__ uint32_t pack2(float2 f, __nv_bfloat16) {
-  const __nv_bfloat162 h = __floats2bfloat162_rn(f.x, f.y);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
-__device__ __forceinline__ uint32_t pack2(float2 f, __half) {
-  const __half2 h = __floats2half2_rn(f.x, f.y);
-  return *reinterpret_cast<const uint32_t*>(&h);
-}
 
 // x (8 values) times the norm weight, rounded once to T; their squares added to sumsq.
 template <typename T>
@@ -80,7 +72,7 @@ __device__ __forceinline__ uint4 scale_by_gamma(const uint4& xv, const uint4& gv
   for (int i = 0; i < 4; ++i) {
     const float2 a = unpack2(word(xv, i), T{}), g = unpack2(word(gv, i), T{});
     sumsq = fmaf(a.x, a.x, fmaf(a.y, a.y, sumsq));
-    out[i] = pack2(make_float2(a.x * g.x, a.y * g.y), T{});
+    out[i] = pack2<T>(a.x * g.x, a.y * g.y);
   }
   return make_uint4(out[0], out[1], out[2], out[3]);
 }
@@ -99,8 +91,9 @@ __device__ __forceinline__ int64_t unclamped_row(const GemvParams& p, int r, int
   } else if constexpr (E == GemvEpilogue::kRopeCache) {
     const int d = p.rope.layout.head_dim, half = d / 2;
     if (b < p.rope_blocks) {
-      const int units = half / 16, bi = static_cast<int>(b);
-      return static_cast<int64_t>(bi / units) * d + (r == 1 ? half : 0) + (bi % units) * 16 + i;
+      const int units = half / kRopePairs, bi = static_cast<int>(b);
+      return static_cast<int64_t>(bi / units) * d + (r == 1 ? half : 0) +
+             (bi % units) * kRopePairs + i;
     }
     const int64_t v0 = static_cast<int64_t>(p.rope.num_heads + p.rope.layout.num_kv_heads) * d;
     return v0 + (b - p.rope_blocks) * (16 * R) + r * 16 + i;

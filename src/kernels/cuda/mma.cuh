@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/common.cuh"
+
 namespace pagoda::cuda {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -42,6 +44,15 @@ __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* 
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
                : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
                : "r"(smem_addr(p)));
+}
+
+/// Two floats -> one register of two 16-bit values, the first in the low half
+/// (an mma fragment register).
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  const T a = from_float<T>(lo), b = from_float<T>(hi);
+  return static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(a)) |
+         (static_cast<uint32_t>(reinterpret_cast<const uint16_t&>(b)) << 16);
 }
 
 /// d += a * b for one m16n8k16 tile.
