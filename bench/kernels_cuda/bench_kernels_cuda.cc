@@ -381,9 +381,12 @@ void bench_sampling() {
 int main(int argc, char** argv) {
   using namespace pagoda::cuda;  // NOLINT
   // `bench_kernels_cuda sampling` runs the sampler's section alone, `bench_kernels_cuda gemv` the
-  // projections' section alone.
+  // projections' section alone, `bench_kernels_cuda attention [NAME]` the attention cases alone
+  // (those whose name contains NAME: one case to profile with ncu).
   const bool sampling_only = argc > 1 && std::strcmp(argv[1], "sampling") == 0;
   const bool gemv_only = argc > 1 && std::strcmp(argv[1], "gemv") == 0;
+  const bool attention_only = argc > 1 && std::strcmp(argv[1], "attention") == 0;
+  const char* attention_case = attention_only && argc > 2 ? argv[2] : "";
   // Kernels are timed back to back; programmatic dependent launch (off by default in the engine)
   // hides the launch gap between them, so that the figures are the kernels' own. PAGODA_PDL=0 in
   // the environment times them with the gaps.
@@ -398,10 +401,13 @@ int main(int argc, char** argv) {
   }
   std::printf("device-to-device copy: %.2f TB/s (docs/performance.md limit: %.2f)\n",
               hbm_copy_tbs(), kHbmTBs);
-  BlasContext ctx;
-  CHECK_CUDA(blas_context_create(&ctx));
-  const bool gemv_ok = bench_gemv(ctx);
-  blas_context_destroy(&ctx);
+  bool gemv_ok = true;
+  if (!attention_only) {
+    BlasContext ctx;
+    CHECK_CUDA(blas_context_create(&ctx));
+    gemv_ok = bench_gemv(ctx);
+    blas_context_destroy(&ctx);
+  }
   if (gemv_only) return gemv_ok ? 0 : 1;
 
   std::printf(
@@ -422,8 +428,11 @@ int main(int argc, char** argv) {
       {"prefill B32 x L512", 32, 512, 512, false},
       {"prefill B8 x L2048", 8, 2048, 2048, false},
   };
-  for (const AttnCase& c : cases) bench_attention(c, prop.multiProcessorCount);
+  for (const AttnCase& c : cases)
+    if (std::strstr(c.name, attention_case) != nullptr)
+      bench_attention(c, prop.multiProcessorCount);
   std::printf("\nprefill reference (torch SDPA flash, same card): L512 167 TFLOP/s, L2048 282\n");
+  if (attention_only) return 0;
   bench_sampling();
   if (!gemv_ok) {
     std::printf("FAIL: GEMV and cuBLASLt disagree (see err column)\n");
