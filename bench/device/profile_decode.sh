@@ -1,23 +1,25 @@
 #!/usr/bin/env bash
-# Where a batch-1 decode step of the Llama-3.1-8B shape spends its time, kernel by kernel: Nsight
+# Where a decode step of the Llama-3.1-8B shape spends its time, kernel by kernel: Nsight
 # Compute times every kernel of a few eager steps (clocks and caches left alone), and the table
 # gives each kernel's mean duration, its launches per step and its share of the step. Run after
 # bench/device/run.sh has built /tmp/build-cuda (same device call; carry `.device`).
 #
-#   bench/device/profile_decode.sh [extra env for pagoda, e.g. PAGODA_L2_PREFETCH=off]
+#   [BATCH=64] bench/device/profile_decode.sh [extra env for pagoda, e.g. PAGODA_PDL=1]
+#
+# BATCH (default 1) is the decode batch; cuBLASLt's kernels (batches above 8) are counted too.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
-build=/tmp/build-cuda
+build=${BUILD:-/tmp/build-cuda}
 export PATH=/usr/local/cuda/bin:$PATH
 csv=$out/profile_decode.csv
 # Skip the dummy-weight fills and the warm-up; the kernels of the model only.
 env PAGODA_ENFORCE_EAGER=1 "$@" timeout 300 ncu --clock-control none --cache-control none \
   --metrics gpu__time_duration.sum --csv --print-units base --kernel-name-base function \
-  -k regex:'gemv|rope|attention|combine|norm|silu|embedding|gather|prefetch|sample|argmax' \
+  -k regex:'gemv|rope|attention|combine|norm|silu|embedding|gather|prefetch|sample|argmax|gemm|nvjet|xmma|splitK' \
   --launch-skip 2000 --launch-count 1000 \
   "$build/bench/model/bench_decode" .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 \
-  --batches 1 --steps 16 --context 512 >"$csv" 2>"$out/profile_decode.err"
+  --batches "${BATCH:-1}" --steps 16 --context 512 >"$csv" 2>"$out/profile_decode.err"
 echo "ncu: exit $?"
 python3 - "$csv" <<'PY'
 import csv, sys, collections

@@ -421,6 +421,8 @@ int main(int argc, char** argv) {
       {"decode B1 x 8192", 1, 8192, 1, true},
       {"  splits >= 128 keys", 1, 8192, 1, true, 128},
       {"  splits >= 64 keys", 1, 8192, 1, true, 64},
+      {"decode B16 x 512", 16, 512, 1, true},
+      {"decode B64 x 512", 64, 512, 1, true},
       {"decode B16 x 2048", 16, 2048, 1, true},
       {"  splits >= 64 keys", 16, 2048, 1, true, 64},
       {"decode B64 x 4096", 64, 4096, 1, true},

@@ -14,6 +14,7 @@
 // A split item (partial_slot >= 0) writes fp32 O / l and lse = m + log2(l) into its slot; the last
 // of the item's splits to finish merges them (finish_split), so no second kernel is launched.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/fast_divmod.h"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/paged_attention.h"
 
@@ -32,6 +33,7 @@ struct KernelArgs {
   float* partial_lse;                    // [slots, 64]
   float* partial_out;                    // [slots, 64, head_dim]
   int group;
+  FastDivmod block_size_div;  // by p.layout.block_size
 };
 
 template <int kD, bool kDecode>
@@ -193,21 +195,35 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   const int bs = p.layout.block_size;
   const int num_tiles = key_hi >= key_lo ? (key_hi - key_lo) / kKeyTile + 1 : 0;
 
+  // Thread tid copies 16-byte chunk `chunk` of key rows first_row + i * kRowsPerPass of a tile.
+  // The rows' cache addresses are all computed (block-size division by multiply-high, table entry)
+  // before the copies are issued, so that the table reads overlap rather than chain.
+  constexpr int kRowsPerPass = kThreads / kChunks;
+  constexpr int kPasses = kKeyTile / kRowsPerPass;
+  static_assert(kThreads % kChunks == 0 && kKeyTile % kRowsPerPass == 0);
+  const int chunk = tid % kChunks, first_row = tid / kChunks;
+  // Cache layout [num_blocks, num_kv_heads, block_size, head_dim]: elements per physical block,
+  // and this item's head and chunk within one.
+  const int64_t block_elems = static_cast<int64_t>(p.layout.num_kv_heads) * bs * kD;
+  const int head_elems = item.kv_head * bs * kD + chunk * 8;
   auto load_tile = [&](int tile, int buf) {
-    const int base = key_lo + tile * kKeyTile;
-    T* kd = k_s + buf * S::kKVElems;
-    T* vd = v_s + buf * S::kKVElems;
-    for (int i = tid; i < kKeyTile * kChunks; i += kThreads) {
-      const int j = i / kChunks, c = i % kChunks;
-      const int pos = base + j;
-      const bool valid = pos <= key_hi;
-      int64_t off = 0;
-      if (valid) {  // [num_blocks, num_kv_heads, block_size, head_dim]
-        const int64_t block = table[pos / bs];
-        off = ((block * p.layout.num_kv_heads + item.kv_head) * bs + pos % bs) * kD + c * 8;
-      }
-      cp_async16(kd + j * kStride + c * 8, k_cache + off, valid);
-      cp_async16(vd + j * kStride + c * 8, v_cache + off, valid);
+    const int first_pos = key_lo + tile * kKeyTile + first_row;
+    int64_t off[kPasses];
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const int pos = first_pos + i * kRowsPerPass;
+      uint32_t block_index = 0, in_block = 0;
+      args.block_size_div.divmod(static_cast<uint32_t>(min(pos, key_hi)), &block_index, &in_block);
+      off[i] = static_cast<int64_t>(table[block_index]) * block_elems + head_elems +
+               static_cast<int>(in_block) * kD;
+    }
+    T* kd = k_s + buf * S::kKVElems + first_row * kStride + chunk * 8;
+    T* vd = v_s + buf * S::kKVElems + first_row * kStride + chunk * 8;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const bool valid = first_pos + i * kRowsPerPass <= key_hi;  // else zero-filled
+      cp_async16(kd + i * kRowsPerPass * kStride, k_cache + off[i], valid);
+      cp_async16(vd + i * kRowsPerPass * kStride, v_cache + off[i], valid);
     }
   };
 

@@ -30,6 +30,7 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
   args.partial_lse = reinterpret_cast<float*>(base + sec.lse);
   args.partial_out = reinterpret_cast<float*>(base + sec.out);
   args.group = params.num_heads / L.num_kv_heads;
+  args.block_size_div = FastDivmod(static_cast<uint32_t>(L.block_size));
   if (cudaError_t e = attention::launch_decode(args, plan.decode_grid, stream); e != cudaSuccess)
     return e;
   return attention::launch_prefill(args, plan.prefill_grid, stream);

@@ -40,7 +40,7 @@ TEST(CudaPagedAttention, MatchesCpuOverGrid) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (int d : {64, 128}) {
       for (const Heads h : {Heads{8, 8}, Heads{16, 4}, Heads{32, 4}, Heads{16, 1}}) {
-        for (int bs : {16, 32}) {
+        for (int bs : {16, 32, 48}) {  // 48: a block size that is no power of two
           for (int window : {0, 40}) {
             for (size_t b = 0; b < kShortBatches.size(); ++b) {
               // bf16 gets the whole grid; f16 a diagonal of it.
