@@ -76,9 +76,9 @@ __device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& it
 
   const float* lse = args.partial_lse + slot0 * kAttentionTileRows;
   const float* part = args.partial_out + slot0 * kAttentionTileRows * kD;
-  for (int i = threadIdx.x; i < n * kAttentionTileRows; i += kThreads) {
-    const int r = i % kAttentionTileRows;
-    weights[i] = r < num_rows ? __ldcg(lse + i) : -INFINITY;
+  for (int i = threadIdx.x; i < n * num_rows; i += kThreads) {  // the item's rows only
+    const int at = (i / num_rows) * kAttentionTileRows + i % num_rows;
+    weights[at] = __ldcg(lse + at);
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
@@ -100,16 +100,26 @@ __device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& it
   T* out = static_cast<T*>(args.p.out);
   for (int i = threadIdx.x; i < num_rows * (kD / 4); i += kThreads) {
     const int r = i / (kD / 4), d = (i % (kD / 4)) * 4;
+    // The partials in batches of kBatch loads in flight (a batch past n re-reads split n - 1
+    // with weight 0), summed in split order.
+    constexpr int kBatch = 16;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 8
-    for (int s = 0; s < n; ++s) {  // a split without keys for the row has weight 0, values 0
-      const float w = weights[s * kAttentionTileRows + r];
-      const float4 v =
-          __ldcg(reinterpret_cast<const float4*>(part + (s * kAttentionTileRows + r) * kD + d));
-      acc[0] += w * v.x;
-      acc[1] += w * v.y;
-      acc[2] += w * v.z;
-      acc[3] += w * v.w;
+    for (int s0 = 0; s0 < n; s0 += kBatch) {
+      float4 v[kBatch];
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {
+        const int s = min(s0 + j, n - 1);
+        v[j] =
+            __ldcg(reinterpret_cast<const float4*>(part + (s * kAttentionTileRows + r) * kD + d));
+      }
+#pragma unroll
+      for (int j = 0; j < kBatch; ++j) {  // a split without keys for the row: weight 0, values 0
+        const float w = s0 + j < n ? weights[(s0 + j) * kAttentionTileRows + r] : 0.0f;
+        acc[0] += w * v[j].x;
+        acc[1] += w * v[j].y;
+        acc[2] += w * v[j].z;
+        acc[3] += w * v[j].w;
+      }
     }
     const int64_t t = item.token_begin + r / args.group;
     const int h = item.kv_head * args.group + r % args.group;
@@ -366,8 +376,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
       if (split && tig == 0) part_lse[r] = l > 0.0f ? m + log2f(l) : -INFINITY;
     }
   } else {
-    // Merge the four warps' partial softmaxes over the same 16 rows. The K/V buffers are free now.
-    __shared__ float m_s[4][16], l_s[4][16];
+    // Merge the four warps' partial softmaxes over the item's rows (num_rows of the 16 are
+    // real). One exchange of the row maxima and sums; then each warp scales its rows by its share,
+    // 2^(m_w - max) / sum, so that the last pass adds four vectors. The K/V buffers are free now.
+    __shared__ float m_s[4][16], l_s[4][16], lse_s[16];
     float* merge = reinterpret_cast<float*>(k_s);  // [4][16][kD]
     __syncthreads();
     if (tig == 0) {
@@ -380,11 +392,16 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int r = half ? row1 : row0;
+      if (r >= num_rows) continue;
       float big = -INFINITY;
 #pragma unroll
       for (int w = 0; w < 4; ++w) big = fmaxf(big, m_s[w][r]);
+      float l = 0.0f;
+#pragma unroll
+      for (int w = 0; w < 4; ++w) l += big == -INFINITY ? 0.0f : l_s[w][r] * exp2f(m_s[w][r] - big);
       const float mine = half ? m1 : m0;
-      const float f = big == -INFINITY ? 0.0f : exp2f(mine - big);
+      const float f = big == -INFINITY || l <= 0.0f ? 0.0f : exp2f(mine - big) / l;
+      if (warp == 0 && tig == 0) lse_s[r] = l > 0.0f ? big + log2f(l) : -INFINITY;
 #pragma unroll
       for (int i = 0; i < kDT; ++i) {
         const int d = i * 8 + tig * 2;
@@ -393,29 +410,25 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
       }
     }
     __syncthreads();
-    for (int i = tid; i < 16 * (kD / 2); i += kThreads) {
-      const int r = i / (kD / 2), d = (i % (kD / 2)) * 2;
-      if (r >= num_rows) continue;
-      float big = -INFINITY;
+    for (int i = tid; i < num_rows * (kD / 4); i += kThreads) {
+      const int r = i / (kD / 4), d = (i % (kD / 4)) * 4;
+      float4 x = *reinterpret_cast<const float4*>(merge + r * kD + d);
 #pragma unroll
-      for (int w = 0; w < 4; ++w) big = fmaxf(big, m_s[w][r]);
-      float l = 0.0f, x0 = 0.0f, x1 = 0.0f;
-#pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        l += big == -INFINITY ? 0.0f : l_s[w][r] * exp2f(m_s[w][r] - big);
-        const float2 v = *reinterpret_cast<const float2*>(merge + (w * 16 + r) * kD + d);
-        x0 += v.x;
-        x1 += v.y;
+      for (int w = 1; w < 4; ++w) {
+        const float4 v = *reinterpret_cast<const float4*>(merge + (w * 16 + r) * kD + d);
+        x.x += v.x;
+        x.y += v.y;
+        x.z += v.z;
+        x.w += v.w;
       }
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
       if (split) {
-        *reinterpret_cast<float2*>(part_out + r * kD + d) = make_float2(x0 * inv, x1 * inv);
-        if (d == 0) part_lse[r] = l > 0.0f ? big + log2f(l) : -INFINITY;
+        *reinterpret_cast<float4*>(part_out + r * kD + d) = x;
+        if (d == 0) part_lse[r] = lse_s[r];
       } else {
         const int64_t t = item.token_begin + r / group;
         const int h = item.kv_head * group + r % group;
-        *reinterpret_cast<uint32_t*>(out + (t * p.num_heads + h) * kD + d) =
-            pack2<T>(x0 * inv, x1 * inv);
+        *reinterpret_cast<uint2*>(out + (t * p.num_heads + h) * kD + d) =
+            make_uint2(pack2<T>(x.x, x.y), pack2<T>(x.z, x.w));
       }
     }
   }

@@ -30,21 +30,33 @@ int decode_blocks_per_sm(int head_dim) {
   return static_cast<int>(std::clamp<size_t>((227 * 1024) / smem, 1, 4));
 }
 
-/// The split count of an all-decode batch: the one that minimises (waves of blocks) x (keys per
-/// block + kSplitCostKeys), a wave being num_sms x decode_blocks_per_sm blocks. Without it a
-/// batch whose items just exceed one wave runs two (64 sequences x 8 kv heads = 512 items on
-/// 396 slots: 65% of the SMs busy on average); splitting adds partial writes and a merge.
+/// The split count of an all-decode batch. Measured on the H200 (docs/benchmarks.md, "Decode
+/// attention: the split count"), a split costs its block's partial write and the last block's
+/// merge (about 2.5 us at 8 splits, 6.5 at 43), and one block per SM streams at about 70% of the
+/// rate three share. So:
+/// - fewer items than SMs, short chunks: split until every SM has one block (one sequence of
+///   8,192 keys: 16 splits, 18.0 us; filling all three slots per SM took 43 splits and 20.3 us;
+///   16 sequences of 512 keys: no split, 15.1 us against 18.0 with 3);
+/// - otherwise (chunks of over kLongChunkKeys keys at one block per SM, or items enough for every
+///   SM) the split count that minimises (waves of blocks) x (keys per block + kSplitCostKeys), a
+///   wave being num_sms x decode_blocks_per_sm blocks: 64 sequences x 8 kv heads = 512 items on
+///   396 slots run 1.29 waves, and 3 splits of their 4,096 keys run 3.9 (276 us against 316).
 int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_items,
                       const std::vector<Tile>& tiles) {
   constexpr int64_t kSplitCostKeys = 64;
+  constexpr int64_t kLongChunkKeys = 1024;
   int64_t keys = 0;
   for (const Tile& t : tiles) keys += std::max(0, in.seq_lens[t.seq]);
   const int64_t mean_keys = std::max<int64_t>(1, keys / static_cast<int64_t>(tiles.size()));
-  const int64_t slots =
-      static_cast<int64_t>(std::max(1, in.num_sms)) * decode_blocks_per_sm(head_dim);
+  const int64_t sms = std::max(1, in.num_sms);
+  const int64_t slots = sms * decode_blocks_per_sm(head_dim);
   const int64_t min_keys = std::max(kKeyTile, in.min_split_keys);
   const int64_t max_splits =
       std::clamp<int64_t>((mean_keys + min_keys - 1) / min_keys, 1, kAttentionMaxSplits);
+  if (base_items < sms) {
+    const int64_t one_per_sm = std::clamp<int64_t>(sms / base_items, 1, max_splits);
+    if ((mean_keys + one_per_sm - 1) / one_per_sm <= kLongChunkKeys) return one_per_sm;
+  }
   auto cost = [&](int64_t n) {
     const int64_t waves = (base_items * n + slots - 1) / slots;
     const int64_t chunk = ((mean_keys + n - 1) / n + kKeyTile - 1) / kKeyTile * kKeyTile;
