@@ -56,9 +56,50 @@ struct LtPlanCache {
 
 namespace {
 
-/// Builds the descriptors of y[m, n] = x w^T (+ bias) and asks the heuristic for an algorithm.
-cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t k, int64_t n, bool bias,
-                      cudaDataType_t dt, LtPlan* plan) {
+/// Times each candidate on the call's operands (one warm-up run, then kTimedRuns between two
+/// events on `stream`) and returns the index of the fastest; 0 when no candidate could be timed.
+int fastest_candidate(const BlasContext& ctx, const LtDescs& s,
+                      const cublasLtMatmulHeuristicResult_t* candidates, int count, const void* x,
+                      const void* w, void* y, cudaStream_t stream) {
+  constexpr int kTimedRuns = 3;
+  cudaEvent_t start = nullptr, stop = nullptr;
+  if (cudaEventCreate(&start) != cudaSuccess || cudaEventCreate(&stop) != cudaSuccess) {
+    if (start != nullptr) cudaEventDestroy(start);
+    return 0;
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  auto run = [&](int i) {
+    return cublasLtMatmul(ctx.handle, s.op, &alpha, w, s.a, x, s.b, &beta, y, s.d, y, s.d,
+                          &candidates[i].algo, ctx.workspace, ctx.workspace_bytes,
+                          stream) == CUBLAS_STATUS_SUCCESS;
+  };
+  int best = 0;
+  float best_ms = 0.0f;
+  for (int i = 0; i < count; ++i) {
+    if (candidates[i].state != CUBLAS_STATUS_SUCCESS || !run(i)) continue;
+    bool ok = cudaEventRecord(start, stream) == cudaSuccess;
+    for (int r = 0; r < kTimedRuns && ok; ++r) ok = run(i);
+    float ms = 0.0f;
+    ok = ok && cudaEventRecord(stop, stream) == cudaSuccess &&
+         cudaEventSynchronize(stop) == cudaSuccess &&
+         cudaEventElapsedTime(&ms, start, stop) == cudaSuccess;
+    if (ok && (best_ms == 0.0f || ms < best_ms)) {
+      best = i;
+      best_ms = ms;
+    }
+  }
+  (void)cudaGetLastError();  // a candidate that failed to launch is not the call's error
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+/// Builds the descriptors of y[m, n] = x w^T (+ bias) and chooses an algorithm: the heuristic's
+/// first, or the fastest of its first kTuneCandidates when ctx.tune_new_plans allows timing them
+/// on this call's operands.
+cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t k, int64_t n, const void* bias,
+                      cudaDataType_t dt, const void* x, const void* w, void* y, cudaStream_t stream,
+                      LtPlan* plan) {
   LtDescs& s = plan->descs;
   PAGODA_LT(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
@@ -66,10 +107,12 @@ cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t k, int64_t n, b
       cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSA, &trans_a, sizeof(trans_a)));
   PAGODA_LT(
       cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_TRANSB, &trans_b, sizeof(trans_b)));
-  if (bias) {
+  if (bias != nullptr) {
     const cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_BIAS;
     PAGODA_LT(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                              sizeof(epilogue)));
+    PAGODA_LT(cublasLtMatmulDescSetAttribute(s.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                             sizeof(bias)));
   }
   PAGODA_LT(
       cublasLtMatrixLayoutCreate(&s.a, dt, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
@@ -81,12 +124,18 @@ cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t k, int64_t n, b
   const uint64_t ws = ctx.workspace_bytes;
   PAGODA_LT(cublasLtMatmulPreferenceSetAttribute(s.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                  &ws, sizeof(ws)));
-  cublasLtMatmulHeuristicResult_t result{};
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const bool tune = ctx.tune_new_plans && m <= kTuneMaxM &&
+                    cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
+                    capture == cudaStreamCaptureStatusNone;
+  cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int found = 0;
-  PAGODA_LT(cublasLtMatmulAlgoGetHeuristic(ctx.handle, s.op, s.a, s.b, s.d, s.d, s.pref, 1, &result,
-                                           &found));
+  PAGODA_LT(cublasLtMatmulAlgoGetHeuristic(ctx.handle, s.op, s.a, s.b, s.d, s.d, s.pref,
+                                           tune ? kTuneCandidates : 1, results, &found));
   if (found == 0) return cudaErrorNotSupported;
-  plan->algo = result.algo;
+  const int chosen =
+      tune && found > 1 ? fastest_candidate(ctx, s, results, found, x, w, y, stream) : 0;
+  plan->algo = results[chosen].algo;
   return cudaSuccess;
 }
 
@@ -128,7 +177,7 @@ cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, in
     auto it = ctx.plans->plans.find(key);
     if (it == ctx.plans->plans.end()) {
       auto made = std::make_unique<LtPlan>();
-      if (const cudaError_t e = make_plan(ctx, m, k, n, bias != nullptr, dt, made.get());
+      if (const cudaError_t e = make_plan(ctx, m, k, n, bias, dt, x, w, y, stream, made.get());
           e != cudaSuccess)
         return e;
       it = ctx.plans->plans.emplace(key, std::move(made)).first;
@@ -136,7 +185,7 @@ cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, in
     plan = it->second.get();
   } else {
     uncached = std::make_unique<LtPlan>();
-    if (const cudaError_t e = make_plan(ctx, m, k, n, bias != nullptr, dt, uncached.get());
+    if (const cudaError_t e = make_plan(ctx, m, k, n, bias, dt, x, w, y, stream, uncached.get());
         e != cudaSuccess)
       return e;
     plan = uncached.get();

@@ -39,7 +39,18 @@ struct BlasContext {
   // instead); kGemvMmaMaxM unless changed (A/B of the crossover).
   int64_t gemv_mma_max_m = kGemvMmaMaxM;
   GemvMmaTuning gemv_mma_tuning;
+  // While true, a shape met for the first time with m <= kTuneMaxM times cuBLASLt's first
+  // kTuneCandidates heuristic algorithms on the call's own operands and stream (synchronising
+  // it) and keeps the fastest, instead of taking the first. The decode-graph warm-up turns it on
+  // (at start-up, not between requests); never during a stream capture.
+  bool tune_new_plans = false;
 };
+
+// Measured on the H200 (docs/benchmarks.md, bench/kernels_cuda/blas_algos.cc): on the Llama-8B
+// projections the first heuristic choice is the fastest at m <= 32, and 2-16% slower than the
+// fastest of the first 8 on some shapes at m = 64-256 (9% on the LM head at m = 64).
+inline constexpr int64_t kTuneMaxM = 256;
+inline constexpr int kTuneCandidates = 8;
 
 [[nodiscard]] cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes = 32u << 20);
 void blas_context_destroy(BlasContext* ctx);

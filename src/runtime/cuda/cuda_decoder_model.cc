@@ -181,6 +181,7 @@ class CudaDecoderModel final : public Model {
     }
     upload_weights(weights);
     graphs_enabled_ = !env_flag("PAGODA_ENFORCE_EAGER", false);
+    tune_blas_ = env_flag("PAGODA_CUBLASLT_TUNING", true);  // off: the heuristic's first choice
     device_sampling_ = !env_flag("PAGODA_HOST_SAMPLING", false);  // A/B against the CPU sampler
     fuse_small_steps_ = !env_flag("PAGODA_DISABLE_GEMV_FUSION", false) &&
                         config.hidden_size % 8 == 0 && config.q_size() % 8 == 0 &&
@@ -336,7 +337,8 @@ class CudaDecoderModel final : public Model {
   // it off (A/B).
   bool fuse_small_steps_ = false;
   int min_split_keys_ = cuda::kDefaultMinSplitKeys;
-  DecodeGraphs graphs_;  // of decode-only steps (PAGODA_ENFORCE_EAGER=1 turns them off)
+  DecodeGraphs graphs_;    // of decode-only steps (PAGODA_ENFORCE_EAGER=1 turns them off)
+  bool tune_blas_ = true;  // time cuBLASLt's candidates before a bucket's first capture
   // A decode batch padded to its graph bucket (pad_to_graph_bucket).
   struct PaddedBatch {
     std::vector<int32_t> ids, positions, query_start, seq_lens, tables, rows;
@@ -581,6 +583,14 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   if (!graph) {
     run_kernels(in, plan, T, S, L);
   } else {
+    if (tune_blas_ && !graphs_.captured(T)) {
+      // A bucket's first capture (at start-up): the step runs once eagerly first, with cuBLASLt
+      // timing its candidates for each new shape, so that the graph bakes in the fastest. The
+      // step is a pure function of its inputs and the KV writes repeat the same values.
+      blas_.tune_new_plans = true;
+      run_kernels(in, plan, T, S, L);
+      blas_.tune_new_plans = false;
+    }
     graphs_.launch({T, table_width, plan.decode_grid}, stream_,
                    [&] { run_kernels(in, plan, T, S, L); });
   }

@@ -39,6 +39,8 @@ class DecodeGraphs {
   /// kernel parameters differ, a fraction of a fresh instantiate), else a new one instantiated.
   /// Throws Internal on a CUDA error.
   void launch(const Key& key, cudaStream_t stream, const std::function<void()>& record);
+  /// Whether a graph was captured for the bucket of `tokens` (of any key).
+  [[nodiscard]] bool captured(int64_t tokens) const { return graphs_.contains(bucket(tokens)); }
   /// Destroys every graph (after a buffer they bake in moved).
   void clear();
 

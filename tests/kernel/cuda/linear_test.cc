@@ -104,6 +104,62 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
   blas_context_destroy(&ctx);
 }
 
+// With tune_new_plans, a new shape times cuBLASLt's candidates on its own operands and keeps the
+// fastest: the result must still be the product (with and without bias), and a shape first met
+// inside a stream capture must not be timed there (the capture would fail), yet run correctly.
+TEST(CudaLinear, TunedPlansMatchCpuAndSkipCaptures) {
+  REQUIRE_GPU();
+  ThreadPool pool(8);
+  BlasContext ctx;
+  CUDA_OK(blas_context_create(&ctx));
+  ctx.tune_new_plans = true;
+  cudaStream_t stream = nullptr;
+  CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  uint32_t seed = 900;
+  const DType dt = DType::kBF16;
+  for (const KN s : {KN{4096, 512}, KN{1000, 257}, KN{64, 344}}) {
+    for (int64_t m : {16, 64, 200, 256}) {
+      for (bool with_bias : {false, true}) {
+        for (bool captured : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "m=" << m << " k=" << s.k << " n=" << s.n
+                                            << " bias=" << with_bias << " captured=" << captured);
+          // A fresh shape each time: m + captured keeps the plan cache from serving it.
+          const int64_t rows = m + (captured ? 1 : 0);
+          const LinearInputs in = random_linear_inputs(rows, s.k, s.n, dt, seed);
+          DeviceBuffer dy(rows * s.n * 2);
+          poison(dy);
+          std::vector<float> ref(rows * s.n);
+          cpu::linear(in.x.values.data(), rows, s.k, in.wbytes.data(), dt, s.n,
+                      with_bias ? in.bias.values.data() : nullptr, ref.data(), pool);
+          const void* b = with_bias ? in.db.get() : nullptr;
+          if (!captured) {
+            CUDA_OK(linear_cublaslt(ctx, in.dx.get(), rows, s.k, in.dw.get(), s.n, b, dy.get(), dt,
+                                    stream));
+          } else {
+            cudaGraph_t graph = nullptr;
+            cudaGraphExec_t exec = nullptr;
+            CUDA_OK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+            const cudaError_t call = linear_cublaslt(ctx, in.dx.get(), rows, s.k, in.dw.get(), s.n,
+                                                     b, dy.get(), dt, stream);
+            CUDA_OK(cudaStreamEndCapture(stream, &graph));
+            CUDA_OK(call);
+            CUDA_OK(cudaGraphInstantiate(&exec, graph, 0));
+            CUDA_OK(cudaGraphLaunch(exec, stream));
+            CUDA_OK(cudaStreamSynchronize(stream));
+            cudaGraphExecDestroy(exec);
+            cudaGraphDestroy(graph);
+          }
+          CUDA_OK(cudaStreamSynchronize(stream));
+          EXPECT_LE(normalised_error(halves_to_floats(to_host<uint16_t>(dy, rows * s.n), dt), ref),
+                    tolerance(dt));
+        }
+      }
+    }
+  }
+  cudaStreamDestroy(stream);
+  blas_context_destroy(&ctx);
+}
+
 // linear_gemv_fused and linear_gemv_mma_fused against the unfused CPU composition: rms_norm then
 // linear (the normalised x kept in fp32), then the epilogue (residual add, or silu(gate) * up over
 // W = [gate; up]).
