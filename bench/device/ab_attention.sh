@@ -15,12 +15,7 @@ out=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$out"
 tests=1
 [ "${1:-}" = "--skip-tests" ] && tests=0
-export PATH=/usr/local/cuda/bin:$PATH
-deps=$PWD/.device/deps
-sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
-export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib
-flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_BUILD_TESTS=ON
-       -DPAGODA_BUILD_BENCH=ON -DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib")
+. bench/device/device_env.sh
 rm -rf /tmp/ab-base-src && mkdir -p /tmp/ab-base-src
 tar --exclude=.device --exclude=./src -cf - . | tar -C /tmp/ab-base-src -xf -
 tar -C /tmp/ab-base-src -xf .device/base-src.tar

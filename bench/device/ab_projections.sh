@@ -13,12 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$out"
-export PATH=/usr/local/cuda/bin:$PATH
-deps=$PWD/.device/deps
-sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
-export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib
-flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_BUILD_TESTS=ON
-       -DPAGODA_BUILD_BENCH=ON -DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib")
+. bench/device/device_env.sh
 { cmake -S . -B /tmp/ab-a "${flags[@]}" && ninja -C /tmp/ab-a; } >"$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -20; exit 1; }
 if [ -n "${AB_B_FLAGS:-}" ]; then

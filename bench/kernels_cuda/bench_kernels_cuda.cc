@@ -3,7 +3,7 @@
 // attention bandwidth, prefill attention FLOP rate, the GPU sampler's time per step.
 //
 // Protocol: random data; every measured input set is rotated among copies whose total exceeds the
-// L2 several times; warm-up, then the median of kRepeats batches of launches timed with CUDA
+// L2 several times; warm-up, then the median of 15 batches of launches timed with CUDA
 // events. Prints one table; exits 1 on any CUDA error or when the GEMV and cuBLASLt disagree.
 #include <cuda_runtime.h>
 
@@ -30,7 +30,6 @@ namespace {
 
 constexpr double kHbmTBs = 4.19;
 constexpr double kBf16Tflops = 786.0;
-constexpr int kRepeats = 15;
 constexpr size_t kRotateBytes = size_t{512} << 20;  // > 10x the 50 MB L2
 
 // Random bf16 in [-1, 1) generated on the host once and replicated, never zeros.
@@ -49,30 +48,7 @@ void* alloc_random_bf16(size_t count, uint32_t seed) {
   return p;
 }
 
-// Median milliseconds per call of fn(i) over batches of `per_batch` calls, after a warm-up.
-double time_ms(const std::function<void(int)>& fn, int per_batch) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < per_batch; ++i) fn(i);
-  CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<double> ms;
-  int call = 0;
-  for (int r = 0; r < kRepeats; ++r) {
-    CHECK_CUDA(cudaEventRecord(a));
-    for (int i = 0; i < per_batch; ++i) fn(call++);
-    CHECK_CUDA(cudaEventRecord(b));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float t = 0.0f;
-    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(static_cast<double>(t) / per_batch);
-  }
-  CHECK_CUDA(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using bench::time_ms;
 
 double hbm_copy_tbs() {
   const size_t bytes = size_t{2} << 30;

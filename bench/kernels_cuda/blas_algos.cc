@@ -22,7 +22,6 @@ namespace {
 
 constexpr double kHbmTBs = 4.19;
 constexpr double kBf16Tflops = 786.0;
-constexpr int kRepeats = 15;
 constexpr size_t kRotateBytes = size_t{512} << 20;
 constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what blas_context_create gives the engine
 
@@ -35,29 +34,7 @@ constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what blas_context_creat
     }                                                                                    \
   } while (0)
 
-double time_ms(const std::function<void(int)>& fn, int per_batch) {
-  cudaEvent_t a, b;
-  CHECK_CUDA(cudaEventCreate(&a));
-  CHECK_CUDA(cudaEventCreate(&b));
-  for (int i = 0; i < per_batch; ++i) fn(i);
-  CHECK_CUDA(cudaDeviceSynchronize());
-  std::vector<double> ms;
-  int call = 0;
-  for (int r = 0; r < kRepeats; ++r) {
-    CHECK_CUDA(cudaEventRecord(a));
-    for (int i = 0; i < per_batch; ++i) fn(call++);
-    CHECK_CUDA(cudaEventRecord(b));
-    CHECK_CUDA(cudaEventSynchronize(b));
-    float t = 0.0f;
-    CHECK_CUDA(cudaEventElapsedTime(&t, a, b));
-    ms.push_back(static_cast<double>(t) / per_batch);
-  }
-  CHECK_CUDA(cudaGetLastError());
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
+using pagoda::cuda::bench::time_ms;
 
 // Bytes of memory are enough: the values do not change the time of a bf16 GEMM.
 void* alloc_filled(size_t bytes) {
