@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -19,6 +20,18 @@
   } while (0)
 
 namespace pagoda::cuda::bench {
+
+/// The Llama-3.1-8B projections, y[m, n] = x[m, k] w[n, k]^T (qkv and gate_up fused as the model
+/// stores them).
+struct ProjectionShape {
+  const char* name;
+  int64_t n, k;
+};
+inline constexpr ProjectionShape kLlama8bProjections[] = {{"qkv", 6144, 4096},
+                                                          {"o", 4096, 4096},
+                                                          {"gate_up", 28672, 4096},
+                                                          {"down", 4096, 14336},
+                                                          {"lm_head", 128256, 4096}};
 
 /// Median milliseconds per call of fn(i) over `repeats` batches of `per_batch` calls (i counts
 /// up across batches, so that callers rotate inputs), after one untimed batch.

@@ -70,20 +70,11 @@ double probe_ms(const std::vector<void*>& buffers, size_t bytes, int sms) {
 }
 
 bool bench_gemv(const BlasContext& ctx) {
-  struct Shape {
-    const char* name;
-    int64_t n, k;
-  };
-  const Shape shapes[] = {{"qkv", 6144, 4096},
-                          {"o", 4096, 4096},
-                          {"gate_up", 28672, 4096},
-                          {"down", 4096, 14336},
-                          {"lm_head", 128256, 4096}};
   bool ok = true;
   std::printf("\n## GEMV y[m,n] = x[m,k] w[n,k]^T, bf16 (bandwidth = weight+x+y bytes / time)\n");
   std::printf("%-8s %6s %6s %3s %-9s | %9s %7s %6s | %9s %7s %6s | %5s\n", "shape", "n", "k", "m",
               "kernel", "ours us", "TB/s", "%HBM", "cublas us", "TB/s", "%HBM", "err");
-  for (const Shape& s : shapes) {
+  for (const bench::ProjectionShape& s : bench::kLlama8bProjections) {
     const size_t w_elems = static_cast<size_t>(s.n) * s.k;
     const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / (w_elems * 2)));
     std::vector<void*> w(copies);

@@ -58,21 +58,12 @@ int main() {
   cublasLtHandle_t handle;
   CHECK_LT(cublasLtCreate(&handle));
   void* workspace = alloc_filled(kWorkspaceBytes);
-  struct Shape {
-    const char* name;
-    int64_t n, k;
-  };
-  const Shape shapes[] = {{"qkv", 6144, 4096},
-                          {"o", 4096, 4096},
-                          {"gate_up", 28672, 4096},
-                          {"down", 4096, 14336},
-                          {"lm_head", 128256, 4096}};
   std::printf("# cuBLASLt: the heuristic's first choice against the fastest of its candidates\n");
   std::printf("%-8s %4s %5s | %9s %6s %6s %7s | %9s %6s %6s %7s %4s | %6s\n", "shape", "m", "cands",
               "first us", "%HBM", "%peak", "tile/sk", "best us", "%HBM", "%peak", "tile/sk", "idx",
               "gain");
   double total_first = 0, total_best = 0;
-  for (const Shape& s : shapes) {
+  for (const pagoda::cuda::bench::ProjectionShape& s : pagoda::cuda::bench::kLlama8bProjections) {
     const size_t w_bytes = static_cast<size_t>(s.n) * s.k * 2;
     const int copies = static_cast<int>(std::max<size_t>(1, kRotateBytes / w_bytes));
     std::vector<void*> w(copies);
