@@ -11,8 +11,6 @@
 // each with the CPU kernel on the same values (paged_attention_case.h).
 #include <gtest/gtest.h>
 
-#include <map>
-
 #include "paged_attention_case.h"
 
 namespace pagoda::cuda {
@@ -78,42 +76,6 @@ TEST(CudaPagedAttention, LongContextsSplitKv) {
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
-}
-
-// The split merge keeps one weight per (split, row) in shared memory: no item's key range may be
-// cut into more than kAttentionMaxSplits, however long, and no split is shorter than asked.
-TEST(CudaPagedAttention, PlanBoundsTheSplits) {
-  const int32_t qsl[] = {0, 1, 65}, lens[] = {200000, 150000};  // a decode, a prefill chunk
-  for (int min_keys : {64, 256}) {
-    AttentionPlanInput in{qsl, lens, 2, 32, 8, 132, min_keys};
-    AttentionLimits limits{65, 1 << 16, 1 << 16, 128};
-    AttentionPlan plan;
-    ASSERT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
-    ASSERT_GT(plan.num_partial_slots, 0);
-    std::map<std::pair<int, int>, int> splits;  // (first token, kv head) -> splits
-    for (const AttentionWorkItem& item : plan.items) {
-      if (item.partial_slot < 0) continue;
-      ++splits[{item.token_begin, item.kv_head}];
-      if (item.kv_end < lens[item.seq]) {
-        EXPECT_GE(item.kv_end - item.kv_begin, min_keys);
-      }
-    }
-    for (const auto& [key, n] : splits) EXPECT_LE(n, kAttentionMaxSplits);
-  }
-}
-
-TEST(CudaPagedAttention, PlanRejectsBadShapes) {
-  const int32_t qsl[] = {0, 4}, lens[] = {4};
-  AttentionPlanInput in{qsl, lens, 1, 12, 5, 132};  // 12 heads over 5 kv heads
-  AttentionLimits limits{16, 64, 0, 128};
-  AttentionPlan plan;
-  EXPECT_EQ(plan_paged_attention(in, limits, &plan), cudaErrorInvalidValue);
-  in.num_kv_heads = 4;
-  limits.max_tokens = 2;  // 4 tokens do not fit
-  EXPECT_EQ(plan_paged_attention(in, limits, &plan), cudaErrorInvalidValue);
-  limits.max_tokens = 16;
-  EXPECT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
-  EXPECT_EQ(plan.num_decode_items + plan.num_prefill_items, 4);
 }
 
 }  // namespace

@@ -1,0 +1,111 @@
+// The paged-attention plan (host code: the work partition and the split-KV choice), run on every
+// machine: the split counts the measured rules give for the benchmark shapes (docs/benchmarks.md,
+// "Paged attention"), the bounds on any split, and the shapes the plan refuses.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <vector>
+
+#include "kernels/cuda/paged_attention.h"
+
+namespace pagoda::cuda {
+namespace {
+
+// A decode batch of `seqs` sequences with `ctx` keys each (one new token), Llama-3.1-8B's heads.
+struct DecodeBatch {
+  std::vector<int32_t> qsl, lens;
+  DecodeBatch(int seqs, int ctx) : lens(static_cast<size_t>(seqs), ctx) {
+    for (int s = 0; s <= seqs; ++s) qsl.push_back(s);
+  }
+};
+
+// Splits per (sequence, kv head) of the plan, checking that every item of one has the same count.
+int splits_of(const AttentionPlan& plan, int kv_heads) {
+  std::map<std::pair<int, int>, int> count;
+  for (const AttentionWorkItem& item : plan.items) ++count[{item.seq, item.kv_head}];
+  int n = -1;
+  for (const auto& [key, c] : count) {
+    if (n < 0) n = c;
+    EXPECT_EQ(c, n) << "sequence " << key.first << ", kv head " << key.second;
+  }
+  EXPECT_EQ(static_cast<int>(count.size()) % kv_heads, 0);
+  return n;
+}
+
+TEST(AttentionPlan, DecodeSplitCountsOnTheMeasuredShapes) {
+  struct Expect {
+    int seqs, ctx, splits;
+  };
+  // One block per SM for fewer items than SMs when a block then holds <= 1,024 keys; the wave
+  // model otherwise (132 SMs, 3 decode blocks per SM at head_dim 128).
+  const Expect cases[] = {
+      {1, 512, 8},    // 16 per SM would be splits of 32 keys: one 64-key tile each
+      {1, 2048, 16},  //
+      {1, 8192, 16},  // 128 blocks of 512 keys (43 of 192 measured 13% slower)
+      {4, 2048, 4},   //
+      {4, 8192, 12},  // one per SM would be 2,048 keys: the wave model
+      {16, 512, 1},   // 128 items already: no split (3 measured 20% slower)
+      {16, 2048, 3},  // 2,048 keys: the wave model
+      {32, 1024, 1},  // 256 items fill 0.65 of the 396 slots
+      {64, 512, 1},   // 512 items: splitting measured slower
+      {64, 4096, 3},  // 1.29 waves unsplit; 3 splits run 3.9 waves of shorter blocks
+  };
+  for (const Expect& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "B" << c.seqs << " x " << c.ctx);
+    const DecodeBatch b(c.seqs, c.ctx);
+    AttentionPlanInput in{b.qsl.data(), b.lens.data(), c.seqs, 32, 8, 132};
+    AttentionLimits limits{c.seqs, 1 << 16, 1 << 16, 128};
+    AttentionPlan plan;
+    ASSERT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
+    EXPECT_EQ(plan.num_prefill_items, 0);
+    EXPECT_EQ(splits_of(plan, 8), c.splits);
+    // The splits cover each sequence's keys once, in order.
+    std::map<std::pair<int, int>, int> next;  // (seq, kv head) -> next key
+    for (const AttentionWorkItem& item : plan.items) {
+      int& at = next[{item.seq, item.kv_head}];
+      EXPECT_EQ(item.kv_begin, at);
+      at = item.kv_end;
+      EXPECT_EQ(item.partial_slot >= 0, c.splits > 1);
+    }
+    for (const auto& [key, end] : next) EXPECT_EQ(end, c.ctx);
+  }
+}
+
+// The split merge keeps one weight per (split, row) in shared memory: no item's key range may be
+// cut into more than kAttentionMaxSplits, however long, and no split is shorter than asked.
+TEST(AttentionPlan, BoundsTheSplits) {
+  const int32_t qsl[] = {0, 1, 65}, lens[] = {200000, 150000};  // a decode, a prefill chunk
+  for (int min_keys : {64, 256}) {
+    AttentionPlanInput in{qsl, lens, 2, 32, 8, 132, min_keys};
+    AttentionLimits limits{65, 1 << 16, 1 << 16, 128};
+    AttentionPlan plan;
+    ASSERT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
+    ASSERT_GT(plan.num_partial_slots, 0);
+    std::map<std::pair<int, int>, int> splits;  // (first token, kv head) -> splits
+    for (const AttentionWorkItem& item : plan.items) {
+      if (item.partial_slot < 0) continue;
+      ++splits[{item.token_begin, item.kv_head}];
+      if (item.kv_end < lens[item.seq]) {
+        EXPECT_GE(item.kv_end - item.kv_begin, min_keys);
+      }
+    }
+    for (const auto& [key, n] : splits) EXPECT_LE(n, kAttentionMaxSplits);
+  }
+}
+
+TEST(AttentionPlan, RejectsBadShapes) {
+  const int32_t qsl[] = {0, 4}, lens[] = {4};
+  AttentionPlanInput in{qsl, lens, 1, 12, 5, 132};  // 12 heads over 5 kv heads
+  AttentionLimits limits{16, 64, 0, 128};
+  AttentionPlan plan;
+  EXPECT_EQ(plan_paged_attention(in, limits, &plan), cudaErrorInvalidValue);
+  in.num_kv_heads = 4;
+  limits.max_tokens = 2;  // 4 tokens do not fit
+  EXPECT_EQ(plan_paged_attention(in, limits, &plan), cudaErrorInvalidValue);
+  limits.max_tokens = 16;
+  EXPECT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
+  EXPECT_EQ(plan.num_decode_items + plan.num_prefill_items, 4);
+}
+
+}  // namespace
+}  // namespace pagoda::cuda
