@@ -4,7 +4,9 @@
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import OpenAI from 'openai';
-import { counts, metric, readMetrics, startServer, waitForIdle } from './lib/harness.mjs';
+import {
+  counts, finishedRequests, metric, readMetrics, startServer, waitForIdle,
+} from './lib/harness.mjs';
 
 const NUM_REQUESTS = 500;
 const MAX_TOKENS = 24;
@@ -86,9 +88,8 @@ it(`${NUM_REQUESTS} concurrent streamed chats match their non-streamed twins`, a
   assert.equal(mismatches, 0, 'streamed text equals non-streamed text for the same seed');
 
   const idle = await waitForIdle(server.baseURL);
-  const total = (m) => ['stop', 'length', 'abort'].reduce(
-    (sum, r) => sum + metric(m, 'pagoda:request_success_total', { finished_reason: r }), 0);
-  assert.equal(total(idle) - total(before), 2 * NUM_REQUESTS, 'request_success_total counts them all');
+  assert.equal(finishedRequests(idle) - finishedRequests(before), 2 * NUM_REQUESTS,
+    'request_success_total counts them all');
   assert.equal(metric(idle, 'pagoda:request_success_total', { finished_reason: 'abort' }) -
     metric(before, 'pagoda:request_success_total', { finished_reason: 'abort' }), 0);
   const generated = streamed.reduce((n, s) => n + s.usage.completion_tokens, 0) +

@@ -152,6 +152,26 @@ export async function waitForIdle(baseURL, prefix = 'pagoda', timeoutMs = 30000)
   return last;
 }
 
+/** Requests recorded in request_success_total (every finished_reason) by the metrics `m`. */
+export function finishedRequests(m, prefix = 'pagoda') {
+  return ['stop', 'length', 'abort'].reduce(
+    (sum, r) => sum + metric(m, `${prefix}:request_success_total`, { finished_reason: r }), 0);
+}
+
+/**
+ * Waits until `count` more requests than in `before` are recorded as finished, and returns the
+ * metrics. The engine frees a request's blocks before the HTTP thread records its end, so an
+ * idle engine does not yet mean the counters are complete for requests whose client has gone.
+ */
+export async function waitForFinished(baseURL, before, count, prefix = 'pagoda', timeoutMs = 30000) {
+  let last;
+  await waitFor(async () => {
+    last = await readMetrics(baseURL);
+    return finishedRequests(last, prefix) - finishedRequests(before, prefix) >= count;
+  }, { timeoutMs, what: `${count} requests recorded in ${prefix}:request_success_total` });
+  return last;
+}
+
 /**
  * The token counts of a usage object. prompt_tokens_details.cached_tokens is left out: it depends
  * on what the prefix cache held when the request came, which differs between twin requests.
