@@ -6,7 +6,7 @@
 # detokenizes with the Llama 3 tokenizer (.device/tokenizers/llama3), so that streamed chunks carry
 # text and the client can time the tokens.
 #
-#   bench/device/serve_bench.sh [--skip-ttft]      (carry .device: see tools/prepare_device.sh)
+#   bench/device/serve_bench.sh [--skip-ttft | --ttft-only]   (carry .device: tools/prepare_device.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
@@ -42,11 +42,13 @@ serve_and_bench() {  # name, serve flags..., -- bench flags...
   kill -TERM $pid; wait $pid; echo "serve exit: $?"
 }
 
-serve_and_bench c64 --max-num-seqs 64 --max-num-batched-tokens 8192 --max-model-len 4096 -- \
-  --random-input-len 512 --random-output-len 128 --num-prompts 128 --max-concurrency 64
-serve_and_bench saturated --max-num-seqs 256 --max-num-batched-tokens 8192 --max-model-len 4096 -- \
-  --random-input-len 1000 --random-output-len 1000 --num-prompts 256 --request-rate inf
-echo "serving: $(( $(date +%s) - start )) s"
+if [ "${1:-}" != "--ttft-only" ]; then
+  serve_and_bench c64 --max-num-seqs 64 --max-num-batched-tokens 8192 --max-model-len 4096 -- \
+    --random-input-len 512 --random-output-len 128 --num-prompts 128 --max-concurrency 64
+  serve_and_bench saturated --max-num-seqs 256 --max-num-batched-tokens 8192 --max-model-len 4096 -- \
+    --random-input-len 1000 --random-output-len 1000 --num-prompts 256 --request-rate inf
+  echo "serving: $(( $(date +%s) - start )) s"
+fi
 
 if [ "${1:-}" != "--skip-ttft" ]; then
   ckpt=/tmp/llama8b-bf16
@@ -93,6 +95,12 @@ PY
     t1=$(date +%s.%N)
     echo "process start to first token, run $run: $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s (exit $rc)"
   done
+  # Without the timing of cuBLASLt's candidates at the first capture of each decode bucket.
+  t0=$(date +%s.%N)
+  PAGODA_CUBLASLT_TUNING=0 "$pagoda" generate --model "$ckpt" --device cuda --prompt-ids 1,2,3,4 \
+    --max-tokens 1 --json --max-model-len 4096 >"$out/ttft_untuned.log" 2>&1
+  t1=$(date +%s.%N)
+  echo "process start to first token, cuBLASLt timing off: $(awk "BEGIN{printf \"%.2f\", $t1 - $t0}") s"
   # The old pageable path, for the A/B of the pinned staging loader (docs/engine.md).
   t0=$(date +%s.%N)
   PAGODA_LOAD_PINNED=0 "$pagoda" generate --model "$ckpt" --device cuda --prompt-ids 1,2,3,4 \
