@@ -26,6 +26,31 @@ __device__ __forceinline__ __half from_float<__half>(float v) {
   return __float2half_rn(v);
 }
 
+/// Element i of a bf16, f16 or (any other dtype) fp32 array whose dtype is known at run time only,
+/// as fp32; and the store back. For small or cold kernels: a hot one dispatches to a template.
+__device__ __forceinline__ float load_as_float(const void* p, DType d, int64_t i) {
+  switch (d) {
+    case DType::kBF16:
+      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case DType::kF16:
+      return __half2float(static_cast<const __half*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
+  }
+}
+__device__ __forceinline__ void store_float(void* p, DType d, int64_t i, float v) {
+  switch (d) {
+    case DType::kBF16:
+      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
+      break;
+    case DType::kF16:
+      static_cast<__half*>(p)[i] = __float2half_rn(v);
+      break;
+    default:
+      static_cast<float*>(p)[i] = v;
+  }
+}
+
 /// Eight 16-bit floats: one 16-byte load or store.
 template <typename T>
 struct alignas(16) Vec8 {

@@ -26,6 +26,7 @@
 
 #include <cfloat>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gumbel.cuh"
 #include "kernels/cuda/sample_logits.h"
 
@@ -113,21 +114,6 @@ struct Team {
   for (int base = (t).first; (base) < (vocab); (base) += (t).size * kThreads)
 #define FOR_EACH_TOKEN(t, vocab, v) \
   for (int v = (t).first + static_cast<int>(threadIdx.x); (v) < (vocab); (v) += (t).size * kThreads)
-
-__device__ __forceinline__ float load_raw(const void* p, DType d, int64_t i) {
-  float x;
-  switch (d) {
-    case DType::kBF16:
-      x = __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-      break;
-    case DType::kF16:
-      x = __half2float(static_cast<const __half*>(p)[i]);
-      break;
-    default:
-      x = static_cast<const float*>(p)[i];
-  }
-  return x;
-}
 
 /// NaN never wins anything: it reads as -inf.
 __device__ __forceinline__ float sane(float x) { return x != x ? -INFINITY : x; }
@@ -627,7 +613,7 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
   const int64_t base = row * a.vocab;
   const void* raw = a.logits;
   const DType dtype = a.dtype;
-  auto raw_at = [&](int v) { return sane(load_raw(raw, dtype, base + v)); };
+  auto raw_at = [&](int v) { return sane(load_as_float(raw, dtype, base + v)); };
 
   // Log-probabilities of the raw row: log_softmax as the CPU computes it (fp32 shift, double
   // normaliser), then the top N by the same radix select on the logprob values.
@@ -685,7 +671,7 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
   const bool processed = p.penalty_count > 0 || p.bias_count > 0 || p.mask_count > 0;
   float* work = a.workspace + base;
   if (processed) {
-    FOR_EACH_TOKEN(t, vocab, v) work[v] = load_raw(raw, dtype, base + v);
+    FOR_EACH_TOKEN(t, vocab, v) work[v] = load_as_float(raw, dtype, base + v);
     t.sync();
     if (t.is_root()) {
       for (int i = threadIdx.x; i < p.penalty_count; i += kThreads) {

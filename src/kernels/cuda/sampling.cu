@@ -3,6 +3,7 @@
 
 #include <cfloat>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gumbel.cuh"
 #include "kernels/cuda/sampling.h"
 
@@ -10,17 +11,6 @@ namespace pagoda::cuda {
 namespace {
 
 constexpr int kThreads = 1024;
-
-__device__ __forceinline__ float load(const void* p, DType d, int64_t i) {
-  switch (d) {
-    case DType::kBF16:
-      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case DType::kF16:
-      return __half2float(static_cast<const __half*>(p)[i]);
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
 
 // One block per row: each thread scans a strided part of the vocabulary keeping its best
 // (value, index), then the block reduces; ties go to the lower index, as torch.argmax.
@@ -34,7 +24,7 @@ __global__ void sample_rows_kernel(const void* logits, DType dtype, int64_t voca
   float best = -FLT_MAX;
   int64_t best_i = vocab;  // "none yet": loses every tie
   for (int64_t v = threadIdx.x; v < vocab; v += blockDim.x) {
-    const float x = load(logits, dtype, row * vocab + v);
+    const float x = load_as_float(logits, dtype, row * vocab + v);
     if (x == -INFINITY || x != x) continue;  // masked or NaN: never drawn
     const float key_v = greedy ? x : x * inv_t + gumbel(key, v);
     if (key_v > best || (key_v == best && v < best_i)) {

@@ -1,34 +1,11 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include "kernels/cuda/common.cuh"
 #include "kernels/cuda/tensor_ops.h"
 
 namespace pagoda::cuda {
 namespace {
-
-__device__ __forceinline__ float load_as_float(const void* p, DType d, int64_t i) {
-  switch (d) {
-    case DType::kBF16:
-      return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
-    case DType::kF16:
-      return __half2float(static_cast<const __half*>(p)[i]);
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
-
-__device__ __forceinline__ void store_float(void* p, DType d, int64_t i, float v) {
-  switch (d) {
-    case DType::kBF16:
-      static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v);
-      break;
-    case DType::kF16:
-      static_cast<__half*>(p)[i] = __float2half_rn(v);
-      break;
-    default:
-      static_cast<float*>(p)[i] = v;
-  }
-}
 
 __global__ void convert_kernel(const void* src, DType sd, void* dst, DType dd, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
