@@ -10,24 +10,6 @@
 #include "server/openai/request_common.h"
 
 namespace pagoda::openai {
-namespace {
-
-// response_format: plain text only (no guided decoding in this engine); asking for JSON output
-// and silently getting free text would be worse than a 400.
-void check_response_format(const Json& body) {
-  const Json* format = find_field(body, "response_format");
-  if (!format) return;
-  if (!format->is_object())
-    throw bad_request("'response_format' must be an object", "response_format");
-  const std::optional<std::string> type = get_string(*format, "type", "response_format.type");
-  if (type.value_or("text") != "text") {
-    throw bad_request(fmt::format("response_format type '{}' is not supported", *type),
-                      "response_format");
-  }
-}
-
-}  // namespace
-
 ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& ctx) {
   const Json body = parse_json_body(body_text);
   note_ignored_fields(body,
@@ -50,7 +32,8 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
                        "documents",
                        "response_format",
                        "add_special_tokens",
-                       "include_stop_str_in_output"},
+                       "include_stop_str_in_output",
+                       "truncate_prompt_tokens"},
                       "/v1/chat/completions");
   ChatRequest r;
   r.id = make_response_id("chatcmpl-");
@@ -87,6 +70,7 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   const bool add_special_tokens =
       get_bool(body, "add_special_tokens", "add_special_tokens").value_or(false);
   check_response_format(body);
+  const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
   read_request_extensions(body, e);
   // Range checks before the (costlier) render; max_tokens is settled after it when defaulted.
   if (max_tokens_given) validate_sampling(e.params, ctx);
@@ -104,6 +88,7 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   r.prompt_text = render_chat_prompt(conversation, ctx);
   e.prompt_token_ids = ctx.tokenizer->encode(r.prompt_text, add_special_tokens);
   e.add_special_tokens = add_special_tokens;
+  truncate_prompt(e.prompt_token_ids, truncate);
   if (e.prompt_token_ids.empty()) {
     throw bad_request("The rendered conversation has no tokens", "messages");
   }

@@ -86,11 +86,11 @@ std::vector<Prompt> read_prompts(const Json& body, bool add_special_tokens,
 
 CompletionRequest parse_completion_request(std::string_view body_text, const ServerContext& ctx) {
   const Json body = parse_json_body(body_text);
-  note_ignored_fields(
-      body,
-      {"model", "prompt", "stream", "stream_options", "echo", "best_of", "suffix", "user",
-       "priority", "cache_salt", "add_special_tokens", "include_stop_str_in_output"},
-      "/v1/completions");
+  note_ignored_fields(body,
+                      {"model", "prompt", "stream", "stream_options", "echo", "best_of", "suffix",
+                       "user", "priority", "cache_salt", "add_special_tokens",
+                       "include_stop_str_in_output", "response_format", "truncate_prompt_tokens"},
+                      "/v1/completions");
   CompletionRequest r;
   r.id = make_response_id("cmpl-");
   r.created = unix_time_now();
@@ -109,6 +109,8 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
   if (get_string(body, "suffix", "suffix")) {
     throw bad_request("'suffix' is not supported", "suffix");
   }
+  check_response_format(body);
+  const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
   read_request_extensions(body, base);
   validate_sampling(base.params, ctx);
   if (auto best_of = get_int(body, "best_of", "best_of", INT32_MIN, INT32_MAX);
@@ -125,8 +127,14 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
     base.params.prompt_logprobs = *r.logprobs;
   }
 
-  const std::vector<Prompt> prompts = read_prompts(body, add_special_tokens, ctx);
+  std::vector<Prompt> prompts = read_prompts(body, add_special_tokens, ctx);
   r.model = resolve_model(body, ctx);
+  for (Prompt& p : prompts) {
+    // The echoed text is that of the tokens kept.
+    if (truncate_prompt(p.ids, truncate) && ctx.tokenizer) {
+      p.text = ctx.tokenizer->decode(p.ids, /*skip_special_tokens=*/false);
+    }
+  }
   for (size_t i = 0; i < prompts.size(); ++i) {
     check_context_length(static_cast<int64_t>(prompts[i].ids.size()), base.params.max_tokens, ctx,
                          "prompt");

@@ -48,6 +48,42 @@ void read_sampling_fields(const Json& body, const ServerContext& ctx, SamplingPa
   }
 }
 
+std::optional<int64_t> read_truncate_prompt_tokens(const Json& body, const ServerContext& ctx) {
+  std::optional<int64_t> keep =
+      get_int(body, "truncate_prompt_tokens", "truncate_prompt_tokens", INT32_MIN, INT32_MAX);
+  if (!keep) return std::nullopt;
+  if (*keep == -1) return ctx.max_model_len;
+  if (*keep < 1) {
+    throw bad_request(fmt::format("truncate_prompt_tokens must be -1 or at least 1, got {}", *keep),
+                      "truncate_prompt_tokens");
+  }
+  if (*keep > ctx.max_model_len) {
+    throw bad_request(fmt::format("truncate_prompt_tokens value ({}) is greater than "
+                                  "max_model_len ({}). Please, select a smaller truncation size.",
+                                  *keep, ctx.max_model_len),
+                      "truncate_prompt_tokens");
+  }
+  return keep;
+}
+
+bool truncate_prompt(std::vector<int32_t>& ids, std::optional<int64_t> keep) {
+  if (!keep || static_cast<int64_t>(ids.size()) <= *keep) return false;
+  ids.erase(ids.begin(), ids.end() - *keep);
+  return true;
+}
+
+void check_response_format(const Json& body) {
+  const Json* format = find_field(body, "response_format");
+  if (!format) return;
+  if (!format->is_object())
+    throw bad_request("'response_format' must be an object", "response_format");
+  const std::optional<std::string> type = get_string(*format, "type", "response_format.type");
+  if (type.value_or("text") != "text") {
+    throw bad_request(fmt::format("response_format type '{}' is not supported", *type),
+                      "response_format");
+  }
+}
+
 void validate_sampling(const SamplingParams& params, const ServerContext& ctx) {
   try {
     params.validate(ctx.vocab_size);

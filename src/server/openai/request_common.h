@@ -1,11 +1,14 @@
 #pragma once
 // Field handling shared by the completions and chat parsers: model resolution, sampling fields,
-// vLLM's extensions (priority, cache_salt, user), stream_options, the context-length check.
+// vLLM's extensions (priority, cache_salt, user), stream_options, response_format, prompt
+// truncation, the context-length check.
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/engine_core.h"
 #include "server/openai/json_body.h"
@@ -29,6 +32,17 @@ void validate_sampling(const SamplingParams& params, const ServerContext& ctx);
 /// param is `prompt_param` when the prompt alone fills the context, else "max_tokens".
 void check_context_length(int64_t prompt_tokens, int64_t max_tokens, const ServerContext& ctx,
                           const char* prompt_param);
+
+/// vLLM's truncate_prompt_tokens: absent, -1 (max_model_len) or k in [1, max_model_len], the
+/// number of prompt tokens to keep; anything else is a 400 naming the field.
+[[nodiscard]] std::optional<int64_t> read_truncate_prompt_tokens(const Json& body,
+                                                                 const ServerContext& ctx);
+/// Keeps the last `keep` ids of a longer prompt (vLLM truncates on the left); true when it cut.
+bool truncate_prompt(std::vector<int32_t>& ids, std::optional<int64_t> keep);
+
+/// response_format: absent or {"type": "text"}. This engine has no guided decoding, and asking
+/// for JSON output and silently getting free text would be worse than a 400.
+void check_response_format(const Json& body);
 
 /// 400 naming `param` for an id outside [0, vocab_size).
 void check_token_ids(std::span<const int32_t> ids, const ServerContext& ctx,

@@ -190,6 +190,55 @@ TEST(CompletionRequestTest, ContextLengthBoundary) {
   EXPECT_THAT(e.message, HasSubstr("you requested 513 tokens (12 in the messages, 501 in the"));
 }
 
+TEST(CompletionRequestTest, TruncatePromptTokensKeepsTheLastTokens) {
+  const ServerContext ctx = testing::context();
+  const CompletionRequest r = parse_completion_request(
+      R"({"prompt": [[1,2,3,4,5,6], [7,8]], "truncate_prompt_tokens": 3, "max_tokens": 4})", ctx);
+  EXPECT_EQ(r.engine_requests[0].prompt_token_ids, (std::vector<int32_t>{4, 5, 6}));
+  EXPECT_EQ(r.engine_requests[1].prompt_token_ids, (std::vector<int32_t>{7, 8}));
+  // The echoed text is that of the kept tokens.
+  const std::vector<int32_t> kept = {4, 5, 6};
+  EXPECT_EQ(r.prompt_texts[0], testing::tokenizer().decode(kept, false));
+
+  // A text prompt longer than the context fits once cut; -1 keeps max_model_len tokens.
+  std::string long_text;
+  for (int i = 0; i < 300; ++i) long_text += "Once upon a time ";
+  const CompletionRequest cut = parse_completion_request(
+      R"({"prompt": ")" + long_text + R"(", "truncate_prompt_tokens": 100, "max_tokens": 8})", ctx);
+  const std::vector<int32_t> all = testing::tokenizer().encode(long_text, true);
+  ASSERT_GT(all.size(), 512u);
+  EXPECT_EQ(cut.engine_requests[0].prompt_token_ids,
+            std::vector<int32_t>(all.end() - 100, all.end()));
+  const CompletionRequest whole = parse_completion_request(
+      R"({"prompt": [1,2,3], "truncate_prompt_tokens": -1, "max_tokens": 8})", ctx);
+  EXPECT_EQ(whole.engine_requests[0].prompt_token_ids, (std::vector<int32_t>{1, 2, 3}));
+
+  for (const char* bad : {"0", "-2", "513", "1.5", "\"3\""}) {
+    SCOPED_TRACE(bad);
+    const ApiError e = error_of([&] {
+      (void)parse_completion_request(
+          std::string(R"({"prompt": [1,2,3], "truncate_prompt_tokens": )") + bad + "}", ctx);
+    });
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "truncate_prompt_tokens");
+  }
+}
+
+TEST(CompletionRequestTest, ResponseFormatOtherThanTextIsA400) {
+  const ServerContext ctx = testing::context();
+  EXPECT_NO_THROW((void)parse_completion_request(
+      R"({"prompt": "Hi", "response_format": {"type": "text"}})", ctx));
+  for (const char* format : {R"({"type": "json_object"})", R"({"type": "json_schema"})", "5"}) {
+    SCOPED_TRACE(format);
+    const ApiError e = error_of([&] {
+      (void)parse_completion_request(
+          std::string(R"({"prompt": "Hi", "response_format": )") + format + "}", ctx);
+    });
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "response_format");
+  }
+}
+
 TEST(CompletionRequestTest, IntegralFloatsCountAsIntegers) {
   const CompletionRequest r = parse_completion_request(
       R"({"prompt": "Hi", "max_tokens": 8.0, "n": 2.0})", testing::context());
@@ -327,6 +376,18 @@ TEST(ChatRequestTest, NoTemplateIsA400) {
               (void)parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}]})", ctx);
             }).status,
             400);
+}
+
+TEST(ChatRequestTest, TruncatePromptTokensCutsTheRenderedPrompt) {
+  std::string long_text;
+  for (int i = 0; i < 600; ++i) long_text += "Once upon a time ";
+  const ChatRequest r =
+      parse_chat_request(R"({"messages": [{"role": "user", "content": ")" + long_text +
+                             R"("}], "truncate_prompt_tokens": 500, "max_tokens": 10})",
+                         testing::context());
+  const std::vector<int32_t> all = testing::tokenizer().encode(r.prompt_text, false);
+  ASSERT_GT(all.size(), 500u);
+  EXPECT_EQ(r.engine_request.prompt_token_ids, std::vector<int32_t>(all.end() - 500, all.end()));
 }
 
 TEST(ChatRequestTest, PromptFillingTheContextIsA400OnMessages) {
