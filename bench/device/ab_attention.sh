@@ -2,8 +2,9 @@
 # A/B of the attention kernels in one device call: the working tree ("new", built whole into
 # /tmp/ab-new, gpu-labelled tests run unless --skip-tests) against the same tree with src/ taken
 # from another commit ("base", benchmarks only, /tmp/ab-base), in two alternating passes of the
-# decode attention cases of bench_kernels_cuda and of bench_decode on the Llama-3.1-8B shape
-# (batches 16 and 64 at contexts 512 and 2048). Logs go to $OUT/.
+# attention cases of bench_kernels_cuda (decode and prefill) and of bench_decode on the
+# Llama-3.1-8B shape (batches 16 and 64 at contexts 512 and 2048, and one 512-token prefill).
+# Logs go to $OUT/.
 #
 #   git archive REV src > .device/base-src.tar   # here, before the device call
 #   bench/device/ab_attention.sh [--skip-tests]
@@ -30,11 +31,14 @@ fi
 cfg=.device/configs/llama-3.1-8b
 for pass in 1 2; do
   for b in base new; do
-    /tmp/ab-$b/bench/kernels_cuda/bench_kernels_cuda attention decode 2>&1 |
-      grep -E "^(decode|  splits)" | sed "s|^|$b pass $pass: |" >>"$out/attention.txt"
+    /tmp/ab-$b/bench/kernels_cuda/bench_kernels_cuda attention 2>&1 |
+      grep -E "^(decode|prefill|  splits)" | sed "s|^|$b pass $pass: |" >>"$out/attention.txt"
     for ctx in 512 2048; do
+      extra=()
+      [ $ctx = 512 ] && extra=(--prefill 512)
       /tmp/ab-$b/bench/model/bench_decode $cfg --device cuda --dtype bfloat16 --batches 16,64 \
-        --steps 32 --context $ctx 2>&1 | grep -E "^\| [0-9]" | sed "s|^|$b pass $pass: |" >>"$out/decode.txt"
+        --steps 32 --context $ctx "${extra[@]}" 2>&1 | grep -E "^(\| [0-9]|prefill:)" |
+        sed "s|^|$b pass $pass: |" >>"$out/decode.txt"
     done
   done
 done
