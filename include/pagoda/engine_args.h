@@ -26,6 +26,7 @@ struct EngineArgs {
   int max_num_seqs = 256;                  // --max-num-seqs
   int64_t max_model_len = 0;               // --max-model-len; 0 = the model's maximum
   std::string scheduling_policy = "fcfs";  // --scheduling-policy: fcfs or priority
+  bool enforce_eager = false;              // --enforce-eager: no CUDA graphs
   /// Called with the fraction of the weights loaded (0..1) during the constructor; may be empty.
   std::function<void(double)> load_progress;
 };

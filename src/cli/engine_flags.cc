@@ -1,11 +1,48 @@
 #include "cli/engine_flags.h"
 
+#include <spdlog/spdlog.h>
+
 #include "core/status.h"
 #include "kv/memory_size.h"
 
 namespace pagoda::cli {
 
 EngineArgs EngineFlags::to_engine_args() const {
+  const std::pair<const char*, int> parallel[] = {
+      {"--tensor-parallel-size", tensor_parallel_size},
+      {"--pipeline-parallel-size", pipeline_parallel_size},
+      {"--data-parallel-size", data_parallel_size}};
+  for (const auto& [flag, size] : parallel) {
+    if (size != 1) {
+      throw InvalidArgument(
+          fmt::format("{} {}: pagoda runs a model on one device per process (only 1)", flag, size));
+    }
+  }
+  if (kv_cache_dtype != "auto") {
+    throw InvalidArgument(fmt::format(
+        "--kv-cache-dtype {}: only auto (the model's dtype) is supported", kv_cache_dtype));
+  }
+  if (!quantization.empty() && quantization != "None" && quantization != "none") {
+    throw InvalidArgument(fmt::format(
+        "--quantization {}: quantized weights are not supported (float32, bfloat16 and float16 "
+        "checkpoints)",
+        quantization));
+  }
+  if (tokenizer_mode != "auto" && tokenizer_mode != "hf" && tokenizer_mode != "slow") {
+    throw InvalidArgument(fmt::format(
+        "--tokenizer-mode {}: only auto, hf or slow (all read tokenizer.json)", tokenizer_mode));
+  }
+  if (no_enable_chunked_prefill) {
+    spdlog::warn(
+        "--no-enable-chunked-prefill is ignored: long prompts are always prefilled in "
+        "chunks of --max-num-batched-tokens");
+  }
+  if (swap_space >= 0) {
+    spdlog::warn("--swap-space is ignored: a preempted request is recomputed, not swapped");
+  }
+  if (!revision.empty() || !download_dir.empty()) {
+    spdlog::warn("--revision and --download-dir are ignored: the model is a local directory");
+  }
   EngineArgs a = args;
   if (kv_cache_memory != "auto") {
     try {
@@ -50,6 +87,26 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
                   "prompt + output length limit (default: the model's)");
   cmd->add_option("--scheduling-policy", f.args.scheduling_policy, "fcfs or priority")
       ->check(CLI::IsMember({"fcfs", "priority"}));
+  cmd->add_flag("--enforce-eager", f.args.enforce_eager, "no CUDA graphs (GPU)");
+
+  // vLLM's flags that launch scripts carry (see EngineFlags).
+  auto* vllm = "vLLM compatibility";
+  // -tp, -pp and -dp are spelled out before parsing (main.cc).
+  cmd->add_option("--tensor-parallel-size", f.tensor_parallel_size, "only 1")->group(vllm);
+  cmd->add_option("--pipeline-parallel-size", f.pipeline_parallel_size, "only 1")->group(vllm);
+  cmd->add_option("--data-parallel-size", f.data_parallel_size, "only 1")->group(vllm);
+  cmd->add_option("--kv-cache-dtype", f.kv_cache_dtype, "only auto")->group(vllm);
+  cmd->add_option("--quantization,-q", f.quantization, "not supported")->group(vllm);
+  cmd->add_option("--tokenizer-mode", f.tokenizer_mode, "auto, hf or slow")->group(vllm);
+  cmd->add_flag("--trust-remote-code", f.trust_remote_code,
+                "accepted; pagoda never runs code from a model directory")
+      ->group(vllm);
+  cmd->add_flag("--enable-chunked-prefill", f.enable_chunked_prefill, "always on")->group(vllm);
+  cmd->add_flag("--no-enable-chunked-prefill", f.no_enable_chunked_prefill, "ignored (warns)")
+      ->group(vllm);
+  cmd->add_option("--swap-space", f.swap_space, "ignored (warns)")->group(vllm);
+  cmd->add_option("--revision", f.revision, "ignored (warns)")->group(vllm);
+  cmd->add_option("--download-dir", f.download_dir, "ignored (warns)")->group(vllm);
 }
 
 }  // namespace pagoda::cli

@@ -15,6 +15,21 @@ struct EngineFlags {
   std::string kv_cache_memory = "auto";
   bool no_prefix_caching = false;
   bool prefix_caching = false;
+  // vLLM flags that launch scripts carry, accepted so that those scripts run unchanged: with
+  // their effect where pagoda has it, a warning where it has no meaning here, and an error
+  // naming the flag where pagoda cannot do what it asks (docs/engine.md, "vLLM's flags").
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  int data_parallel_size = 1;
+  std::string kv_cache_dtype = "auto";
+  std::string quantization;
+  std::string tokenizer_mode = "auto";
+  bool trust_remote_code = false;
+  bool enable_chunked_prefill = false;
+  bool no_enable_chunked_prefill = false;
+  double swap_space = -1;
+  std::string revision;
+  std::string download_dir;
 
   /// Throws InvalidArgument naming the flag.
   [[nodiscard]] EngineArgs to_engine_args() const;

@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
+#include <vector>
 
 #include "cli/commands.h"
 #include "core/logging.h"
@@ -20,10 +22,24 @@ void select_openblas_core(char** argv) {
   ::execv("/proc/self/exe", argv);  // returns only on failure: then run on with the slow kernels
 }
 
+/// vLLM's multi-letter short flags (-tp, -pp, -dp), which CLI11 cannot declare, spelled long.
+std::vector<char*> spell_out_vllm_short_flags(int argc, char** argv) {
+  static char tp[] = "--tensor-parallel-size", pp[] = "--pipeline-parallel-size",
+              dp[] = "--data-parallel-size";
+  std::vector<char*> out(argv, argv + argc);
+  for (char*& a : out) {
+    if (std::strcmp(a, "-tp") == 0) a = tp;
+    if (std::strcmp(a, "-pp") == 0) a = pp;
+    if (std::strcmp(a, "-dp") == 0) a = dp;
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   select_openblas_core(argv);
+  std::vector<char*> args = spell_out_vllm_short_flags(argc, argv);
   CLI::App app{"pagoda: an LLM inference engine and OpenAI-compatible server"};
   app.require_subcommand(1);
   std::string log_level = "info";
@@ -37,7 +53,7 @@ int main(int argc, char** argv) {
   pagoda::cli::register_serve_command(app, exit_code);
   app.parse_complete_callback([&] { pagoda::init_logging(log_level); });
   try {
-    app.parse(argc, argv);
+    app.parse(argc, args.data());
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   } catch (const pagoda::InvalidArgument& e) {

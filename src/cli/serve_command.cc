@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "cli/commands.h"
@@ -19,6 +21,7 @@
 #include "model/config.h"
 #include "server/openai/tool_parser.h"
 #include "server/server.h"
+#include "server/stats_log.h"
 
 namespace pagoda::cli {
 namespace {
@@ -37,7 +40,42 @@ struct ServeOptions {
   std::string metrics_prefix = "pagoda";
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
+  std::string model_flag;                  // --model: vLLM's older spelling of the positional
+  uint64_t seed = 0;                       // --seed: requests without their own seed
+  bool disable_log_stats = false;          // no periodic stats line
+  bool disable_log_requests = false;       // accepted: requests are logged at debug level only
+  bool enable_log_requests = false;        // accepted: requests are logged at debug level only
+  std::string generation_config = "auto";  // auto (the model's), vllm (none) or a directory
 };
+
+/// The stats line's period: 10 s as vLLM's, or PAGODA_LOG_STATS_INTERVAL seconds (vLLM's
+/// VLLM_LOG_STATS_INTERVAL).
+std::chrono::milliseconds stats_log_interval() {
+  const char* env = std::getenv("PAGODA_LOG_STATS_INTERVAL");
+  const double seconds = env != nullptr ? std::atof(env) : 10.0;
+  return std::chrono::milliseconds(static_cast<int64_t>(1000 * (seconds > 0 ? seconds : 10.0)));
+}
+
+/// The sampling defaults --generation-config names: the model's generation_config.json (auto),
+/// none (vllm), or the generation_config.json of another directory.
+openai::GenerationDefaults generation_defaults(const std::string& choice,
+                                               const ModelConfig& model) {
+  ModelConfig config = model;
+  if (choice == "vllm") return {};
+  if (choice != "auto") {
+    const std::string path = (std::filesystem::path(choice) / "generation_config.json").string();
+    if (!std::filesystem::exists(path))
+      throw NotFound(fmt::format("--generation-config: {}: no such file", path));
+    config.generation = {};
+    apply_generation_config(read_text_file(path), path, config);
+  }
+  openai::GenerationDefaults d;
+  d.temperature = config.generation.temperature;
+  d.top_p = config.generation.top_p;
+  d.top_k = config.generation.top_k;
+  d.repetition_penalty = config.generation.repetition_penalty;
+  return d;
+}
 
 // The signal handler can reach only globals; it writes one byte to a pipe that the main thread
 // waits on (write() is async-signal-safe, condition variables are not). A second signal skips
@@ -134,8 +172,19 @@ int run_serve(const ServeOptions& o) {
     throw InvalidArgument("--metrics-prefix must be pagoda or vllm");
   }
   check_tool_flags(o);
+  if (o.model_dir.empty() == o.model_flag.empty()) {
+    throw InvalidArgument("give the model directory once: as `serve MODEL_DIR` or `--model DIR`");
+  }
+  const std::string model_dir = o.model_dir.empty() ? o.model_flag : o.model_dir;
+  if (o.generation_config != "auto" && o.generation_config != "vllm" &&
+      !std::filesystem::exists(std::filesystem::path(o.generation_config) /
+                               "generation_config.json")) {  // before the (slow) model load
+    throw NotFound(fmt::format("--generation-config: {}/generation_config.json: no such file",
+                               o.generation_config));
+  }
   EngineArgs args = o.engine.to_engine_args();
-  args.model = o.model_dir;
+  args.model = model_dir;
+  args.seed = o.seed;
 
   server::ServerOptions so;
   so.http.host = o.host;
@@ -150,7 +199,7 @@ int run_serve(const ServeOptions& o) {
   so.http.keep_alive_timeout = to_ms(o.keep_alive_timeout, "--keep-alive-timeout");
   const auto grace = to_ms(o.shutdown_timeout, "--shutdown-timeout");
   so.served_model_names =
-      o.served_model_names.empty() ? std::vector<std::string>{o.model_dir} : o.served_model_names;
+      o.served_model_names.empty() ? std::vector<std::string>{model_dir} : o.served_model_names;
   so.api_key = o.api_key;
   if (so.api_key.empty()) {
     if (const char* env = std::getenv("PAGODA_API_KEY")) so.api_key = env;
@@ -169,15 +218,14 @@ int run_serve(const ServeOptions& o) {
   std::unique_ptr<EngineCore> engine = load_engine(args);
   const ModelConfig& config = engine->model_config();
   so.vocab_size = config.vocab_size;
-  so.generation_defaults.temperature = config.generation.temperature;
-  so.generation_defaults.top_p = config.generation.top_p;
-  so.generation_defaults.top_k = config.generation.top_k;
-  so.generation_defaults.repetition_penalty = config.generation.repetition_penalty;
+  so.generation_defaults = generation_defaults(o.generation_config, config);
 
   install_signal_handlers();
   server::Server server(*engine, so);
   const uint16_t port = server.start();
-  spdlog::info("serving {} as {} on http://{}:{}{}", o.model_dir,
+  std::optional<server::StatsLogger> stats_logger;
+  if (!o.disable_log_stats) stats_logger.emplace(*engine, stats_log_interval());
+  spdlog::info("serving {} as {} on http://{}:{}{}", model_dir,
                fmt::join(so.served_model_names, ", "),
                o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host, port,
                so.api_key.empty() ? "" : " (API key required)");
@@ -185,6 +233,7 @@ int run_serve(const ServeOptions& o) {
   wait_for_signal();
   spdlog::info("shutting down: up to {:g} s for requests in flight", o.shutdown_timeout);
   server.shutdown(grace);
+  stats_logger.reset();
   engine->shutdown();
   spdlog::info("stopped");
   return 0;
@@ -195,7 +244,17 @@ int run_serve(const ServeOptions& o) {
 void register_serve_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model with an OpenAI-compatible HTTP API");
-  cmd->add_option("model", opts->model_dir, "Hugging Face model directory")->required();
+  cmd->add_option("model", opts->model_dir, "Hugging Face model directory");
+  cmd->add_option("--model", opts->model_flag, "the model directory, in place of MODEL_DIR");
+  cmd->add_option("--seed", opts->seed, "seed of requests that set none (default 0)");
+  cmd->add_flag("--disable-log-stats", opts->disable_log_stats, "no engine stats line every 10 s");
+  cmd->add_flag("--disable-log-requests", opts->disable_log_requests,
+                "accepted (requests are logged at debug level only)");
+  cmd->add_flag("--enable-log-requests", opts->enable_log_requests,
+                "accepted (requests are logged at debug level only)");
+  cmd->add_option("--generation-config", opts->generation_config,
+                  "sampling defaults: auto (the model's generation_config.json), vllm (none) or "
+                  "a directory holding one");
   cmd->add_option("--host", opts->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", opts->port, "port to listen on (default 8000)")
       ->check(CLI::Range(0, 65535));

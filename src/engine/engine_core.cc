@@ -140,6 +140,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
           fmt::format("--dtype '{}' must be auto, float32, bfloat16 or float16", args.dtype));
   }
   load.seed = args.seed;
+  load.cuda_graphs = !args.enforce_eager;
   load.progress = args.load_progress;
   e.model = load_model_on_device(args.model, load, args.device, e.pool);
   const ModelConfig& config = e.model->config();

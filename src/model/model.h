@@ -120,6 +120,7 @@ struct LoadOptions {
   LoadFormat format = LoadFormat::kSafetensors;
   std::optional<DType> dtype;  // dummy weights' dtype; default: the config's
   uint64_t seed = 0;           // dummy weights' seed
+  bool cuda_graphs = true;     // a GPU model captures decode steps in CUDA graphs (--enforce-eager)
   /// Called with the fraction of the weights loaded so far (0..1) while loading takes time: GPU
   /// uploads and dummy fills (an mmapped CPU checkpoint needs no loading). May be empty.
   std::function<void(double)> progress;

@@ -157,7 +157,7 @@ struct StepInputs {
 class CudaDecoderModel final : public Model {
  public:
   CudaDecoderModel(const ModelConfig& config, bool qkv_bias, bool o_bias, bool qk_norm, DType dtype,
-                   int device, WeightSource& weights)
+                   int device, WeightSource& weights, bool cuda_graphs)
       : config_(config),
         qkv_bias_(qkv_bias),
         o_bias_(o_bias),
@@ -180,7 +180,7 @@ class CudaDecoderModel final : public Model {
                       config.head_dim, cuda::kGeneralAttentionMaxHeadDim));
     }
     upload_weights(weights);
-    graphs_enabled_ = !env_flag("PAGODA_ENFORCE_EAGER", false);
+    graphs_enabled_ = cuda_graphs && !env_flag("PAGODA_ENFORCE_EAGER", false);
     tune_blas_ = env_flag("PAGODA_CUBLASLT_TUNING", true);  // off: the heuristic's first choice
     device_sampling_ = !env_flag("PAGODA_HOST_SAMPLING", false);  // A/B against the CPU sampler
     fuse_small_steps_ = !env_flag("PAGODA_DISABLE_GEMV_FUSION", false) &&
@@ -858,7 +858,7 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
   spdlog::info("model {}: {} with {} layers on GPU {} in {}", model_dir, config.architecture,
                config.num_layers, device, dtype_name(dtype));
   return std::make_unique<CudaDecoderModel>(config, qkv_bias, o_bias, qk_norm, dtype, device,
-                                            source);
+                                            source, options.cuda_graphs);
 }
 
 }  // namespace pagoda

@@ -1,0 +1,114 @@
+// Suite 7: a vLLM launch command runs unchanged. `pagoda serve` takes the flags vLLM users' scripts
+// carry: with their effect (--enforce-eager, --seed, --generation-config vllm, --disable-log-stats),
+// accepted where they mean nothing here (-tp 1, --trust-remote-code, --swap-space: a warning), and
+// refused with the flag named where pagoda cannot do what they ask (-tp 2, --kv-cache-dtype fp8).
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { MODEL_DIR, PAGODA_BIN, sleep, startServer } from './lib/harness.mjs';
+
+async function complete(server, body) {
+  const r = await fetch(`${server.baseURL}/v1/completions`, {
+    method: 'POST',
+    headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ model: server.model, prompt: 'Once upon a time', ...body }),
+  });
+  assert.equal(r.status, 200);
+  return r.json();
+}
+
+describe('accepted', () => {
+  it('serves with a typical vLLM command line and logs the stats line', async () => {
+    process.env.PAGODA_LOG_STATS_INTERVAL = '0.2';
+    const server = await startServer([
+      '--served-model-name', 'llama', '-tp', '1', '--pipeline-parallel-size', '1',
+      '--trust-remote-code', '--disable-log-requests', '--enforce-eager', '--seed', '7',
+      '--kv-cache-dtype', 'auto', '--enable-chunked-prefill', '--swap-space', '4',
+      '--tokenizer-mode', 'auto', '--generation-config', 'auto', '--dtype', 'auto',
+      '--max-model-len', '512', '--gpu-memory-utilization', '0.9',
+    ]);
+    delete process.env.PAGODA_LOG_STATS_INTERVAL;
+    try {
+      assert.equal(server.model, 'llama');
+      const out = await complete(server, { max_tokens: 16, temperature: 1.0 });
+      assert.equal(out.usage.completion_tokens, 16);
+      await sleep(600);
+      assert.match(server.log(), /--swap-space is ignored/);
+      assert.match(server.log(), /Avg prompt throughput: [0-9.]+ tokens\/s, Avg generation throughput/);
+    } finally {
+      assert.deepEqual(await server.stop(), { code: 0, signal: null });
+    }
+  });
+
+  it('--seed seeds the requests that set none: two servers with one seed sample alike', async () => {
+    const texts = [];
+    for (const seed of ['11', '11', '12']) {
+      const server = await startServer(['--seed', seed, '--disable-log-stats']);
+      try {
+        texts.push((await complete(server, { max_tokens: 24, temperature: 1.0 })).choices[0].text);
+        assert.doesNotMatch(server.log(), /Avg prompt throughput/);
+      } finally {
+        await server.stop();
+      }
+    }
+    assert.equal(texts[0], texts[1]);
+    assert.notEqual(texts[0], texts[2]);
+  });
+
+  it('--generation-config DIR takes the sampling defaults from DIR, vllm from nowhere', async () => {
+    // stories260K's generation_config.json sets no sampling field: temperature 1 unless told.
+    const dir = mkdtempSync(join(tmpdir(), 'pagoda-genconfig-'));
+    writeFileSync(join(dir, 'generation_config.json'), JSON.stringify({ temperature: 0.0 }));
+    try {
+      for (const [choice, greedy] of [[dir, true], ['vllm', false]]) {
+        const server = await startServer(['--generation-config', choice, '--disable-log-stats']);
+        try {
+          const texts = [];
+          for (const seed of [1, 2]) {
+            texts.push((await complete(server, { max_tokens: 24, seed })).choices[0].text);
+          }
+          const reference = (await complete(server, { max_tokens: 24, temperature: 0 }))
+            .choices[0].text;
+          if (greedy) {
+            assert.deepEqual(texts, [reference, reference], 'temperature 0 from the directory');
+          } else {
+            assert.notEqual(texts[0], texts[1], 'temperature 1: different seeds sample apart');
+          }
+        } finally {
+          await server.stop();
+        }
+      }
+    } finally {
+      rmSync(dir, { recursive: true });
+    }
+  });
+
+  it('--model DIR in place of the positional directory', async () => {
+    const r = spawnSync(PAGODA_BIN, ['serve', '--model', MODEL_DIR, '--port', '1', '-tp', '3'],
+      { encoding: 'utf8' });
+    // Parsed as far as the flag checks: the directory was taken from --model.
+    assert.match(r.stderr, /--tensor-parallel-size 3/);
+  });
+});
+
+describe('refused with the flag named', () => {
+  const cases = [
+    [['-tp', '2'], /error: --tensor-parallel-size 2: pagoda runs a model on one device/],
+    [['--kv-cache-dtype', 'fp8'], /error: --kv-cache-dtype fp8: only auto/],
+    [['--quantization', 'awq'], /error: --quantization awq: quantized weights are not supported/],
+    [['--tokenizer-mode', 'mistral'], /error: --tokenizer-mode mistral/],
+    [['--generation-config', '/nonexistent'], /error: --generation-config: \/nonexistent/],
+    [['--model', MODEL_DIR], /error: give the model directory once/],
+  ];
+  for (const [flags, message] of cases) {
+    it(flags.join(' '), () => {
+      const r = spawnSync(PAGODA_BIN, ['serve', MODEL_DIR, '--port', '1', ...flags],
+        { encoding: 'utf8', timeout: 30000 });
+      assert.equal(r.status, 2, r.stderr);
+      assert.match(r.stderr, message);
+    });
+  }
+});
