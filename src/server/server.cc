@@ -406,6 +406,15 @@ void Server::Impl::add_routes() {
   route("GET", "/v1/models", [this](http::HttpRequest, auto responder) {
     responder->send(json_response(openai::models_response(ctx)));
   });
+  // The router matches exact paths: one route per served name, as sent raw and percent-encoded.
+  for (const std::string& name : ctx.served_model_names) {
+    for (const std::string& segment : {name, openai::encode_path_segment(name)}) {
+      route("GET", ("/v1/models/" + segment).c_str(),
+            [this, name](http::HttpRequest, auto responder) {
+              responder->send(json_response(openai::model_response(ctx, name)));
+            });
+    }
+  }
   route("POST", "/tokenize", [this](http::HttpRequest request, auto responder) {
     responder->send(json_response(openai::tokenize_response(request.body, ctx)));
   });
@@ -415,11 +424,15 @@ void Server::Impl::add_routes() {
   route("GET", "/version", [](http::HttpRequest, auto responder) {
     responder->send(json_response(openai::version_response()));
   });
-  route("GET", "/health", [this](http::HttpRequest, auto responder) {
+  auto health = [this](http::HttpRequest, auto responder) {
     if (stopping.load()) throw Unavailable("the server is shutting down");
     (void)engine.stats();  // answers only while the engine's state is readable
     responder->send({200, "text/plain", "", {}});
-  });
+  };
+  route("GET", "/health", health);
+  // vLLM's health route for SageMaker-style load balancers.
+  route("GET", "/ping", health);
+  route("POST", "/ping", health);
   route("GET", "/metrics", [this](http::HttpRequest, auto responder) {
     responder->send(
         {200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(engine.stats()), {}});

@@ -34,6 +34,21 @@ describe('models', () => {
     assert.ok(ids.includes(server.model), `${server.model} in ${ids}`);
     assert.equal(models.data[0].object, 'model');
   });
+
+  it('retrieves the served model by its id (a path with a slash), and 404s another', async () => {
+    // The served name is the model directory, so it holds slashes: the SDK percent-encodes them.
+    assert.ok(server.model.includes('/'), server.model);
+    const model = await client.models.retrieve(server.model);
+    assert.equal(model.id, server.model);
+    assert.equal(model.object, 'model');
+    await assert.rejects(client.models.retrieve('no-such-model'), (e) => e.status === 404);
+  });
+
+  it('answers /ping (GET and POST) as /health', async () => {
+    for (const method of ['GET', 'POST']) {
+      assert.equal((await fetch(`${server.baseURL}/ping`, { method })).status, 200, method);
+    }
+  });
 });
 
 describe('completions', () => {

@@ -1,5 +1,7 @@
 #include "server/openai/endpoints.h"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "server/openai/api_error.h"
@@ -13,19 +15,38 @@
 
 namespace pagoda::openai {
 
+Json model_response(const ServerContext& ctx, const std::string& name) {
+  Json model = Json::object();
+  model["id"] = name;
+  model["object"] = "model";
+  model["created"] = ctx.model_created;
+  model["owned_by"] = "pagoda";
+  model["root"] = ctx.served_model_names.front();
+  model["parent"] = nullptr;
+  model["max_model_len"] = ctx.max_model_len;
+  return model;
+}
+
+std::string encode_path_segment(const std::string& name) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const unsigned char c : name) {
+    // encodeURIComponent keeps A-Z a-z 0-9 - _ . ! ~ * ' ( )
+    if (std::isalnum(c) ||
+        std::string_view("-_.!~*'()").find(static_cast<char>(c)) != std::string_view::npos) {
+      out += static_cast<char>(c);
+    } else {
+      out += '%';
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+  }
+  return out;
+}
+
 Json models_response(const ServerContext& ctx) {
   Json data = Json::array();
-  for (const std::string& name : ctx.served_model_names) {
-    Json model = Json::object();
-    model["id"] = name;
-    model["object"] = "model";
-    model["created"] = ctx.model_created;
-    model["owned_by"] = "pagoda";
-    model["root"] = ctx.served_model_names.front();
-    model["parent"] = nullptr;
-    model["max_model_len"] = ctx.max_model_len;
-    data.push_back(std::move(model));
-  }
+  for (const std::string& name : ctx.served_model_names) data.push_back(model_response(ctx, name));
   Json body = Json::object();
   body["object"] = "list";
   body["data"] = std::move(data);

@@ -1,5 +1,6 @@
 #pragma once
-// The small endpoints: GET /v1/models, POST /tokenize, POST /detokenize, GET /version.
+// The small endpoints: GET /v1/models[/{name}], POST /tokenize, POST /detokenize, GET /version.
+#include <string>
 #include <string_view>
 
 #include "server/openai/json_body.h"
@@ -10,6 +11,11 @@ namespace pagoda::openai {
 /// GET /v1/models: {"object": "list", "data": [{"id", "object": "model", "created",
 /// "owned_by": "pagoda", "root", "max_model_len"}]}, one entry per served name.
 [[nodiscard]] Json models_response(const ServerContext& ctx);
+/// GET /v1/models/{name} (OpenAI's "retrieve model"): the entry of models_response for `name`.
+[[nodiscard]] Json model_response(const ServerContext& ctx, const std::string& name);
+/// `name` as a URL path segment: what clients send for /v1/models/{name} (encodeURIComponent, so
+/// "org/model" becomes "org%2Fmodel").
+[[nodiscard]] std::string encode_path_segment(const std::string& name);
 
 /// POST /tokenize (vLLM): {"prompt": str, "add_special_tokens": true} or {"messages": [...],
 /// "add_generation_prompt", "continue_final_message", "tools", "chat_template", ...,
