@@ -70,6 +70,7 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   const bool add_special_tokens =
       get_bool(body, "add_special_tokens", "add_special_tokens").value_or(false);
   check_response_format(body);
+  reject_unsupported_vllm_fields(body);
   const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
   read_request_extensions(body, e);
   // Range checks before the (costlier) render; max_tokens is settled after it when defaulted.

@@ -110,6 +110,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
     throw bad_request("'suffix' is not supported", "suffix");
   }
   check_response_format(body);
+  reject_unsupported_vllm_fields(body);
   const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
   read_request_extensions(body, base);
   validate_sampling(base.params, ctx);

@@ -84,6 +84,30 @@ void check_response_format(const Json& body) {
   }
 }
 
+void reject_unsupported_vllm_fields(const Json& body) {
+  static constexpr std::string_view kGuided[] = {"guided_json", "guided_regex", "guided_choice",
+                                                 "guided_grammar", "structured_outputs"};
+  static constexpr std::string_view kOther[] = {"allowed_token_ids", "bad_words",
+                                                "logits_processors", "use_beam_search"};
+  auto is_set = [](const Json& v) {
+    return !(v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
+             ((v.is_array() || v.is_object()) && v.empty()) ||
+             (v.is_string() && v.get_ref<const std::string&>().empty()));
+  };
+  for (const std::string_view field : kGuided) {
+    if (const Json* v = find_field(body, field); v && is_set(*v)) {
+      throw bad_request(
+          fmt::format("'{}' is not supported: this engine has no guided decoding", field),
+          std::string(field));
+    }
+  }
+  for (const std::string_view field : kOther) {
+    if (const Json* v = find_field(body, field); v && is_set(*v)) {
+      throw bad_request(fmt::format("'{}' is not supported", field), std::string(field));
+    }
+  }
+}
+
 void validate_sampling(const SamplingParams& params, const ServerContext& ctx) {
   try {
     params.validate(ctx.vocab_size);

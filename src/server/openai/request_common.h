@@ -44,6 +44,13 @@ bool truncate_prompt(std::vector<int32_t>& ids, std::optional<int64_t> keep);
 /// for JSON output and silently getting free text would be worse than a 400.
 void check_response_format(const Json& body);
 
+/// vLLM request fields that change what is generated and that pagoda does not implement
+/// (guided decoding: guided_json, guided_regex, guided_choice, guided_grammar,
+/// structured_outputs; allowed_token_ids, bad_words, logits_processors; use_beam_search: true):
+/// a 400 naming the field when one is set, rather than an answer that silently ignores it. Null,
+/// false and empty values are accepted (some clients send every field).
+void reject_unsupported_vllm_fields(const Json& body);
+
 /// 400 naming `param` for an id outside [0, vocab_size).
 void check_token_ids(std::span<const int32_t> ids, const ServerContext& ctx,
                      const std::string& param);

@@ -239,6 +239,37 @@ TEST(CompletionRequestTest, ResponseFormatOtherThanTextIsA400) {
   }
 }
 
+TEST(CompletionRequestTest, UnsupportedVllmFieldsAreA400WhenSet) {
+  const ServerContext ctx = testing::context();
+  const char* set[][2] = {{"guided_json", R"({"type": "object"})"},
+                          {"guided_regex", R"("[a-z]+")"},
+                          {"guided_choice", R"(["yes", "no"])"},
+                          {"guided_grammar", R"("root ::= x")"},
+                          {"structured_outputs", R"({"json": {}})"},
+                          {"allowed_token_ids", "[1, 2]"},
+                          {"bad_words", R"(["dog"])"},
+                          {"use_beam_search", "true"}};
+  for (const auto& [field, value] : set) {
+    SCOPED_TRACE(field);
+    const std::string body = std::string(R"({"prompt": "Hi", ")") + field + R"(": )" + value + "}";
+    const ApiError e = error_of([&] { (void)parse_completion_request(body, ctx); });
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, field);
+    const ApiError chat = error_of([&] {
+      (void)parse_chat_request(
+          std::string(R"({"messages": [{"role": "user", "content": "Hi"}], ")") + field + R"(": )" +
+              value + "}",
+          ctx);
+    });
+    EXPECT_EQ(chat.param, field);
+  }
+  // Some clients send every field with its default: those pass.
+  EXPECT_NO_THROW((void)parse_completion_request(
+      R"({"prompt": "Hi", "use_beam_search": false, "guided_json": null, "bad_words": [],
+          "allowed_token_ids": null, "guided_regex": ""})",
+      ctx));
+}
+
 TEST(CompletionRequestTest, IntegralFloatsCountAsIntegers) {
   const CompletionRequest r = parse_completion_request(
       R"({"prompt": "Hi", "max_tokens": 8.0, "n": 2.0})", testing::context());
