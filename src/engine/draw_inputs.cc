@@ -1,5 +1,7 @@
 #include "engine/draw_inputs.h"
 
+#include "sampling/bad_words.h"
+
 namespace pagoda {
 
 DrawInputs::DrawInputs(const SamplingParams& params, std::span<const int32_t> prompt,
@@ -53,7 +55,14 @@ DeviceDraw DrawInputs::draw(const SamplingParams& params, uint64_t seed,
   d.frequency_penalty = params.frequency_penalty;
   d.penalty_tokens = penalties_;
   d.logit_bias = bias_;
-  if (static_cast<int>(output.size()) < params.min_tokens) d.masked = masked_;
+  if (params.bad_words_token_ids.empty()) {
+    if (static_cast<int>(output.size()) < params.min_tokens) d.masked = masked_;
+  } else {
+    step_masked_.clear();
+    if (static_cast<int>(output.size()) < params.min_tokens) step_masked_ = masked_;
+    append_bad_word_bans(params.bad_words_token_ids, output, step_masked_);
+    d.masked = step_masked_;
+  }
   d.num_logprobs = params.logprobs.value_or(-1);
   return d;
 }

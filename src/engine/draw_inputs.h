@@ -1,7 +1,7 @@
 #pragma once
 // What one completion's next token needs when it is drawn on the model's device: the sampling
-// parameters and the sparse processor lists (penalty tokens, bias, min_tokens mask) of a
-// DeviceDraw, kept up to date in O(new tokens) per step.
+// parameters and the sparse processor lists (penalty tokens, bias, min_tokens and bad_words masks)
+// of a DeviceDraw, kept up to date in O(new tokens) per step.
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -42,7 +42,8 @@ class DrawInputs {
   std::unordered_map<int32_t, int32_t> index_;  // token -> its entry in penalties_
   size_t num_output_seen_ = 0;
   std::vector<std::pair<int32_t, float>> bias_;
-  std::vector<int32_t> masked_;
+  std::vector<int32_t> masked_;       // min_tokens: eos and stop ids
+  std::vector<int32_t> step_masked_;  // this draw's: masked_ (while it applies) and bad words
 };
 
 }  // namespace pagoda

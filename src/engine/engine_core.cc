@@ -15,6 +15,7 @@
 #include "model/model.h"
 #include "runtime/device_model.h"
 #include "runtime/model_runner.h"
+#include "sampling/bad_words.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
 #include "tokenizer/streaming_detokenizer.h"
@@ -268,6 +269,13 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
       throw InvalidArgument(fmt::format("prompt token id {} is outside the vocabulary [0, {})", id,
                                         config.vocab_size));
     }
+  }
+  if (!r.params.bad_words.empty()) {
+    if (!tokenizer_) throw InvalidArgument("bad_words: words need a tokenizer");
+    r.params.bad_words_token_ids =
+        bad_words_token_ids(r.params.bad_words, [this](const std::string& text) {
+          return tokenizer_->encode(text, /*add_special_tokens=*/false);
+        });
   }
   r.params.validate(config.vocab_size);
   if (!r.params.stop.empty() && !tokenizer_)

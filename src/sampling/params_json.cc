@@ -65,7 +65,8 @@ const std::set<std::string>& sampling_json_fields() {
                                                "max_tokens",
                                                "min_tokens",
                                                "logprobs",
-                                               "prompt_logprobs"};
+                                               "prompt_logprobs",
+                                               "bad_words"};
   return fields;
 }
 
@@ -121,6 +122,13 @@ void read_sampling_params(const json& j, SamplingParams& p, const std::string& w
         }
       } else {
         type_error(where, key, "a string or a list of strings");
+      }
+    } else if (key == "bad_words") {
+      p.bad_words.clear();
+      if (!v.is_array()) type_error(where, key, "a list of strings");
+      for (const json& w : v) {
+        if (!w.is_string()) type_error(where, key, "a list of strings");
+        p.bad_words.push_back(w.get<std::string>());
       }
     } else if (key == "stop_token_ids") {
       p.stop_token_ids = token_list(v, where, key);

@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "core/status.h"
+#include "sampling/bad_words.h"
 
 namespace pagoda {
 
@@ -71,6 +72,13 @@ void RequestSampler::apply_processors(std::span<float> logits, std::span<const i
   }
   for (const auto& [t, bias] : params_.logit_bias) {
     if (in_vocab(t)) logits[static_cast<size_t>(t)] += bias;
+  }
+  if (!params_.bad_words_token_ids.empty()) {
+    std::vector<int32_t> banned;
+    append_bad_word_bans(params_.bad_words_token_ids, output, banned);
+    for (int32_t t : banned) {
+      if (in_vocab(t)) logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+    }
   }
   if (static_cast<int>(output.size()) < params_.min_tokens) {
     constexpr float kNegInf = -std::numeric_limits<float>::infinity();

@@ -52,6 +52,18 @@ void SamplingParams::validate(int64_t vocab_size) const {
   for (const std::string& s : stop) {
     if (s.empty()) reject("stop", "must not contain empty strings");
   }
+  for (const std::string& w : bad_words) {
+    if (w.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
+      reject("bad_words", "must not contain empty or blank strings");
+  }
+  for (const std::vector<int32_t>& word : bad_words_token_ids) {
+    for (int32_t token : word) {
+      if (token < 0 || token >= vocab_size) {
+        reject("bad_words",
+               fmt::format("token id {} is outside the vocabulary [0, {})", token, vocab_size));
+      }
+    }
+  }
   if (max_tokens < 1) reject("max_tokens", fmt::format("must be >= 1, got {}", max_tokens));
   if (min_tokens < 0 || min_tokens > max_tokens) {
     reject("min_tokens",

@@ -32,6 +32,10 @@ struct SamplingParams {
   int min_tokens = 0;
   std::optional<int> logprobs;         // top-k log-probabilities per generated token, <= 20
   std::optional<int> prompt_logprobs;  // the same for prompt tokens
+  /// vLLM's bad_words: words never to generate. The engine tokenizes them into
+  /// bad_words_token_ids (each word with and without a leading space, as vLLM does).
+  std::vector<std::string> bad_words;
+  std::vector<std::vector<int32_t>> bad_words_token_ids;
 
   /// Throws InvalidArgument naming the first invalid parameter. vocab_size bounds logit_bias keys.
   void validate(int64_t vocab_size) const;

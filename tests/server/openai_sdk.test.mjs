@@ -52,6 +52,14 @@ describe('models', () => {
 });
 
 describe('completions', () => {
+  it('honours vLLM\'s bad_words (an extra body field)', async () => {
+    const args = { model: server.model, prompt: PROMPT, max_tokens: 32, temperature: 0 };
+    const plain = (await client.completions.create(args)).choices[0].text;
+    const word = plain.trim().split(/\s+/)[0];
+    const banned = (await client.completions.create({ ...args, bad_words: [word] })).choices[0].text;
+    assert.ok(!banned.includes(word), `${JSON.stringify(word)} in ${JSON.stringify(banned)}`);
+  });
+
   it('answers a text prompt with usage', async () => {
     const r = await client.completions.create({
       model: server.model, prompt: PROMPT, max_tokens: 16, temperature: 0, ignore_eos: true,

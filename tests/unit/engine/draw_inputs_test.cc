@@ -88,5 +88,21 @@ TEST(DrawInputs, ParametersBiasAndMinTokensMask) {
   EXPECT_EQ(std::vector<int32_t>(d.masked.begin(), d.masked.end()), (std::vector<int32_t>{11}));
 }
 
+TEST(DrawInputs, BadWordsBanTheirLastTokenAfterTheRest) {
+  SamplingParams p;
+  p.min_tokens = 1;
+  p.bad_words_token_ids = {{7}, {3, 2}};
+  DrawInputs inputs(p, std::vector<int32_t>{1}, std::vector<int32_t>{0});
+  std::vector<int32_t> output;
+  DeviceDraw d = inputs.draw(p, 1, output);
+  EXPECT_EQ(std::vector<int32_t>(d.masked.begin(), d.masked.end()), (std::vector<int32_t>{0, 7}));
+  output = {3};
+  d = inputs.draw(p, 1, output);
+  EXPECT_EQ(std::vector<int32_t>(d.masked.begin(), d.masked.end()), (std::vector<int32_t>{7, 2}));
+  output = {3, 4};
+  d = inputs.draw(p, 1, output);
+  EXPECT_EQ(std::vector<int32_t>(d.masked.begin(), d.masked.end()), (std::vector<int32_t>{7}));
+}
+
 }  // namespace
 }  // namespace pagoda

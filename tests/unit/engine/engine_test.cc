@@ -139,6 +139,25 @@ TEST(Engine, StopStringsSpanningTokensAreFoundAndRemoved) {
   EXPECT_EQ(streamed, stopped.text);
 }
 
+TEST(Engine, BadWordsAreNeverGenerated) {
+  LLM llm(small_engine());
+  SamplingParams p = greedy(48);
+  PromptInput prompt{"Once upon a time", {}};
+  const CompletionOutput full = llm.generate({prompt}, p)[0].outputs[0];
+  ASSERT_NE(full.text.find(" little girl"), std::string::npos) << full.text;
+  // One word of two tokens and one of one: greedy decoding must route around both.
+  p.bad_words = {"little girl", "there"};
+  const CompletionOutput banned = llm.generate({prompt}, p)[0].outputs[0];
+  EXPECT_EQ(banned.text.find("little girl"), std::string::npos) << banned.text;
+  EXPECT_EQ(banned.text.find("there"), std::string::npos) << banned.text;
+  EXPECT_NE(banned.text, full.text);
+  // The same on a batch with other requests (the bans are per request).
+  SamplingParams plain = greedy(48);
+  const auto both = llm.generate({prompt, prompt}, {p, plain});
+  EXPECT_EQ(both[0].outputs[0].text, banned.text);
+  EXPECT_EQ(both[1].outputs[0].text, full.text);
+}
+
 TEST(Engine, StopTokenTextIsLeftOutWithOrWithoutSpecialTokens) {
   LLM llm(small_engine());
   SamplingParams p = greedy(12);

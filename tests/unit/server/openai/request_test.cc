@@ -247,7 +247,6 @@ TEST(CompletionRequestTest, UnsupportedVllmFieldsAreA400WhenSet) {
                           {"guided_grammar", R"("root ::= x")"},
                           {"structured_outputs", R"({"json": {}})"},
                           {"allowed_token_ids", "[1, 2]"},
-                          {"bad_words", R"(["dog"])"},
                           {"use_beam_search", "true"}};
   for (const auto& [field, value] : set) {
     SCOPED_TRACE(field);
@@ -265,7 +264,7 @@ TEST(CompletionRequestTest, UnsupportedVllmFieldsAreA400WhenSet) {
   }
   // Some clients send every field with its default: those pass.
   EXPECT_NO_THROW((void)parse_completion_request(
-      R"({"prompt": "Hi", "use_beam_search": false, "guided_json": null, "bad_words": [],
+      R"({"prompt": "Hi", "use_beam_search": false, "guided_json": null, "logits_processors": [],
           "allowed_token_ids": null, "guided_regex": ""})",
       ctx));
 }
