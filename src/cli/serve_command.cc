@@ -19,6 +19,7 @@
 #include "engine/engine_core.h"
 #include "kv/memory_size.h"
 #include "model/config.h"
+#include "server/openai/reasoning_parser.h"
 #include "server/openai/tool_parser.h"
 #include "server/server.h"
 #include "server/stats_log.h"
@@ -40,11 +41,13 @@ struct ServeOptions {
   std::string metrics_prefix = "pagoda";
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
-  std::string model_flag;                  // --model: vLLM's older spelling of the positional
-  uint64_t seed = 0;                       // --seed: requests without their own seed
-  bool disable_log_stats = false;          // no periodic stats line
-  bool disable_log_requests = false;       // accepted: requests are logged at debug level only
-  bool enable_log_requests = false;        // accepted: requests are logged at debug level only
+  std::string reasoning_parser;
+  bool enable_reasoning = false;      // vLLM <= 0.8 needed it beside --reasoning-parser; accepted
+  std::string model_flag;             // --model: vLLM's older spelling of the positional
+  uint64_t seed = 0;                  // --seed: requests without their own seed
+  bool disable_log_stats = false;     // no periodic stats line
+  bool disable_log_requests = false;  // accepted: requests are logged at debug level only
+  bool enable_log_requests = false;   // accepted: requests are logged at debug level only
   std::string generation_config = "auto";  // auto (the model's), vllm (none) or a directory
 };
 
@@ -172,6 +175,13 @@ int run_serve(const ServeOptions& o) {
     throw InvalidArgument("--metrics-prefix must be pagoda or vllm");
   }
   check_tool_flags(o);
+  if (!o.reasoning_parser.empty()) {
+    try {
+      (void)openai::reasoning_format(o.reasoning_parser);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("--reasoning-parser: {}", e.what()));
+    }
+  }
   if (o.model_dir.empty() == o.model_flag.empty()) {
     throw InvalidArgument("give the model directory once: as `serve MODEL_DIR` or `--model DIR`");
   }
@@ -214,6 +224,7 @@ int run_serve(const ServeOptions& o) {
   so.metrics_prefix = o.metrics_prefix;
   so.tool_call_parser = o.tool_call_parser;
   so.enable_auto_tool_choice = o.enable_auto_tool_choice;
+  so.reasoning_parser = o.reasoning_parser;
 
   std::unique_ptr<EngineCore> engine = load_engine(args);
   const ModelConfig& config = engine->model_config();
@@ -278,6 +289,10 @@ void register_serve_command(CLI::App& app, int& exit_code) {
                 "auto (needs --tool-call-parser)");
   cmd->add_option("--tool-call-parser", opts->tool_call_parser,
                   "the model's tool call format: hermes, llama3_json or mistral");
+  cmd->add_option("--reasoning-parser", opts->reasoning_parser,
+                  "split <think> reasoning into reasoning_content: deepseek_r1 or qwen3");
+  cmd->add_flag("--enable-reasoning", opts->enable_reasoning,
+                "accepted (older vLLM needed it with --reasoning-parser)");
   add_engine_flags(cmd, opts->engine, /*model_flag=*/false);
   cmd->callback([opts, &exit_code] { exit_code = run_serve(*opts); });
 }

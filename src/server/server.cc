@@ -16,6 +16,7 @@
 #include "server/openai/completion_request.h"
 #include "server/openai/completion_response.h"
 #include "server/openai/endpoints.h"
+#include "server/openai/reasoning_parser.h"
 #include "server/openai/request_common.h"
 #include "server/openai/sse.h"
 #include "server/openai/tool_parser.h"
@@ -33,7 +34,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   EngineCore& engine;
   ServerOptions options;
   std::optional<tmpl::ChatTemplate> chat_template;
-  std::unique_ptr<openai::ToolParser> tool_parser;  // --tool-call-parser
+  std::unique_ptr<openai::ToolParser> tool_parser;   // --tool-call-parser
+  std::optional<openai::ReasoningFormat> reasoning;  // --reasoning-parser
   openai::ServerContext ctx;
   ServingMetrics metrics;
   http::HttpServer http;
@@ -348,6 +350,10 @@ Server::Impl::Impl(EngineCore& engine_ref, ServerOptions opts)
     if (!tool_parser)
       throw InvalidArgument("--enable-auto-tool-choice requires --tool-call-parser");
     ctx.tool_parser = tool_parser.get();
+  }
+  if (!options.reasoning_parser.empty()) {
+    reasoning = openai::reasoning_format(options.reasoning_parser);
+    ctx.reasoning = &*reasoning;
   }
 }
 

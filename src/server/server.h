@@ -28,6 +28,9 @@ struct ServerOptions {
   /// --enable-auto-tool-choice, which makes tool_choice "auto" return parsed tool_calls.
   std::string tool_call_parser;
   bool enable_auto_tool_choice = false;
+  /// --reasoning-parser: deepseek_r1 or qwen3 ("" = none): chat output is split into
+  /// reasoning_content and content (server/openai/reasoning_parser.h).
+  std::string reasoning_parser;
   /// From the model (the server layer does not read model files): the vocabulary size and the
   /// sampling defaults of generation_config.json.
   int64_t vocab_size = 0;

@@ -86,6 +86,25 @@ describe('accepted', () => {
     }
   });
 
+  it('--reasoning-parser adds reasoning_content (null: stories260K writes no <think>)', async () => {
+    const server = await startServer(['--reasoning-parser', 'qwen3', '--enable-reasoning',
+      '--disable-log-stats']);
+    try {
+      const r = await fetch(`${server.baseURL}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }], max_tokens: 8 }),
+      });
+      assert.equal(r.status, 200);
+      const message = (await r.json()).choices[0].message;
+      assert.ok('reasoning_content' in message);
+      assert.equal(message.reasoning_content, null);
+      assert.ok(message.content.length > 0);
+    } finally {
+      await server.stop();
+    }
+  });
+
   it('--model DIR in place of the positional directory', async () => {
     const r = spawnSync(PAGODA_BIN, ['serve', '--model', MODEL_DIR, '--port', '1', '-tp', '3'],
       { encoding: 'utf8' });
@@ -100,6 +119,7 @@ describe('refused with the flag named', () => {
     [['--kv-cache-dtype', 'fp8'], /error: --kv-cache-dtype fp8: only auto/],
     [['--quantization', 'awq'], /error: --quantization awq: quantized weights are not supported/],
     [['--tokenizer-mode', 'mistral'], /error: --tokenizer-mode mistral/],
+    [['--reasoning-parser', 'granite'], /error: --reasoning-parser: unknown reasoning parser 'granite' \(known: deepseek_r1, qwen3\)/],
     [['--generation-config', '/nonexistent'], /error: --generation-config: \/nonexistent/],
     [['--model', MODEL_DIR], /error: give the model directory once/],
   ];

@@ -85,6 +85,7 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
     if (r.tool_parser->needs_special_tokens()) e.params.skip_special_tokens = false;
   }
   r.model = resolve_model(body, ctx);
+  r.reasoning = ctx.reasoning;
   if (!ctx.tokenizer) throw bad_request("This model has no tokenizer", "messages");
   r.prompt_text = render_chat_prompt(conversation, ctx);
   e.prompt_token_ids = ctx.tokenizer->encode(r.prompt_text, add_special_tokens);

@@ -28,6 +28,8 @@ struct ChatRequest {
   /// the request offers tools and tool_choice is "auto". "none", "required" and a named function
   /// leave the output as content.
   const ToolParser* tool_parser = nullptr;
+  /// The server's reasoning format (ctx.reasoning), or null.
+  const ReasoningFormat* reasoning = nullptr;
   std::string prompt_text;  // the rendered conversation (never log it at info level)
   /// prompt_token_ids set (rendered text tokenized with add_special_tokens=false unless the
   /// request asks otherwise: the template writes BOS itself).

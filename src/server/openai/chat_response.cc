@@ -33,11 +33,15 @@ ChatResponseBuilder::ChatResponseBuilder(const ChatRequest& request, const Token
       params_(request.engine_request.params),
       tokenizer_(tokenizer),
       tool_parser_(request.tool_parser),
+      reasoning_(request.reasoning),
       continuous_usage_(request.continuous_usage),
       choices_(static_cast<size_t>(std::max(1, request.n))),
       prompt_tokens_(static_cast<int64_t>(request.engine_request.prompt_token_ids.size())) {
   if (tool_parser_ && request.stream) {
     for (Choice& c : choices_) c.tool_stream.emplace(*tool_parser_);
+  }
+  if (reasoning_) {
+    for (Choice& c : choices_) c.splitter.emplace(*reasoning_);
   }
 }
 
@@ -119,9 +123,27 @@ std::vector<Json> ChatResponseBuilder::stream_chunks(const RequestOutput& out) {
         chunk(out.index, {{"role", "assistant"}, {"content", ""}}, nullptr, nullptr, nullptr));
   }
   std::string text = out.text + stop_string_suffix(out, params_, include_stop_str_);
+  std::string reasoning;
+  if (c.splitter) {
+    ReasoningSplitter::Delta d = c.splitter->add(text);
+    if (out.finish_reason) {
+      ReasoningSplitter::Delta tail = c.splitter->finish();
+      d.reasoning += tail.reasoning;
+      d.content += tail.content;
+    }
+    reasoning = std::move(d.reasoning);
+    text = std::move(d.content);
+  }
   if (c.tool_stream) text = c.tool_stream->add(text);
-  if (!text.empty() || (logprobs_ && !out.token_ids.empty())) {
-    Json logprobs = logprobs_ ? Json{{"content", logprob_entries(out)}} : Json();
+  Json logprobs =
+      logprobs_ && !out.token_ids.empty() ? Json{{"content", logprob_entries(out)}} : Json();
+  if (!reasoning.empty()) {
+    // The update's logprobs ride on its first chunk.
+    chunks.push_back(chunk(out.index, {{"reasoning_content", reasoning}}, std::move(logprobs),
+                           nullptr, nullptr));
+    logprobs = Json();
+  }
+  if (!text.empty() || !logprobs.is_null()) {
     chunks.push_back(chunk(out.index, {{"content", text}}, std::move(logprobs), nullptr, nullptr));
   }
   if (out.finish_reason) {
@@ -168,6 +190,14 @@ void ChatResponseBuilder::add(const RequestOutput& out) {
   if (out.finish_reason) {
     c.finish_reason = finish_reason_json(out);
     c.stop_reason = stop_reason_json(out, params_);
+    if (c.splitter) {
+      ReasoningSplitter::Delta d = c.splitter->add(c.content);
+      ReasoningSplitter::Delta tail = c.splitter->finish();
+      c.reasoning = d.reasoning + tail.reasoning;
+      c.content = d.content + tail.content;
+      // vLLM: content after the reasoning is null when nothing follows it.
+      c.content_null = c.splitter->saw_reasoning() && c.content.empty();
+    }
     if (tool_parser_) {
       ExtractedToolCalls parsed = tool_parser_->extract(c.content);
       if (!parsed.calls.empty()) {
@@ -189,6 +219,10 @@ Json ChatResponseBuilder::response() const {
     choice["index"] = i;
     choice["message"] = {{"role", "assistant"},
                          {"content", c.content_null ? Json() : Json(c.content)}};
+    if (c.splitter) {
+      choice["message"]["reasoning_content"] =
+          c.splitter->saw_reasoning() ? Json(c.reasoning) : Json();
+    }
     if (!c.tool_calls.empty()) {
       Json calls = Json::array();
       for (const ToolCall& call : c.tool_calls) calls.push_back(tool_call_json(call));

@@ -6,6 +6,7 @@
 #include "pagoda/request_output.h"
 #include "server/openai/chat_request.h"
 #include "server/openai/json_body.h"
+#include "server/openai/reasoning_parser.h"
 #include "server/openai/tool_call_stream.h"
 
 namespace pagoda::openai {
@@ -14,6 +15,8 @@ namespace pagoda::openai {
 /// RequestOutput::index. With request.tool_parser, a finished choice's text is parsed for tool
 /// calls: message.tool_calls, content = the text before them (null if none), finish_reason
 /// "tool_calls"; streamed, the calls come as delta.tool_calls chunks when the choice finishes.
+/// With request.reasoning, the text is first split into reasoning (message.reasoning_content,
+/// streamed as delta.reasoning_content) and content; only the content is parsed for tool calls.
 class ChatResponseBuilder {
  public:
   ChatResponseBuilder(const ChatRequest& request, const Tokenizer* tokenizer);
@@ -39,6 +42,8 @@ class ChatResponseBuilder {
   struct Choice {
     bool role_sent = false;
     std::string content;
+    std::optional<ReasoningSplitter> splitter;  // with a reasoning format
+    std::string reasoning;                      // non-streaming: the split reasoning
     std::optional<ToolCallStream> tool_stream;  // streaming with a tool parser
     std::vector<ToolCall> tool_calls;           // non-streaming, parsed at the finish
     bool content_null = false;                  // the calls left no content
@@ -64,6 +69,7 @@ class ChatResponseBuilder {
   SamplingParams params_;
   const Tokenizer* tokenizer_;
   const ToolParser* tool_parser_;
+  const ReasoningFormat* reasoning_;
   bool continuous_usage_;  // usage in every chunk (stream_options.continuous_usage_stats)
   std::vector<Choice> choices_;
   int64_t prompt_tokens_ = 0;

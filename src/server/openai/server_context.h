@@ -11,6 +11,7 @@
 namespace pagoda::openai {
 
 class ToolParser;
+struct ReasoningFormat;
 
 /// generation_config.json's sampling defaults: they replace SamplingParams' defaults for fields a
 /// request leaves unset (vLLM's --generation-config auto).
@@ -41,6 +42,8 @@ struct ServerContext {
   /// --enable-auto-tool-choice with --tool-call-parser: chat requests that offer tools with
   /// tool_choice "auto" get their output parsed for tool calls. Null: output is always content.
   const ToolParser* tool_parser = nullptr;
+  /// --reasoning-parser: chat output is split into reasoning_content and content. Null: none.
+  const ReasoningFormat* reasoning = nullptr;
   /// The "created" timestamp /v1/models reports (server start).
   int64_t model_created = 0;
 };

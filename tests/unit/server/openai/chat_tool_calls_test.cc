@@ -32,19 +32,12 @@ struct Fixture {
   }
 };
 
-RequestOutput update(std::string text, std::optional<FinishReason> finish = std::nullopt) {
-  RequestOutput out;
-  out.index = 0;
-  out.token_ids = {5};
-  out.text = std::move(text);
-  out.finish_reason = finish;
-  return out;
-}
+using testing::text_update;
 
 Json whole_response(const ChatRequest& req, const std::string& text) {
   ChatResponseBuilder b(req, &testing::tokenizer());
-  b.add(update(text.substr(0, text.size() / 2)));
-  b.add(update(text.substr(text.size() / 2), FinishReason::kStop));
+  b.add(text_update(text.substr(0, text.size() / 2)));
+  b.add(text_update(text.substr(text.size() / 2), FinishReason::kStop));
   return b.response();
 }
 
@@ -107,7 +100,7 @@ TEST(ChatToolCallsTest, StreamSendsContentThenToolCallDeltas) {
   const std::string text = kCall;
   for (size_t at = 0; at < text.size(); at += 7) {
     const bool last = at + 7 >= text.size();
-    for (Json& c : b.stream_chunks(update(
+    for (Json& c : b.stream_chunks(text_update(
              text.substr(at, 7), last ? std::optional(FinishReason::kStop) : std::nullopt))) {
       chunks.push_back(std::move(c));
     }
@@ -136,12 +129,12 @@ TEST(ChatToolCallsTest, StreamReleasesHeldTextThatIsNoCall) {
   ChatResponseBuilder b(req, &testing::tokenizer());
   std::string content;
   for (const char* piece : {"a <tool", "_call> {bad"}) {
-    for (const Json& c : b.stream_chunks(update(piece))) {
+    for (const Json& c : b.stream_chunks(text_update(piece))) {
       content += c["choices"][0]["delta"].value("content", "");
     }
   }
   EXPECT_EQ(content, "a ");
-  const std::vector<Json> tail = b.stream_chunks(update(" json", FinishReason::kLength));
+  const std::vector<Json> tail = b.stream_chunks(text_update(" json", FinishReason::kLength));
   ASSERT_EQ(tail.size(), 2u);
   EXPECT_EQ(tail[0]["choices"][0]["delta"]["content"], "<tool_call> {bad json");
   EXPECT_EQ(tail[1]["choices"][0]["finish_reason"], "length");
