@@ -5,7 +5,7 @@
 namespace pagoda {
 
 DrawInputs::DrawInputs(const SamplingParams& params, std::span<const int32_t> prompt,
-                       std::span<const int32_t> eos_ids)
+                       std::span<const int32_t> eos_ids, int64_t vocab_size)
     : repetition_(params.repetition_penalty != 1.0f),
       counted_(params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
                params.frequency_penalty != 0.0f),
@@ -13,6 +13,15 @@ DrawInputs::DrawInputs(const SamplingParams& params, std::span<const int32_t> pr
   if (repetition_) {
     prompt_.assign(prompt.begin(), prompt.end());
     for (int32_t t : prompt) add(t, true);
+  }
+  if (params.allowed_token_ids) {
+    std::vector<bool> allowed(static_cast<size_t>(vocab_size), false);
+    for (int32_t t : *params.allowed_token_ids) {
+      if (t >= 0 && t < vocab_size) allowed[static_cast<size_t>(t)] = true;
+    }
+    for (int32_t t = 0; t < vocab_size; ++t) {
+      if (!allowed[static_cast<size_t>(t)]) disallowed_.push_back(t);
+    }
   }
   if (params.min_tokens > 0) {
     if (!params.ignore_eos) masked_.assign(eos_ids.begin(), eos_ids.end());
@@ -55,11 +64,14 @@ DeviceDraw DrawInputs::draw(const SamplingParams& params, uint64_t seed,
   d.frequency_penalty = params.frequency_penalty;
   d.penalty_tokens = penalties_;
   d.logit_bias = bias_;
-  if (params.bad_words_token_ids.empty()) {
-    if (static_cast<int>(output.size()) < params.min_tokens) d.masked = masked_;
+  const bool min_tokens_mask = static_cast<int>(output.size()) < params.min_tokens;
+  if (params.bad_words_token_ids.empty() && disallowed_.empty()) {
+    if (min_tokens_mask) d.masked = masked_;
+  } else if (params.bad_words_token_ids.empty() && !min_tokens_mask) {
+    d.masked = disallowed_;  // the common allowed_token_ids case: no copy per step
   } else {
-    step_masked_.clear();
-    if (static_cast<int>(output.size()) < params.min_tokens) step_masked_ = masked_;
+    step_masked_ = disallowed_;
+    if (min_tokens_mask) step_masked_.insert(step_masked_.end(), masked_.begin(), masked_.end());
     append_bad_word_bans(params.bad_words_token_ids, output, step_masked_);
     d.masked = step_masked_;
   }

@@ -19,8 +19,9 @@ class DrawInputs {
   DrawInputs() = default;
   /// eos_ids are masked with the stop_token_ids while fewer than min_tokens have been generated
   /// (unless ignore_eos), as the CPU sampler does.
+  /// allowed_token_ids become a mask of the rest of the vocab_size tokens.
   DrawInputs(const SamplingParams& params, std::span<const int32_t> prompt,
-             std::span<const int32_t> eos_ids);
+             std::span<const int32_t> eos_ids, int64_t vocab_size = 0);
 
   /// The draw of the token after `output` (the completion's generated tokens so far; only the
   /// part not seen by an earlier call is read). The returned spans point into this object and
@@ -43,6 +44,7 @@ class DrawInputs {
   size_t num_output_seen_ = 0;
   std::vector<std::pair<int32_t, float>> bias_;
   std::vector<int32_t> masked_;       // min_tokens: eos and stop ids
+  std::vector<int32_t> disallowed_;   // allowed_token_ids: every other token
   std::vector<int32_t> step_masked_;  // this draw's: masked_ (while it applies) and bad words
 };
 

@@ -413,7 +413,8 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
                RequestSampler(request->params, model->config().eos_token_ids, seed_source()),
                std::nullopt, StopChecker(request->params.stop)};
   c.device_seed = request->params.seed.value_or(seed_source());
-  c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids);
+  c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids,
+                             model->config().vocab_size);
   if (tokenizer->has_value()) {
     c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
   }
@@ -570,7 +571,8 @@ void EngineCore::Impl::complete_step() {
                        RequestSampler(child_params, model->config().eos_token_ids, seed_source()),
                        std::nullopt, StopChecker(a->params.stop)};
       child.device_seed = child_params.seed.value_or(seed_source());
-      child.draw_inputs = DrawInputs(child_params, a->prompt, model->config().eos_token_ids);
+      child.draw_inputs = DrawInputs(child_params, a->prompt, model->config().eos_token_ids,
+                                     model->config().vocab_size);
       if (tokenizer->has_value()) {
         child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
       }

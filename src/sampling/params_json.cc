@@ -66,7 +66,8 @@ const std::set<std::string>& sampling_json_fields() {
                                                "min_tokens",
                                                "logprobs",
                                                "prompt_logprobs",
-                                               "bad_words"};
+                                               "bad_words",
+                                               "allowed_token_ids"};
   return fields;
 }
 
@@ -130,6 +131,8 @@ void read_sampling_params(const json& j, SamplingParams& p, const std::string& w
         if (!w.is_string()) type_error(where, key, "a list of strings");
         p.bad_words.push_back(w.get<std::string>());
       }
+    } else if (key == "allowed_token_ids") {
+      p.allowed_token_ids = token_list(v, where, key);
     } else if (key == "stop_token_ids") {
       p.stop_token_ids = token_list(v, where, key);
     } else if (key == "ignore_eos") {

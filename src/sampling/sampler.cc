@@ -73,6 +73,16 @@ void RequestSampler::apply_processors(std::span<float> logits, std::span<const i
   for (const auto& [t, bias] : params_.logit_bias) {
     if (in_vocab(t)) logits[static_cast<size_t>(t)] += bias;
   }
+  if (params_.allowed_token_ids) {
+    std::vector<bool> allowed(static_cast<size_t>(vocab), false);
+    for (int32_t t : *params_.allowed_token_ids) {
+      if (in_vocab(t)) allowed[static_cast<size_t>(t)] = true;
+    }
+    for (int32_t t = 0; t < vocab; ++t) {
+      if (!allowed[static_cast<size_t>(t)])
+        logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+    }
+  }
   if (!params_.bad_words_token_ids.empty()) {
     std::vector<int32_t> banned;
     append_bad_word_bans(params_.bad_words_token_ids, output, banned);
@@ -110,7 +120,8 @@ int32_t truncate_candidates(std::span<const float> logits, const SamplingParams&
     std::sort(order.begin(), order.end(), better);
   } else {
     // No filter: the order does not matter, only the maximum must come first (for scaling).
-    std::iter_swap(order.begin(), std::max_element(order.begin(), order.end(), better));
+    // `better` orders best first, so the best is its minimum.
+    std::iter_swap(order.begin(), std::min_element(order.begin(), order.end(), better));
   }
   // Probabilities of the candidates at temperature T.
   probs.resize(static_cast<size_t>(count));

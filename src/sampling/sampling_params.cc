@@ -56,6 +56,15 @@ void SamplingParams::validate(int64_t vocab_size) const {
     if (w.find_first_not_of(" \t\n\r\f\v") == std::string::npos)
       reject("bad_words", "must not contain empty or blank strings");
   }
+  if (allowed_token_ids) {
+    if (allowed_token_ids->empty()) reject("allowed_token_ids", "must not be empty");
+    for (int32_t token : *allowed_token_ids) {
+      if (token < 0 || token >= vocab_size) {
+        reject("allowed_token_ids",
+               fmt::format("token id {} is outside the vocabulary [0, {})", token, vocab_size));
+      }
+    }
+  }
   for (const std::vector<int32_t>& word : bad_words_token_ids) {
     for (int32_t token : word) {
       if (token < 0 || token >= vocab_size) {

@@ -36,6 +36,8 @@ struct SamplingParams {
   /// bad_words_token_ids (each word with and without a leading space, as vLLM does).
   std::vector<std::string> bad_words;
   std::vector<std::vector<int32_t>> bad_words_token_ids;
+  /// vLLM's allowed_token_ids: when set, every other token's logit is -inf.
+  std::optional<std::vector<int32_t>> allowed_token_ids;
 
   /// Throws InvalidArgument naming the first invalid parameter. vocab_size bounds logit_bias keys.
   void validate(int64_t vocab_size) const;

@@ -52,6 +52,24 @@ describe('models', () => {
 });
 
 describe('completions', () => {
+  it('honours vLLM\'s allowed_token_ids (an extra body field)', async () => {
+    const r = await client.completions.create({
+      model: server.model, prompt: [1, 400, 401], max_tokens: 8, temperature: 1, seed: 5,
+      allowed_token_ids: [300, 301], logprobs: 0, ignore_eos: true,
+    });
+    assert.equal(r.usage.completion_tokens, 8);
+    // The tokens' text, through /detokenize, is made of the two allowed ids only.
+    const one = async (ids) => (await (await fetch(`${server.baseURL}/detokenize`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' },
+      body: JSON.stringify({ tokens: ids }),
+    })).json()).prompt;
+    // (A lone token decodes without the leading space it has inside a text.)
+    const pieces = [(await one([300])).trim(), (await one([301])).trim()];
+    for (const t of r.choices[0].logprobs.tokens) {
+      assert.ok(pieces.includes(t.trim()), `${JSON.stringify(t)} not in ${JSON.stringify(pieces)}`);
+    }
+  });
+
   it('honours vLLM\'s bad_words (an extra body field)', async () => {
     const args = { model: server.model, prompt: PROMPT, max_tokens: 32, temperature: 0 };
     const plain = (await client.completions.create(args)).choices[0].text;

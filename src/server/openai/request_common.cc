@@ -87,8 +87,7 @@ void check_response_format(const Json& body) {
 void reject_unsupported_vllm_fields(const Json& body) {
   static constexpr std::string_view kGuided[] = {"guided_json", "guided_regex", "guided_choice",
                                                  "guided_grammar", "structured_outputs"};
-  static constexpr std::string_view kOther[] = {"allowed_token_ids", "logits_processors",
-                                                "use_beam_search"};
+  static constexpr std::string_view kOther[] = {"logits_processors", "use_beam_search"};
   auto is_set = [](const Json& v) {
     return !(v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
              ((v.is_array() || v.is_object()) && v.empty()) ||

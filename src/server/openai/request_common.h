@@ -46,7 +46,7 @@ void check_response_format(const Json& body);
 
 /// vLLM request fields that change what is generated and that pagoda does not implement
 /// (guided decoding: guided_json, guided_regex, guided_choice, guided_grammar,
-/// structured_outputs; allowed_token_ids, logits_processors; use_beam_search: true):
+/// structured_outputs; logits_processors; use_beam_search: true):
 /// a 400 naming the field when one is set, rather than an answer that silently ignores it. Null,
 /// false and empty values are accepted (some clients send every field).
 void reject_unsupported_vllm_fields(const Json& body);

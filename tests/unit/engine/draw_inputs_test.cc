@@ -104,5 +104,20 @@ TEST(DrawInputs, BadWordsBanTheirLastTokenAfterTheRest) {
   EXPECT_EQ(std::vector<int32_t>(d.masked.begin(), d.masked.end()), (std::vector<int32_t>{7}));
 }
 
+TEST(DrawInputs, AllowedTokenIdsMaskEveryOtherToken) {
+  SamplingParams p;
+  p.allowed_token_ids = std::vector<int32_t>{2, 5};
+  DrawInputs inputs(p, std::vector<int32_t>{1}, std::vector<int32_t>{0}, /*vocab_size=*/8);
+  DeviceDraw d = inputs.draw(p, 1, {});
+  EXPECT_EQ(std::vector<int32_t>(d.masked.begin(), d.masked.end()),
+            (std::vector<int32_t>{0, 1, 3, 4, 6, 7}));
+  // With bad words too: both masks.
+  p.bad_words_token_ids = {{5}};
+  DrawInputs both(p, std::vector<int32_t>{1}, std::vector<int32_t>{0}, 8);
+  d = both.draw(p, 1, {});
+  EXPECT_EQ(std::vector<int32_t>(d.masked.begin(), d.masked.end()),
+            (std::vector<int32_t>{0, 1, 3, 4, 6, 7, 5}));
+}
+
 }  // namespace
 }  // namespace pagoda

@@ -158,6 +158,23 @@ TEST(Engine, BadWordsAreNeverGenerated) {
   EXPECT_EQ(both[1].outputs[0].text, full.text);
 }
 
+TEST(Engine, AllowedTokenIdsAreTheOnlyOnesGenerated) {
+  LLM llm(small_engine());
+  for (float temperature : {0.0f, 1.0f}) {
+    SamplingParams p = greedy(24);
+    p.temperature = temperature;
+    p.seed = 3;
+    p.allowed_token_ids = std::vector<int32_t>{300, 301, 302};
+    const CompletionOutput out =
+        llm.generate({PromptInput{"Once upon a time", {}}}, p)[0].outputs[0];
+    ASSERT_EQ(out.token_ids.size(), 24u);
+    for (int32_t t : out.token_ids) EXPECT_TRUE(t >= 300 && t <= 302) << t;
+  }
+  SamplingParams empty = greedy(4);
+  empty.allowed_token_ids = std::vector<int32_t>{};
+  EXPECT_THROW((void)llm.generate({PromptInput{"Once", {}}}, empty), InvalidArgument);
+}
+
 TEST(Engine, StopTokenTextIsLeftOutWithOrWithoutSpecialTokens) {
   LLM llm(small_engine());
   SamplingParams p = greedy(12);

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -126,6 +127,29 @@ TEST(Sampler, ChiSquareDetectsAWrongDistribution) {
   for (size_t t = 0; t < kLogits.size(); ++t)
     chi2 += std::pow(counts[t] - wrong[t] * 40000, 2) / (wrong[t] * 40000);
   EXPECT_GT(chi2, 24.32);
+}
+
+TEST(Sampler, WideLogitRangesAndMaskedTokensAtLowTemperature) {
+  // Without a filter the sampler scales by the best logit: the worst one used to be taken, and
+  // exp((best - worst) / T) overflowed once the range over T passed ~88 (a -100 logit bias, a
+  // masked token, a low temperature), which made every draw return the last candidate.
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> logits = {-80.0f, 20.0f, -inf, 19.9f, 0.0f};
+  SamplingParams p;
+  p.temperature = 0.05f;
+  p.seed = 9;
+  RequestSampler sampler(p, {}, 0);
+  std::vector<int> counts(logits.size(), 0);
+  constexpr int kDraws = 20000;
+  for (int i = 0; i < kDraws; ++i) {
+    std::vector<float> row = logits;
+    counts[static_cast<size_t>(sampler.sample(row, {}, {}).token)]++;
+  }
+  // p(1) = 1 / (1 + e^-2) = 0.8808, p(3) = 0.1192; the rest never.
+  EXPECT_EQ(counts[0] + counts[2] + counts[4], 0);
+  const double e1 = kDraws / (1.0 + std::exp(-2.0)), e3 = kDraws - e1;
+  const double chi2 = std::pow(counts[1] - e1, 2) / e1 + std::pow(counts[3] - e3, 2) / e3;
+  EXPECT_LT(chi2, 10.83) << counts[1] << " / " << counts[3];  // p = 0.001, one degree of freedom
 }
 
 TEST(Sampler, GreedyTakesTheFirstMaximum) {
