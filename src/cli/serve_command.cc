@@ -211,12 +211,18 @@ int run_serve(const ServeOptions& o) {
   so.served_model_names =
       o.served_model_names.empty() ? std::vector<std::string>{model_dir} : o.served_model_names;
   so.api_key = o.api_key;
-  if (so.api_key.empty()) {
-    if (const char* env = std::getenv("PAGODA_API_KEY")) so.api_key = env;
+  for (const char* name : {"PAGODA_API_KEY", "VLLM_API_KEY"}) {
+    const char* env = std::getenv(name);
+    if (so.api_key.empty() && env != nullptr) so.api_key = env;
   }
   if (!o.chat_template_file.empty()) {
+    const std::string& t = o.chat_template_file;
+    // vLLM takes a file or the template itself ("in single-line form").
+    const bool inline_template =
+        !std::filesystem::exists(t) &&
+        (t.find("{{") != std::string::npos || t.find("{%") != std::string::npos);
     try {
-      so.chat_template = read_text_file(o.chat_template_file);
+      so.chat_template = inline_template ? t : read_text_file(t);
     } catch (const NotFound& e) {
       throw NotFound(fmt::format("--chat-template: {}", e.what()));
     }
@@ -272,9 +278,10 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--served-model-name", opts->served_model_names,
                   "names the API answers to (repeatable; default: the model directory)");
   cmd->add_option("--api-key", opts->api_key,
-                  "require 'Authorization: Bearer KEY' on /v1 routes (or env PAGODA_API_KEY)");
+                  "require 'Authorization: Bearer KEY' on /v1 routes (or env PAGODA_API_KEY, "
+                  "VLLM_API_KEY)");
   cmd->add_option("--chat-template", opts->chat_template_file,
-                  "a Jinja chat template file (default: the tokenizer's)");
+                  "a Jinja chat template file, or the template itself (default: the tokenizer's)");
   cmd->add_option("--max-request-body", opts->max_request_body,
                   "largest request body, e.g. 1M (default), 512K; larger gets 413");
   cmd->add_option("--shutdown-timeout", opts->shutdown_timeout,

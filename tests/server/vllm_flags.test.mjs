@@ -105,6 +105,35 @@ describe('accepted', () => {
     }
   });
 
+  it('--chat-template as the template itself, and VLLM_API_KEY', async () => {
+    process.env.VLLM_API_KEY = 'sekret';
+    const server = await startServer(['--chat-template',
+      '{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}>', '--disable-log-stats']);
+    delete process.env.VLLM_API_KEY;
+    try {
+      const ask = (headers) => fetch(`${server.baseURL}/tokenize`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json', ...headers },
+        body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }],
+          add_generation_prompt: false }),
+      });
+      const { tokens } = await (await ask({})).json();
+      const { prompt } = await (await fetch(`${server.baseURL}/detokenize`, {
+        method: 'POST',
+        headers: { 'Content-Type': 'application/json' },
+        body: JSON.stringify({ tokens }),
+      })).json();
+      assert.match(prompt, /\[user\] Hi\n>/);
+      const unauthorized = await fetch(`${server.baseURL}/v1/models`);
+      assert.equal(unauthorized.status, 401);
+      const authorized = await fetch(`${server.baseURL}/v1/models`,
+        { headers: { Authorization: 'Bearer sekret' } });
+      assert.equal(authorized.status, 200);
+    } finally {
+      await server.stop();
+    }
+  });
+
   it('--model DIR in place of the positional directory', async () => {
     const r = spawnSync(PAGODA_BIN, ['serve', '--model', MODEL_DIR, '--port', '1', '-tp', '3'],
       { encoding: 'utf8' });
