@@ -59,16 +59,20 @@ std::chrono::milliseconds stats_log_interval() {
   return std::chrono::milliseconds(static_cast<int64_t>(1000 * (seconds > 0 ? seconds : 10.0)));
 }
 
+/// The generation_config.json --generation-config names: "" for auto (the model's, already in
+/// its config) and vllm (none), else the one in that directory.
+std::string generation_config_path(const std::string& choice) {
+  if (choice == "auto" || choice == "vllm") return "";
+  return (std::filesystem::path(choice) / "generation_config.json").string();
+}
+
 /// The sampling defaults --generation-config names: the model's generation_config.json (auto),
 /// none (vllm), or the generation_config.json of another directory.
 openai::GenerationDefaults generation_defaults(const std::string& choice,
                                                const ModelConfig& model) {
-  ModelConfig config = model;
   if (choice == "vllm") return {};
-  if (choice != "auto") {
-    const std::string path = (std::filesystem::path(choice) / "generation_config.json").string();
-    if (!std::filesystem::exists(path))
-      throw NotFound(fmt::format("--generation-config: {}: no such file", path));
+  ModelConfig config = model;
+  if (const std::string path = generation_config_path(choice); !path.empty()) {
     config.generation = {};
     apply_generation_config(read_text_file(path), path, config);
   }
@@ -186,11 +190,9 @@ int run_serve(const ServeOptions& o) {
     throw InvalidArgument("give the model directory once: as `serve MODEL_DIR` or `--model DIR`");
   }
   const std::string model_dir = o.model_dir.empty() ? o.model_flag : o.model_dir;
-  if (o.generation_config != "auto" && o.generation_config != "vllm" &&
-      !std::filesystem::exists(std::filesystem::path(o.generation_config) /
-                               "generation_config.json")) {  // before the (slow) model load
-    throw NotFound(fmt::format("--generation-config: {}/generation_config.json: no such file",
-                               o.generation_config));
+  if (const std::string path = generation_config_path(o.generation_config);
+      !path.empty() && !std::filesystem::exists(path)) {  // before the (slow) model load
+    throw NotFound(fmt::format("--generation-config: {}: no such file", path));
   }
   EngineArgs args = o.engine.to_engine_args();
   args.model = model_dir;

@@ -14,15 +14,7 @@ DrawInputs::DrawInputs(const SamplingParams& params, std::span<const int32_t> pr
     prompt_.assign(prompt.begin(), prompt.end());
     for (int32_t t : prompt) add(t, true);
   }
-  if (params.allowed_token_ids) {
-    std::vector<bool> allowed(static_cast<size_t>(vocab_size), false);
-    for (int32_t t : *params.allowed_token_ids) {
-      if (t >= 0 && t < vocab_size) allowed[static_cast<size_t>(t)] = true;
-    }
-    for (int32_t t = 0; t < vocab_size; ++t) {
-      if (!allowed[static_cast<size_t>(t)]) disallowed_.push_back(t);
-    }
-  }
+  disallowed_ = params.disallowed_tokens(vocab_size);
   if (params.min_tokens > 0) {
     if (!params.ignore_eos) masked_.assign(eos_ids.begin(), eos_ids.end());
     masked_.insert(masked_.end(), params.stop_token_ids.begin(), params.stop_token_ids.end());

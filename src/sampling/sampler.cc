@@ -40,7 +40,7 @@ RequestSampler::RequestSampler(const SamplingParams& params, std::vector<int32_t
     : params_(params), eos_ids_(std::move(eos_ids)), rng_(params.seed.value_or(fallback_seed)) {}
 
 void RequestSampler::apply_processors(std::span<float> logits, std::span<const int32_t> prompt,
-                                      std::span<const int32_t> output) const {
+                                      std::span<const int32_t> output) {
   const auto vocab = static_cast<int32_t>(logits.size());
   auto in_vocab = [&](int32_t t) { return t >= 0 && t < vocab; };
   if (params_.repetition_penalty != 1.0f) {
@@ -74,14 +74,12 @@ void RequestSampler::apply_processors(std::span<float> logits, std::span<const i
     if (in_vocab(t)) logits[static_cast<size_t>(t)] += bias;
   }
   if (params_.allowed_token_ids) {
-    std::vector<bool> allowed(static_cast<size_t>(vocab), false);
-    for (int32_t t : *params_.allowed_token_ids) {
-      if (in_vocab(t)) allowed[static_cast<size_t>(t)] = true;
+    if (disallowed_vocab_ != vocab) {  // built once: every row of a request has the same size
+      disallowed_ = params_.disallowed_tokens(vocab);
+      disallowed_vocab_ = vocab;
     }
-    for (int32_t t = 0; t < vocab; ++t) {
-      if (!allowed[static_cast<size_t>(t)])
-        logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
-    }
+    for (int32_t t : disallowed_)
+      logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
   }
   if (!params_.bad_words_token_ids.empty()) {
     std::vector<int32_t> banned;

@@ -53,7 +53,7 @@ class RequestSampler {
 
  private:
   void apply_processors(std::span<float> logits, std::span<const int32_t> prompt,
-                        std::span<const int32_t> output) const;
+                        std::span<const int32_t> output);
   [[nodiscard]] int32_t draw(std::span<const float> logits);
 
   SamplingParams params_;
@@ -61,6 +61,8 @@ class RequestSampler {
   std::mt19937_64 rng_;
   std::vector<float> scratch_;
   std::vector<int32_t> order_;
+  std::vector<int32_t> disallowed_;  // allowed_token_ids' complement, for rows of disallowed_vocab_
+  int32_t disallowed_vocab_ = -1;
 };
 
 }  // namespace pagoda

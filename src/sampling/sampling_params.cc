@@ -13,6 +13,19 @@ namespace {
 
 }  // namespace
 
+std::vector<int32_t> SamplingParams::disallowed_tokens(int64_t vocab_size) const {
+  std::vector<int32_t> out;
+  if (!allowed_token_ids) return out;
+  std::vector<bool> allowed(static_cast<size_t>(vocab_size), false);
+  for (int32_t t : *allowed_token_ids) {
+    if (t >= 0 && t < vocab_size) allowed[static_cast<size_t>(t)] = true;
+  }
+  for (int32_t t = 0; t < vocab_size; ++t) {
+    if (!allowed[static_cast<size_t>(t)]) out.push_back(t);
+  }
+  return out;
+}
+
 void SamplingParams::validate(int64_t vocab_size) const {
   if (n < 1 || n > 128) reject("n", fmt::format("must be in [1, 128], got {}", n));
   if (!std::isfinite(temperature) || temperature < 0) {

@@ -38,6 +38,8 @@ struct SamplingParams {
   std::vector<std::vector<int32_t>> bad_words_token_ids;
   /// vLLM's allowed_token_ids: when set, every other token's logit is -inf.
   std::optional<std::vector<int32_t>> allowed_token_ids;
+  /// The tokens of [0, vocab_size) that allowed_token_ids leaves out (empty when it is unset).
+  [[nodiscard]] std::vector<int32_t> disallowed_tokens(int64_t vocab_size) const;
 
   /// Throws InvalidArgument naming the first invalid parameter. vocab_size bounds logit_bias keys.
   void validate(int64_t vocab_size) const;
