@@ -85,24 +85,22 @@ void check_response_format(const Json& body) {
 }
 
 void reject_unsupported_vllm_fields(const Json& body) {
-  static constexpr std::string_view kGuided[] = {"guided_json", "guided_regex", "guided_choice",
-                                                 "guided_grammar", "structured_outputs"};
-  static constexpr std::string_view kOther[] = {"logits_processors", "use_beam_search"};
+  static constexpr std::pair<std::string_view, std::string_view> kFields[] = {
+      {"guided_json", ": this engine has no guided decoding"},
+      {"guided_regex", ": this engine has no guided decoding"},
+      {"guided_choice", ": this engine has no guided decoding"},
+      {"guided_grammar", ": this engine has no guided decoding"},
+      {"structured_outputs", ": this engine has no guided decoding"},
+      {"logits_processors", ""},
+      {"use_beam_search", ""}};
   auto is_set = [](const Json& v) {
     return !(v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
              ((v.is_array() || v.is_object()) && v.empty()) ||
              (v.is_string() && v.get_ref<const std::string&>().empty()));
   };
-  for (const std::string_view field : kGuided) {
+  for (const auto& [field, why] : kFields) {
     if (const Json* v = find_field(body, field); v && is_set(*v)) {
-      throw bad_request(
-          fmt::format("'{}' is not supported: this engine has no guided decoding", field),
-          std::string(field));
-    }
-  }
-  for (const std::string_view field : kOther) {
-    if (const Json* v = find_field(body, field); v && is_set(*v)) {
-      throw bad_request(fmt::format("'{}' is not supported", field), std::string(field));
+      throw bad_request(fmt::format("'{}' is not supported{}", field, why), std::string(field));
     }
   }
 }
