@@ -8,10 +8,13 @@
 // S = Q K^T (ldmatrix + mma), causal/window mask per row, online softmax in fp32 registers
 // (exp2 with the scale folded in), O += P V (P re-packed from the S accumulators, V through
 // ldmatrix.trans).
-//   prefill (kDecode = false): 64 rows, warp w owns rows [16w, 16w + 16) and all 64 keys of a tile.
+//   prefill (kDecode = false): 128 rows, warp w owns rows [32w, 32w + 32) (two m-tiles, Q read
+//   from shared memory per tile) and all 64 keys of a tile.
 //   decode (kDecode = true): 16 rows, warp w owns keys [16w, 16w + 16) of every tile, and the four
 //   partial softmaxes are merged through shared memory at the end (flash-decoding inside a block).
-// A split item (partial_slot >= 0) writes fp32 O / l and lse = m + log2(l) into its slot; the last
+// Only a tile that some row's key range does not cover is masked (the diagonal, window and split
+// edges, the end of the keys).
+// A split item (partial_slot >= 0) writes fp32 O / l and lse = m + log2(l) into its slots; the last
 // of the item's splits to finish merges them (finish_split), so no second kernel is launched.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fast_divmod.h"
@@ -39,31 +42,42 @@ struct KernelArgs {
 template <int kD, bool kDecode>
 struct Shape {
   static constexpr int kRows = kDecode ? 16 : kAttentionTileRows;
+  // Prefill: each warp owns 32 rows (two 16-row mma tiles), so that every K and V fragment read
+  // from shared memory feeds two mmas; with 16 rows the kernel read twice the bytes per flop.
+  static constexpr int kWarpRowTiles = kDecode ? 1 : kRows / 16 / (kThreads / 32);
   static constexpr int kStride = kD + 8;  // padded smem row (16 bytes): conflict-free ldmatrix
-  static constexpr int kWarpKeys = kDecode ? 16 : kKeyTile;
+  // Keys of a tile one warp takes per step: decode splits the 64 over its 4 warps; prefill walks
+  // them in two steps of 32, so that S of two m-tiles (32 registers) fits beside O (128).
+  static constexpr int kWarpKeys = kDecode ? 16 : 32;
+  static constexpr int kWarpSteps = kDecode ? 1 : kKeyTile / kWarpKeys;
   static constexpr size_t kQElems = static_cast<size_t>(kRows) * kStride;
   static constexpr size_t kKVElems = static_cast<size_t>(kKeyTile) * kStride;  // one buffer
   template <typename T>
   static constexpr size_t smem_bytes() {
     return (kQElems + 4 * kKVElems) * sizeof(T) + 2 * kRows * sizeof(int);
   }
+  static_assert(kRows % kAttentionSlotRows == 0);  // a split's partials fill whole slots
 };
 
 // Flash-decoding's reduction without a second launch: every block of a split (tile, kv head)
 // counts its arrival on the counter of the group's first slot once its partial writes are visible
 // device-wide; the last to arrive merges the n partials of the item's rows, out = sum_s
 // 2^(lse_s - max) O_s / sum_s 2^(lse_s - max), and resets the counter for the next launch.
+// A split of an item of kRows rows holds kRows / kAttentionSlotRows consecutive slots.
 // The partials come from other SMs, so they are read through L2 (ld.cg), all at once: the n
-// log-sum-exps into `weights` (the free K buffers), turned into normalised weights by a warp per
-// row, then each thread's output chunk sums its n partials with the loads unrolled, so that the
-// merge costs a few L2 round trips, not one per split. Block-uniform: every thread calls it.
-template <typename T, int kD>
+// log-sum-exps into `weights` ([n][num_rows] in the free shared memory), turned into normalised
+// weights by a warp per row, then each thread's output chunk sums its n partials with the loads
+// unrolled, so that the merge costs a few L2 round trips, not one per split. Block-uniform: every
+// thread calls it.
+template <typename T, int kD, int kRows>
 __device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& item, int num_rows,
-                             float* weights /* [kAttentionMaxSplits][kAttentionTileRows] */) {
+                             float* weights /* [kAttentionMaxSplits][kRows] */) {
+  constexpr int kSlotRows = kRows;  // rows between two splits' partials
   __shared__ int is_last;
   const AttentionTokenInfo info = args.token_info[item.token_begin];
   const int n = info.num_splits;
-  const int64_t slot0 = info.first_slot + static_cast<int64_t>(item.kv_head) * n;
+  const int64_t slot0 =
+      info.first_slot + static_cast<int64_t>(item.kv_head) * n * (kRows / kAttentionSlotRows);
   __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -74,27 +88,26 @@ __device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& it
   __syncthreads();
   if (!is_last) return;
 
-  const float* lse = args.partial_lse + slot0 * kAttentionTileRows;
-  const float* part = args.partial_out + slot0 * kAttentionTileRows * kD;
+  const float* lse = args.partial_lse + slot0 * kAttentionSlotRows;
+  const float* part = args.partial_out + slot0 * kAttentionSlotRows * kD;
   for (int i = threadIdx.x; i < n * num_rows; i += kThreads) {  // the item's rows only
-    const int at = (i / num_rows) * kAttentionTileRows + i % num_rows;
-    weights[at] = __ldcg(lse + at);
+    weights[i] = __ldcg(lse + (i / num_rows) * kSlotRows + i % num_rows);
   }
   __syncthreads();
   const int lane = threadIdx.x & 31;
   for (int r = threadIdx.x >> 5; r < num_rows; r += kThreads / 32) {
     float big = -INFINITY;
-    for (int s = lane; s < n; s += 32) big = fmaxf(big, weights[s * kAttentionTileRows + r]);
+    for (int s = lane; s < n; s += 32) big = fmaxf(big, weights[s * num_rows + r]);
     for (int o = 16; o > 0; o >>= 1) big = fmaxf(big, __shfl_xor_sync(0xffffffffu, big, o));
     float sum = 0.0f;
     for (int s = lane; s < n; s += 32) {
-      const float w = big == -INFINITY ? 0.0f : exp2f(weights[s * kAttentionTileRows + r] - big);
-      weights[s * kAttentionTileRows + r] = w;
+      const float w = big == -INFINITY ? 0.0f : exp2f(weights[s * num_rows + r] - big);
+      weights[s * num_rows + r] = w;
       sum += w;
     }
     for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int s = lane; s < n; s += 32) weights[s * kAttentionTileRows + r] *= inv;
+    for (int s = lane; s < n; s += 32) weights[s * num_rows + r] *= inv;
   }
   __syncthreads();
   T* out = static_cast<T*>(args.p.out);
@@ -109,12 +122,11 @@ __device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& it
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
         const int s = min(s0 + j, n - 1);
-        v[j] =
-            __ldcg(reinterpret_cast<const float4*>(part + (s * kAttentionTileRows + r) * kD + d));
+        v[j] = __ldcg(reinterpret_cast<const float4*>(part + (s * kSlotRows + r) * kD + d));
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {  // a split without keys for the row: weight 0, values 0
-        const float w = s0 + j < n ? weights[(s0 + j) * kAttentionTileRows + r] : 0.0f;
+        const float w = s0 + j < n ? weights[(s0 + j) * num_rows + r] : 0.0f;
         acc[0] += w * v[j].x;
         acc[1] += w * v[j].y;
         acc[2] += w * v[j].z;
@@ -133,9 +145,10 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   begin_dependent_kernel();
   using S = Shape<kD, kDecode>;
   constexpr int kRows = S::kRows, kStride = S::kStride, kWarpKeys = S::kWarpKeys;
-  constexpr int kNT = kWarpKeys / 8;  // n-tiles of 8 keys per warp and tile
-  constexpr int kDT = kD / 8;         // n-tiles of 8 output dims
-  constexpr int kChunks = kD / 8;     // 16-byte chunks per row
+  constexpr int kMT = S::kWarpRowTiles;  // 16-row mma tiles per warp
+  constexpr int kNT = kWarpKeys / 8;     // n-tiles of 8 keys per warp and step
+  constexpr int kDT = kD / 8;            // n-tiles of 8 output dims
+  constexpr int kChunks = kD / 8;        // 16-byte chunks per row
 
   const PagedAttentionParams& p = args.p;
   const int item_index = kDecode ? blockIdx.x : args.counts[0] + blockIdx.x;
@@ -180,7 +193,9 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   }
   __syncthreads();
 
-  // The block's key range, and this warp's rows' range (for skipping tiles it does not see).
+  // The block's key range; this warp's rows' union of ranges (for skipping tiles it does not see)
+  // and intersection (a tile inside it needs no mask). Padding rows (r >= num_rows) are left out
+  // of both: their results are never written, so unmasked garbage there is harmless.
   int key_lo = 0x7fffffff, key_hi = -1;
   for (int r = 0; r < kRows; ++r) {
     if (row_lo[r] <= row_hi[r]) {
@@ -189,13 +204,26 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
     }
   }
   const int g = lane >> 2, tig = lane & 3;
-  const int row0 = (kDecode ? 0 : warp * 16) + g, row1 = row0 + 8;
-  const int lo0 = row_lo[row0], hi0 = row_hi[row0], lo1 = row_lo[row1], hi1 = row_hi[row1];
-  int warp_lo = 0x7fffffff, warp_hi = -1;
-  for (int r = row0 - g; r < row0 - g + 16; ++r) {
+  const int warp_row0 = kDecode ? 0 : warp * 16 * kMT;  // the warp's first row
+  // Row of (m-tile mt, half h) of this thread: warp_row0 + mt * 16 + g + 8 h.
+  int lo[kMT][2], hi[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      lo[mt][h] = row_lo[warp_row0 + mt * 16 + g + 8 * h];
+      hi[mt][h] = row_hi[warp_row0 + mt * 16 + g + 8 * h];
+    }
+  }
+  int warp_lo = 0x7fffffff, warp_hi = -1, inner_lo = -1, inner_hi = 0x7fffffff;
+  for (int r = warp_row0; r < warp_row0 + 16 * kMT; ++r) {
     if (row_lo[r] <= row_hi[r]) {
       warp_lo = min(warp_lo, row_lo[r]);
       warp_hi = max(warp_hi, row_hi[r]);
+    }
+    if (r < num_rows) {
+      inner_lo = max(inner_lo, row_lo[r]);
+      inner_hi = min(inner_hi, row_hi[r]);
     }
   }
 
@@ -241,11 +269,26 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   cp_async_commit();  // group 0: Q and tile 0
 
   const float scale_log2 = p.scale * 1.4426950408889634f;
-  float o[kDT][4];
+  float o[kMT][kDT][4];
 #pragma unroll
-  for (int i = 0; i < kDT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-  uint32_t qf[kD / 16][4];
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int i = 0; i < kDT; ++i) o[mt][i][0] = o[mt][i][1] = o[mt][i][2] = o[mt][i][3] = 0.0f;
+  }
+  float m[kMT][2], l[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
+  // Decode keeps its single m-tile of Q in registers; prefill's two would not fit beside the
+  // accumulators, so they are read from shared memory per tile (FlashAttention-2 does the same).
+  constexpr bool kQInRegisters = kMT == 1;
+  uint32_t qf[kQInRegisters ? kD / 16 : 1][4];
+  // ldmatrix address of this lane within a 16 x 16 A fragment at (row, col) of the Q tile.
+  auto q_frag = [&](int row, int col) {
+    return q_s + (row + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride + col + (lane >> 4) * 8;
+  };
   const int key_off = kDecode ? warp * 16 : 0;
 
   for (int tile = 0; tile < max(num_tiles, 1); ++tile) {
@@ -253,86 +296,130 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
-    if (tile == 0) {
-      const T* qw = q_s + (row0 - g) * kStride;
+    if constexpr (kQInRegisters) {
+      if (tile == 0) {
 #pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk)
-        ldmatrix_x4(qf[kk], qw + ((lane >> 3) & 1) * 8 * kStride + (lane & 7) * kStride +
-                                (lane >> 4) * 8 + kk * 16);
+        for (int kk = 0; kk < kD / 16; ++kk) ldmatrix_x4(qf[kk], q_frag(warp_row0, kk * 16));
+      }
     }
     const int tile_base = key_lo + tile * kKeyTile;
-    const int first_key = tile_base + key_off, last_key = first_key + kWarpKeys - 1;
-    if (tile < num_tiles && first_key <= warp_hi && last_key >= warp_lo) {
-      const T* kt = k_s + (tile & 1) * S::kKVElems + key_off * kStride;
-      const T* vt = v_s + (tile & 1) * S::kKVElems + key_off * kStride;
-      float s[kNT][4];
+#pragma unroll 1
+    for (int step = 0; step < S::kWarpSteps; ++step) {
+      const int step_off = key_off + step * kWarpKeys;
+      const int first_key = tile_base + step_off, last_key = first_key + kWarpKeys - 1;
+      if (tile >= num_tiles || first_key > warp_hi || last_key < warp_lo) continue;
+      const T* kt = k_s + (tile & 1) * S::kKVElems + step_off * kStride;
+      const T* vt = v_s + (tile & 1) * S::kKVElems + step_off * kStride;
+      float s[kMT][kNT][4];
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
+        for (int nt = 0; nt < kNT; ++nt)
+          s[mt][nt][0] = s[mt][nt][1] = s[mt][nt][2] = s[mt][nt][3] = 0.0f;
+      }
+      // S = Q K^T, 32 head dims per step: each K fragment serves every m-tile of the warp.
 #pragma unroll
-        for (int kk = 0; kk < kD / 32; ++kk) {
+      for (int kk = 0; kk < kD / 32; ++kk) {
+        uint32_t qa[kMT][2][4];
+        if constexpr (!kQInRegisters) {
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            ldmatrix_x4(qa[mt][0], q_frag(warp_row0 + mt * 16, kk * 32));
+            ldmatrix_x4(qa[mt][1], q_frag(warp_row0 + mt * 16, kk * 32 + 16));
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
           uint32_t b[4];
           ldmatrix_x4(b, kt + (nt * 8 + (lane & 7)) * kStride + kk * 32 + (lane >> 3) * 8);
-          mma<T>(s[nt], qf[2 * kk], b[0], b[1]);
-          mma<T>(s[nt], qf[2 * kk + 1], b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            if constexpr (kQInRegisters) {
+              mma<T>(s[mt][nt], qf[2 * kk], b[0], b[1]);
+              mma<T>(s[mt][nt], qf[2 * kk + 1], b[2], b[3]);
+            } else {
+              mma<T>(s[mt][nt], qa[mt][0], b[0], b[1]);
+              mma<T>(s[mt][nt], qa[mt][1], b[2], b[3]);
+            }
+          }
         }
       }
-      // Mask, scale, row maxima.
-      float mx0 = -INFINITY, mx1 = -INFINITY;
+      // Scale; mask only a tile that is not inside every row's range (the diagonal, a sliding
+      // window's edge, the end of the keys, the split's edges).
+      const bool needs_mask = first_key < inner_lo || last_key > inner_hi;
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
+      for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = first_key + nt * 8 + tig * 2 + (e & 1);
-          const bool ok = e < 2 ? (key >= lo0 && key <= hi0) : (key >= lo1 && key <= hi1);
-          s[nt][e] = ok ? s[nt][e] * scale_log2 : -INFINITY;
+        for (int nt = 0; nt < kNT; ++nt) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int key = first_key + nt * 8 + tig * 2 + (e & 1);
+            const int h = e >> 1;
+            const bool ok = !needs_mask || (key >= lo[mt][h] && key <= hi[mt][h]);
+            s[mt][nt][e] = ok ? s[mt][nt][e] * scale_log2 : -INFINITY;
+          }
         }
-        mx0 = fmaxf(mx0, fmaxf(s[nt][0], s[nt][1]));
-        mx1 = fmaxf(mx1, fmaxf(s[nt][2], s[nt][3]));
       }
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-      mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-      mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-      const float new0 = fmaxf(m0, mx0), new1 = fmaxf(m1, mx1);
-      const float use0 = new0 == -INFINITY ? 0.0f : new0, use1 = new1 == -INFINITY ? 0.0f : new1;
-      const float corr0 = exp2f(m0 - use0), corr1 = exp2f(m1 - use1);
-      m0 = new0;
-      m1 = new1;
-      float sum0 = 0.0f, sum1 = 0.0f;
+      // Online softmax per row: new maximum, rescale of the running sum and output.
 #pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) {
-        s[nt][0] = exp2f(s[nt][0] - use0);
-        s[nt][1] = exp2f(s[nt][1] - use0);
-        s[nt][2] = exp2f(s[nt][2] - use1);
-        s[nt][3] = exp2f(s[nt][3] - use1);
-        sum0 += s[nt][0] + s[nt][1];
-        sum1 += s[nt][2] + s[nt][3];
-      }
-      l0 = l0 * corr0 + sum0;
-      l1 = l1 * corr1 + sum1;
+      for (int mt = 0; mt < kMT; ++mt) {
+        float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int i = 0; i < kDT; ++i) {
-        o[i][0] *= corr0;
-        o[i][1] *= corr0;
-        o[i][2] *= corr1;
-        o[i][3] *= corr1;
+        for (int nt = 0; nt < kNT; ++nt) {
+          mx[0] = fmaxf(mx[0], fmaxf(s[mt][nt][0], s[mt][nt][1]));
+          mx[1] = fmaxf(mx[1], fmaxf(s[mt][nt][2], s[mt][nt][3]));
+        }
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+          mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+        }
+        float use[2], corr[2], sum[2] = {0.0f, 0.0f};
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float next = fmaxf(m[mt][h], mx[h]);
+          use[h] = next == -INFINITY ? 0.0f : next;
+          corr[h] = exp2f(m[mt][h] - use[h]);
+          m[mt][h] = next;
+#pragma unroll
+          for (int i = 0; i < kDT; ++i) {
+            o[mt][i][2 * h] *= corr[h];
+            o[mt][i][2 * h + 1] *= corr[h];
+          }
+        }
+#pragma unroll
+        for (int nt = 0; nt < kNT; ++nt) {
+          s[mt][nt][0] = exp2f(s[mt][nt][0] - use[0]);
+          s[mt][nt][1] = exp2f(s[mt][nt][1] - use[0]);
+          s[mt][nt][2] = exp2f(s[mt][nt][2] - use[1]);
+          s[mt][nt][3] = exp2f(s[mt][nt][3] - use[1]);
+          sum[0] += s[mt][nt][0] + s[mt][nt][1];
+          sum[1] += s[mt][nt][2] + s[mt][nt][3];
+        }
+        l[mt][0] = l[mt][0] * corr[0] + sum[0];
+        l[mt][1] = l[mt][1] * corr[1] + sum[1];
       }
-      // O += P V, 16 keys per mma k-step.
+      // O += P V, 16 keys per mma k-step: each V fragment serves every m-tile of the warp.
 #pragma unroll
       for (int ks = 0; ks < kWarpKeys / 16; ++ks) {
-        const uint32_t a[4] = {pack2<T>(s[2 * ks][0], s[2 * ks][1]),
-                               pack2<T>(s[2 * ks][2], s[2 * ks][3]),
-                               pack2<T>(s[2 * ks + 1][0], s[2 * ks + 1][1]),
-                               pack2<T>(s[2 * ks + 1][2], s[2 * ks + 1][3])};
+        uint32_t a[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          a[mt][0] = pack2<T>(s[mt][2 * ks][0], s[mt][2 * ks][1]);
+          a[mt][1] = pack2<T>(s[mt][2 * ks][2], s[mt][2 * ks][3]);
+          a[mt][2] = pack2<T>(s[mt][2 * ks + 1][0], s[mt][2 * ks + 1][1]);
+          a[mt][3] = pack2<T>(s[mt][2 * ks + 1][2], s[mt][2 * ks + 1][3]);
+        }
 #pragma unroll
         for (int dp = 0; dp < kD / 16; ++dp) {
           uint32_t b[4];
           ldmatrix_x4_trans(b, vt + (ks * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * kStride +
                                    dp * 16 + (lane >> 4) * 8);
-          mma<T>(o[2 * dp], a, b[0], b[1]);
-          mma<T>(o[2 * dp + 1], a, b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma<T>(o[mt][2 * dp], a[mt], b[0], b[1]);
+            mma<T>(o[mt][2 * dp + 1], a[mt], b[2], b[3]);
+          }
         }
       }
     }
@@ -340,40 +427,48 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   }
   cp_async_wait<0>();
 
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      l[mt][h] += __shfl_xor_sync(0xffffffffu, l[mt][h], 1);
+      l[mt][h] += __shfl_xor_sync(0xffffffffu, l[mt][h], 2);
+    }
+  }
 
   T* out = static_cast<T*>(p.out);
   const bool split = item.partial_slot >= 0;
   float* part_out =
-      split ? args.partial_out + static_cast<int64_t>(item.partial_slot) * kAttentionTileRows * kD
+      split ? args.partial_out + static_cast<int64_t>(item.partial_slot) * kAttentionSlotRows * kD
             : nullptr;
   float* part_lse =
-      split ? args.partial_lse + static_cast<int64_t>(item.partial_slot) * kAttentionTileRows
+      split ? args.partial_lse + static_cast<int64_t>(item.partial_slot) * kAttentionSlotRows
             : nullptr;
 
   if constexpr (!kDecode) {
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = half ? row1 : row0;
-      if (r >= num_rows) continue;
-      const float l = half ? l1 : l0, m = half ? m1 : m0;
-      const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-      const int64_t t = item.token_begin + r / group;
-      const int h = item.kv_head * group + r % group;
+    for (int mt = 0; mt < kMT; ++mt) {
 #pragma unroll
-      for (int i = 0; i < kDT; ++i) {
-        const int d = i * 8 + tig * 2;
-        const float x0 = o[i][half * 2] * inv, x1 = o[i][half * 2 + 1] * inv;
-        if (split) {
-          *reinterpret_cast<float2*>(part_out + r * kD + d) = make_float2(x0, x1);
-        } else {
-          *reinterpret_cast<uint32_t*>(out + (t * p.num_heads + h) * kD + d) = pack2<T>(x0, x1);
+      for (int h = 0; h < 2; ++h) {
+        const int r = warp_row0 + mt * 16 + g + 8 * h;
+        if (r >= num_rows) continue;
+        const float inv = l[mt][h] > 0.0f ? 1.0f / l[mt][h] : 0.0f;
+        const int64_t t = item.token_begin + r / group;
+        const int head = item.kv_head * group + r % group;
+#pragma unroll
+        for (int i = 0; i < kDT; ++i) {
+          const int d = i * 8 + tig * 2;
+          const float x0 = o[mt][i][2 * h] * inv, x1 = o[mt][i][2 * h + 1] * inv;
+          if (split) {
+            *reinterpret_cast<float2*>(part_out + r * kD + d) = make_float2(x0, x1);
+          } else {
+            *reinterpret_cast<uint32_t*>(out + (t * p.num_heads + head) * kD + d) =
+                pack2<T>(x0, x1);
+          }
         }
+        if (split && tig == 0)
+          part_lse[r] = l[mt][h] > 0.0f ? m[mt][h] + log2f(l[mt][h]) : -INFINITY;
       }
-      if (split && tig == 0) part_lse[r] = l > 0.0f ? m + log2f(l) : -INFINITY;
     }
   } else {
     // Merge the four warps' partial softmaxes over the item's rows (num_rows of the 16 are
@@ -383,30 +478,30 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
     float* merge = reinterpret_cast<float*>(k_s);  // [4][16][kD]
     __syncthreads();
     if (tig == 0) {
-      m_s[warp][g] = m0;
-      m_s[warp][g + 8] = m1;
-      l_s[warp][g] = l0;
-      l_s[warp][g + 8] = l1;
+      m_s[warp][g] = m[0][0];
+      m_s[warp][g + 8] = m[0][1];
+      l_s[warp][g] = l[0][0];
+      l_s[warp][g + 8] = l[0][1];
     }
     __syncthreads();
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int r = half ? row1 : row0;
+    for (int h = 0; h < 2; ++h) {
+      const int r = g + 8 * h;
       if (r >= num_rows) continue;
       float big = -INFINITY;
 #pragma unroll
       for (int w = 0; w < 4; ++w) big = fmaxf(big, m_s[w][r]);
-      float l = 0.0f;
+      float sum = 0.0f;
 #pragma unroll
-      for (int w = 0; w < 4; ++w) l += big == -INFINITY ? 0.0f : l_s[w][r] * exp2f(m_s[w][r] - big);
-      const float mine = half ? m1 : m0;
-      const float f = big == -INFINITY || l <= 0.0f ? 0.0f : exp2f(mine - big) / l;
-      if (warp == 0 && tig == 0) lse_s[r] = l > 0.0f ? big + log2f(l) : -INFINITY;
+      for (int w = 0; w < 4; ++w)
+        sum += big == -INFINITY ? 0.0f : l_s[w][r] * exp2f(m_s[w][r] - big);
+      const float f = big == -INFINITY || sum <= 0.0f ? 0.0f : exp2f(m[0][h] - big) / sum;
+      if (warp == 0 && tig == 0) lse_s[r] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
 #pragma unroll
       for (int i = 0; i < kDT; ++i) {
         const int d = i * 8 + tig * 2;
         *reinterpret_cast<float2*>(merge + (warp * 16 + r) * kD + d) =
-            make_float2(o[i][half * 2] * f, o[i][half * 2 + 1] * f);
+            make_float2(o[0][i][2 * h] * f, o[0][i][2 * h + 1] * f);
       }
     }
     __syncthreads();
@@ -426,16 +521,15 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
         if (d == 0) part_lse[r] = lse_s[r];
       } else {
         const int64_t t = item.token_begin + r / group;
-        const int h = item.kv_head * group + r % group;
-        *reinterpret_cast<uint2*>(out + (t * p.num_heads + h) * kD + d) =
+        const int head = item.kv_head * group + r % group;
+        *reinterpret_cast<uint2*>(out + (t * p.num_heads + head) * kD + d) =
             make_uint2(pack2<T>(x.x, x.y), pack2<T>(x.z, x.w));
       }
     }
   }
-  // The K buffers (and the decode merge's area) are free: the merge's weights go there.
-  static_assert(2 * S::kKVElems * sizeof(T) >=
-                sizeof(float) * kAttentionMaxSplits * kAttentionTileRows);
-  if (split) finish_split<T, kD>(args, item, num_rows, reinterpret_cast<float*>(k_s));
+  // The whole of shared memory is free now: the merge's weights go there.
+  static_assert(S::template smem_bytes<T>() >= sizeof(float) * kAttentionMaxSplits * kRows);
+  if (split) finish_split<T, kD, kRows>(args, item, num_rows, reinterpret_cast<float*>(smem_raw));
 }
 
 /// Launches one instantiation over `grid` blocks (raising its shared-memory limit first).

@@ -75,6 +75,12 @@ int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_i
   return best > 1 && best_cost < 0.85 * cost(1) ? best : 1;
 }
 
+/// Partial-result slots one split of the tile's items takes (its rows / kAttentionSlotRows).
+int item_slots(const Tile& tile) {
+  static_assert(kDecodeRows == kAttentionSlotRows && kAttentionTileRows % kAttentionSlotRows == 0);
+  return tile.decode ? 1 : kAttentionTileRows / kAttentionSlotRows;
+}
+
 // Partial-result slots the workspace really holds: none for a shape of the general kernel.
 int64_t partial_slots(const AttentionLimits& l) {
   return attention_fast_kernel_supports(l.head_dim, l.block_size) ? std::max(0, l.max_partial_slots)
@@ -91,8 +97,8 @@ AttentionWorkspaceSections attention_workspace_sections(const AttentionLimits& l
   s.counters =
       s.token_info + align16(sizeof(AttentionTokenInfo) * static_cast<size_t>(l.max_tokens));
   s.lse = s.counters + align16(sizeof(int32_t) * slots);
-  s.out = s.lse + align16(sizeof(float) * kAttentionTileRows * slots);
-  s.total = s.out + sizeof(float) * kAttentionTileRows * static_cast<size_t>(l.head_dim) * slots;
+  s.out = s.lse + align16(sizeof(float) * kAttentionSlotRows * slots);
+  s.total = s.out + sizeof(float) * kAttentionSlotRows * static_cast<size_t>(l.head_dim) * slots;
   return s;
 }
 
@@ -112,7 +118,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
   plan->token_info.assign(static_cast<size_t>(num_tokens), AttentionTokenInfo{-1, 1, 0, 0});
 
   // Query tiles: a sequence whose rows fit one decode tile is one decode tile, else prefill tiles
-  // of 64 / group tokens.
+  // of kAttentionTileRows / group tokens.
   std::vector<Tile> tiles;
   const int prefill_tokens = kAttentionTileRows / group;
   for (int s = 0; s < in.num_seqs; ++s) {
@@ -146,7 +152,8 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
     if (c > 0) n = (kv_len + c - 1) / c;
     splits[i] = std::max(n, 1);
     chunk[i] = c;
-    if (splits[i] > 1) slots += static_cast<int64_t>(splits[i]) * in.num_kv_heads;
+    if (splits[i] > 1)
+      slots += static_cast<int64_t>(splits[i]) * in.num_kv_heads * item_slots(tiles[i]);
   }
   if (slots > partial_slots(limits)) {
     std::fill(splits.begin(), splits.end(), 1);
@@ -161,7 +168,8 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
     const int kv_len = std::max(0, in.seq_lens[tile.seq]);
     const int n = splits[i];
     const int first_slot = n > 1 ? next_slot : -1;
-    if (n > 1) next_slot += n * in.num_kv_heads;
+    const int per_item = item_slots(tile);
+    if (n > 1) next_slot += n * in.num_kv_heads * per_item;
     for (int t = tile.token_begin; t < tile.token_end; ++t)
       plan->token_info[static_cast<size_t>(t)] = {first_slot, n, tile.token_begin, 0};
     // Estimated keys of the tile (its last token sits at kv_len - (seq end - token_end)), for
@@ -177,7 +185,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
         item.token_end = tile.token_end;
         item.kv_begin = n > 1 ? sp * chunk[i] : 0;
         item.kv_end = n > 1 ? std::min(kv_len, (sp + 1) * chunk[i]) : kv_len;
-        item.partial_slot = n > 1 ? first_slot + h * n + sp : -1;
+        item.partial_slot = n > 1 ? first_slot + (h * n + sp) * per_item : -1;
         if (tile.decode) {
           decode.push_back(item);
         } else {

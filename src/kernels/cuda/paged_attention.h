@@ -70,7 +70,8 @@ struct AttentionWorkItem {
 /// Per query token: where the split merge finds its partials. num_splits <= 1: none.
 struct AttentionTokenInfo {
   int32_t first_slot;  // slot of (kv head 0, split 0) of the token's tile
-  int32_t num_splits;  // splits per kv head; slot = first_slot + kv_head * num_splits + split
+  int32_t num_splits;  // splits per kv head; slot = first_slot + (kv_head * num_splits + split) *
+                       // (slots of an item: 1 for decode, kAttentionTileRows / kAttentionSlotRows)
   int32_t tile_begin;  // first token of the tile (row of a token = (t - tile_begin) * group + h %
                        // group)
   int32_t reserved;
@@ -80,12 +81,15 @@ struct AttentionTokenInfo {
 struct AttentionLimits {
   int64_t max_tokens = 0;
   int max_items = 0;
-  int max_partial_slots = 0;  // each slot holds kAttentionTileRows rows of head_dim fp32
+  int max_partial_slots = 0;  // each slot holds kAttentionSlotRows rows of head_dim fp32
   int head_dim = 128;
   int block_size = 16;  // of the KV cache: with head_dim, decides the kernel (and so the splits)
 };
 
-inline constexpr int kAttentionTileRows = 64;  // (token, head) rows per prefill work item
+inline constexpr int kAttentionTileRows = 128;  // (token, head) rows per prefill work item
+// Rows of one partial-result slot: a split decode item (16 rows) holds one slot per split, a split
+// prefill item kAttentionTileRows / kAttentionSlotRows consecutive ones.
+inline constexpr int kAttentionSlotRows = 16;
 inline constexpr int kGeneralAttentionMaxHeadDim = 256;
 inline constexpr int kDefaultMinSplitKeys = 64;
 inline constexpr int kAttentionMaxSplits = 64;  // splits of one item's key range
@@ -98,8 +102,8 @@ inline constexpr int kAttentionMaxSplits = 64;  // splits of one item's key rang
 /// Bytes of device workspace for these limits (16-byte aligned sections; the partial sections are
 /// empty when the limits' shape runs the general kernel, which never splits):
 /// [counts: int32 x 4][items: AttentionWorkItem x max_items][token info: x max_tokens]
-/// [split counters: int32 x max_partial_slots][partial lse: fp32 x max_partial_slots x 64][partial
-/// out: fp32 x max_partial_slots x 64 x head_dim]
+/// [split counters: int32 x max_partial_slots][partial lse: fp32 x max_partial_slots x 16][partial
+/// out: fp32 x max_partial_slots x 16 x head_dim]
 [[nodiscard]] size_t attention_workspace_bytes(const AttentionLimits& limits);
 
 /// Byte offsets of the workspace sections (counts at 0).
@@ -124,7 +128,7 @@ struct AttentionPlanInput {
 
 /// The work partition of one step. Decode items (a sequence whose query rows fit in 16: decode,
 /// short speculative chunks) run in a kernel that splits each key tile over its 4 warps; prefill
-/// items (64 query rows) run the FlashAttention-2 kernel. When there are too few items to fill the
+/// items (128 query rows) run the FlashAttention-2 kernel. When there are too few items to fill the
 /// GPU (small batches, long contexts) each item's key range is split (flash-decoding) and the last
 /// split block of each item merges the partials.
 struct AttentionPlan {

@@ -25,6 +25,7 @@ const std::vector<Batch> kShortBatches = {
     {{0, 1}, {15, 1}, {16, 1}, {99, 1}},  // decode batch across block boundaries
     {{300, 64}, {0, 130}, {63, 2}},       // several prefill tiles, prefix hits, short chunk
     {{1000, 1}, {700, 3}, {513, 1}},      // decodes long enough to split
+    {{0, 200}, {129, 131}},  // prefill tiles that end inside a warp's 32 rows; unmasked inner tiles
 };
 
 TEST(CudaPagedAttention, MatchesCpuOverGrid) {
