@@ -151,7 +151,7 @@ TEST(ChatReasoning, ToolCallsAreParsedFromTheContentOnly) {
   EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
   EXPECT_EQ(choice["finish_reason"], "tool_calls");
   const Streamed s = stream(parse_chat_request(body + R"(, "stream": true})", ctx), text, 6);
-  EXPECT_EQ(s.reasoning, choice["message"]["reasoning_content"]);
+  EXPECT_EQ(s.reasoning, choice["message"]["reasoning_content"].get<std::string>());
   ASSERT_EQ(s.calls.size(), 1u);
   EXPECT_EQ(s.calls[0]["function"]["name"], "get_weather");
   EXPECT_EQ(s.finish_reason, "tool_calls");
