@@ -236,9 +236,10 @@ void bench_attention(const AttnCase& c, int num_sms) {
       std::max(rotations, 10));
   const double tbs = kv_bytes_one / (ms * 1e-3) / 1e12;
   const double tflops = flops / (ms * 1e-3) / 1e12;
-  std::printf("%-22s %8.1f %8.2f %5.0f%% %9.1f %5.0f%%   items %d+%d, slots %d\n", c.name, ms * 1e3,
-              tbs, 100 * tbs / kHbmTBs, tflops, 100 * tflops / kBf16Tflops, plan.num_decode_items,
-              plan.num_prefill_items, plan.num_partial_slots);
+  std::printf("%-22s %8.1f %8.2f %5.0f%% %9.1f %5.0f%%   items %d+%d (%d rows), slots %d\n", c.name,
+              ms * 1e3, tbs, 100 * tbs / kHbmTBs, tflops, 100 * tflops / kBf16Tflops,
+              plan.num_decode_items, plan.num_prefill_items, plan.prefill_rows,
+              plan.num_partial_slots);
   for (auto* t : tables) cudaFree(t);
   cudaFree(kc);
   cudaFree(vc);

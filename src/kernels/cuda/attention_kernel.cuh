@@ -8,9 +8,11 @@
 // S = Q K^T (ldmatrix + mma), causal/window mask per row, online softmax in fp32 registers
 // (exp2 with the scale folded in), O += P V (P re-packed from the S accumulators, V through
 // ldmatrix.trans).
-//   prefill (kDecode = false): 128 rows, warp w owns rows [32w, 32w + 32) (two m-tiles, Q read
-//   from shared memory per tile) and all 64 keys of a tile.
-//   decode (kDecode = true): 16 rows, warp w owns keys [16w, 16w + 16) of every tile, and the four
+//   prefill, 128 rows: warp w owns rows [32w, 32w + 32) (two m-tiles, Q read from shared memory
+//   per tile) and all 64 keys of a tile, in two steps of 32.
+//   prefill, 64 rows (batches that 128-row items would not spread over every SM): warp w owns rows
+//   [16w, 16w + 16) (Q in registers) and all 64 keys of a tile in one step.
+//   decode (kRows = 16): 16 rows, warp w owns keys [16w, 16w + 16) of every tile, and the four
 //   partial softmaxes are merged through shared memory at the end (flash-decoding inside a block).
 // Only a tile that some row's key range does not cover is masked (the diagonal, window and split
 // edges, the end of the keys).
@@ -39,16 +41,18 @@ struct KernelArgs {
   FastDivmod block_size_div;  // by p.layout.block_size
 };
 
-template <int kD, bool kDecode>
+template <int kD, int kRows_>
 struct Shape {
-  static constexpr int kRows = kDecode ? 16 : kAttentionTileRows;
-  // Prefill: each warp owns 32 rows (two 16-row mma tiles), so that every K and V fragment read
-  // from shared memory feeds two mmas; with 16 rows the kernel read twice the bytes per flop.
+  static constexpr int kRows = kRows_;
+  static constexpr bool kDecode = kRows == 16;
+  // Prefill: each warp owns kRows / 4 rows. With 32 (two 16-row mma tiles) every K and V fragment
+  // read from shared memory feeds two mmas; with 16 rows the kernel reads twice the bytes per flop,
+  // but a batch makes twice the blocks.
   static constexpr int kWarpRowTiles = kDecode ? 1 : kRows / 16 / (kThreads / 32);
   static constexpr int kStride = kD + 8;  // padded smem row (16 bytes): conflict-free ldmatrix
-  // Keys of a tile one warp takes per step: decode splits the 64 over its 4 warps; prefill walks
-  // them in two steps of 32, so that S of two m-tiles (32 registers) fits beside O (128).
-  static constexpr int kWarpKeys = kDecode ? 16 : 32;
+  // Keys of a tile one warp takes per step: decode splits the 64 over its 4 warps; prefill with two
+  // m-tiles walks them in two steps of 32, so that S of both (32 registers) fits beside O (128).
+  static constexpr int kWarpKeys = kDecode ? 16 : kWarpRowTiles == 1 ? kKeyTile : 32;
   static constexpr int kWarpSteps = kDecode ? 1 : kKeyTile / kWarpKeys;
   static constexpr size_t kQElems = static_cast<size_t>(kRows) * kStride;
   static constexpr size_t kKVElems = static_cast<size_t>(kKeyTile) * kStride;  // one buffer
@@ -57,6 +61,7 @@ struct Shape {
     return (kQElems + 4 * kKVElems) * sizeof(T) + 2 * kRows * sizeof(int);
   }
   static_assert(kRows % kAttentionSlotRows == 0);  // a split's partials fill whole slots
+  static_assert(kDecode || kRows == kAttentionTileRows || kRows == kAttentionSmallTileRows);
 };
 
 // Flash-decoding's reduction without a second launch: every block of a split (tile, kv head)
@@ -113,16 +118,17 @@ __device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& it
   T* out = static_cast<T*>(args.p.out);
   for (int i = threadIdx.x; i < num_rows * (kD / 4); i += kThreads) {
     const int r = i / (kD / 4), d = (i % (kD / 4)) * 4;
-    // The partials in batches of kBatch loads in flight (a batch past n re-reads split n - 1
-    // with weight 0), summed in split order.
+    // The partials in batches of kBatch loads in flight (a batch past n loads nothing and adds
+    // zeros), summed in split order.
     constexpr int kBatch = 16;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
     for (int s0 = 0; s0 < n; s0 += kBatch) {
       float4 v[kBatch];
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {
-        const int s = min(s0 + j, n - 1);
-        v[j] = __ldcg(reinterpret_cast<const float4*>(part + (s * kSlotRows + r) * kD + d));
+        v[j] = s0 + j < n ? __ldcg(reinterpret_cast<const float4*>(
+                                part + ((s0 + j) * kSlotRows + r) * kD + d))
+                          : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
       }
 #pragma unroll
       for (int j = 0; j < kBatch; ++j) {  // a split without keys for the row: weight 0, values 0
@@ -140,11 +146,12 @@ __device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& it
   }
 }
 
-template <typename T, int kD, bool kDecode>
+template <typename T, int kD, int kRows>
 __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   begin_dependent_kernel();
-  using S = Shape<kD, kDecode>;
-  constexpr int kRows = S::kRows, kStride = S::kStride, kWarpKeys = S::kWarpKeys;
+  using S = Shape<kD, kRows>;
+  constexpr bool kDecode = S::kDecode;
+  constexpr int kStride = S::kStride, kWarpKeys = S::kWarpKeys;
   constexpr int kMT = S::kWarpRowTiles;  // 16-row mma tiles per warp
   constexpr int kNT = kWarpKeys / 8;     // n-tiles of 8 keys per warp and step
   constexpr int kDT = kD / 8;            // n-tiles of 8 output dims
@@ -533,11 +540,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
 }
 
 /// Launches one instantiation over `grid` blocks (raising its shared-memory limit first).
-template <typename T, int kD, bool kDecode>
+template <typename T, int kD, int kRows>
 cudaError_t launch_attention(const KernelArgs& args, int grid, cudaStream_t stream) {
   if (grid <= 0) return cudaSuccess;
-  constexpr size_t smem = Shape<kD, kDecode>::template smem_bytes<T>();
-  auto* kernel = attention_kernel<T, kD, kDecode>;
+  constexpr size_t smem = Shape<kD, kRows>::template smem_bytes<T>();
+  auto* kernel = attention_kernel<T, kD, kRows>;
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));
       e != cudaSuccess)
@@ -546,8 +553,26 @@ cudaError_t launch_attention(const KernelArgs& args, int grid, cudaStream_t stre
   return cudaGetLastError();
 }
 
-/// The instantiations live in attention_decode.cu and attention_prefill.cu (compiled in parallel).
+/// The instantiation of the dtype and head dim of `args` for items of kRows rows.
+template <int kRows>
+cudaError_t launch_rows(const KernelArgs& args, int grid, cudaStream_t stream) {
+  const bool bf16 = args.p.dtype == DType::kBF16;
+  switch (args.p.layout.head_dim) {
+    case 64:
+      return bf16 ? launch_attention<__nv_bfloat16, 64, kRows>(args, grid, stream)
+                  : launch_attention<__half, 64, kRows>(args, grid, stream);
+    case 128:
+      return bf16 ? launch_attention<__nv_bfloat16, 128, kRows>(args, grid, stream)
+                  : launch_attention<__half, 128, kRows>(args, grid, stream);
+    default:
+      return cudaErrorInvalidValue;
+  }
+}
+
+/// The instantiations live in attention_decode.cu, attention_prefill.cu (128 rows) and
+/// attention_prefill_small.cu (64 rows), compiled in parallel.
 cudaError_t launch_decode(const KernelArgs& args, int grid, cudaStream_t stream);
 cudaError_t launch_prefill(const KernelArgs& args, int grid, cudaStream_t stream);
+cudaError_t launch_prefill_small(const KernelArgs& args, int grid, cudaStream_t stream);
 
 }  // namespace pagoda::cuda::attention

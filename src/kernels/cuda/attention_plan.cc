@@ -75,10 +75,30 @@ int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_i
   return best > 1 && best_cost < 0.85 * cost(1) ? best : 1;
 }
 
-/// Partial-result slots one split of the tile's items takes (its rows / kAttentionSlotRows).
-int item_slots(const Tile& tile) {
-  static_assert(kDecodeRows == kAttentionSlotRows && kAttentionTileRows % kAttentionSlotRows == 0);
-  return tile.decode ? 1 : kAttentionTileRows / kAttentionSlotRows;
+/// Partial-result slots one split of a tile's items takes (its rows / kAttentionSlotRows).
+int item_slots(const Tile& tile, int prefill_rows) {
+  static_assert(kDecodeRows == kAttentionSlotRows && kAttentionTileRows % kAttentionSlotRows == 0 &&
+                kAttentionSmallTileRows % kAttentionSlotRows == 0);
+  return tile.decode ? 1 : prefill_rows / kAttentionSlotRows;
+}
+
+/// Rows of the plan's prefill items: 128 (each K/V fragment feeds two mma tiles per warp) when the
+/// batch makes enough such items to give every SM kBlocksPerSm of them, else 64, which doubles the
+/// blocks of a small batch (one 512-token prompt: 128 items of 128 rows on 132 SMs).
+int choose_prefill_rows(const AttentionPlanInput& in, int group) {
+  if (group > kAttentionSmallTileRows) return kAttentionTileRows;
+  if (in.prefill_rows == kAttentionTileRows || in.prefill_rows == kAttentionSmallTileRows)
+    return in.prefill_rows;
+  const int tokens = kAttentionTileRows / group;
+  int64_t items = 0;
+  for (int s = 0; s < in.num_seqs; ++s) {
+    const int n = in.query_start_loc[s + 1] - in.query_start_loc[s];
+    if (n * group > kDecodeRows) items += (n + tokens - 1) / tokens;
+  }
+  items *= in.num_kv_heads;
+  return items >= static_cast<int64_t>(std::max(1, in.num_sms)) * kBlocksPerSm
+             ? kAttentionTileRows
+             : kAttentionSmallTileRows;
 }
 
 // Partial-result slots the workspace really holds: none for a shape of the general kernel.
@@ -118,9 +138,10 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
   plan->token_info.assign(static_cast<size_t>(num_tokens), AttentionTokenInfo{-1, 1, 0, 0});
 
   // Query tiles: a sequence whose rows fit one decode tile is one decode tile, else prefill tiles
-  // of kAttentionTileRows / group tokens.
+  // of prefill_rows / group tokens.
   std::vector<Tile> tiles;
-  const int prefill_tokens = kAttentionTileRows / group;
+  plan->prefill_rows = choose_prefill_rows(in, group);
+  const int prefill_tokens = plan->prefill_rows / group;
   for (int s = 0; s < in.num_seqs; ++s) {
     const int b = in.query_start_loc[s], e = in.query_start_loc[s + 1];
     if (e <= b) continue;
@@ -139,21 +160,30 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
                                                         [](const Tile& t) { return t.decode; });
   if (all_decode) want_splits = decode_splits(in, limits.head_dim, base_items, tiles);
 
+  // Keys of a tile: its last token sits at kv_len - (seq end - token_end), so a causal tile early
+  // in a prompt sees fewer keys than the sequence holds. The splits cut these keys (no split
+  // without keys); the last split still runs to kv_len, so that positions are the only truth.
+  auto tile_keys = [&](const Tile& t) {
+    const int kv_len = std::max(0, in.seq_lens[t.seq]);
+    return std::clamp(kv_len - (in.query_start_loc[t.seq + 1] - t.token_end), 1,
+                      std::max(kv_len, 1));
+  };
   // Splits per tile, then a fallback to no splits if they would not fit the workspace.
   std::vector<int> splits(tiles.size(), 1), chunk(tiles.size(), 0);
   int64_t slots = 0;
   for (size_t i = 0; i < tiles.size(); ++i) {
-    const int kv_len = std::max(0, in.seq_lens[tiles[i].seq]);
+    const int keys = tile_keys(tiles[i]);
     int n = static_cast<int>(
-        std::min<int64_t>({want_splits, (kv_len + min_keys - 1) / min_keys, kAttentionMaxSplits}));
+        std::min<int64_t>({want_splits, (keys + min_keys - 1) / min_keys, kAttentionMaxSplits}));
     n = std::max(n, 1);
-    int c = (kv_len + n - 1) / n;
+    int c = (keys + n - 1) / n;
     c = (c + kKeyTile - 1) / kKeyTile * kKeyTile;
-    if (c > 0) n = (kv_len + c - 1) / c;
+    n = (keys + c - 1) / c;
     splits[i] = std::max(n, 1);
     chunk[i] = c;
     if (splits[i] > 1)
-      slots += static_cast<int64_t>(splits[i]) * in.num_kv_heads * item_slots(tiles[i]);
+      slots += static_cast<int64_t>(splits[i]) * in.num_kv_heads *
+               item_slots(tiles[i], plan->prefill_rows);
   }
   if (slots > partial_slots(limits)) {
     std::fill(splits.begin(), splits.end(), 1);
@@ -168,14 +198,11 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
     const int kv_len = std::max(0, in.seq_lens[tile.seq]);
     const int n = splits[i];
     const int first_slot = n > 1 ? next_slot : -1;
-    const int per_item = item_slots(tile);
+    const int per_item = item_slots(tile, plan->prefill_rows);
     if (n > 1) next_slot += n * in.num_kv_heads * per_item;
     for (int t = tile.token_begin; t < tile.token_end; ++t)
       plan->token_info[static_cast<size_t>(t)] = {first_slot, n, tile.token_begin, 0};
-    // Estimated keys of the tile (its last token sits at kv_len - (seq end - token_end)), for
-    // longest-first ordering only: the kernel takes the real range from the positions.
-    const int seq_end = in.query_start_loc[tile.seq + 1];
-    const int64_t tile_keys = std::max(1, kv_len - (seq_end - tile.token_end));
+    const int keys = tile_keys(tile);  // for longest-first ordering
     for (int h = 0; h < in.num_kv_heads; ++h) {
       for (int sp = 0; sp < n; ++sp) {
         AttentionWorkItem item{};
@@ -184,13 +211,13 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
         item.token_begin = tile.token_begin;
         item.token_end = tile.token_end;
         item.kv_begin = n > 1 ? sp * chunk[i] : 0;
-        item.kv_end = n > 1 ? std::min(kv_len, (sp + 1) * chunk[i]) : kv_len;
+        item.kv_end = sp + 1 < n ? (sp + 1) * chunk[i] : kv_len;
         item.partial_slot = n > 1 ? first_slot + (h * n + sp) * per_item : -1;
         if (tile.decode) {
           decode.push_back(item);
         } else {
           prefill.push_back(item);
-          prefill_cost.push_back(std::min<int64_t>(tile_keys, item.kv_end) - item.kv_begin);
+          prefill_cost.push_back(std::min(keys, item.kv_end) - item.kv_begin);
         }
       }
     }

@@ -33,7 +33,9 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
   args.block_size_div = FastDivmod(static_cast<uint32_t>(L.block_size));
   if (cudaError_t e = attention::launch_decode(args, plan.decode_grid, stream); e != cudaSuccess)
     return e;
-  return attention::launch_prefill(args, plan.prefill_grid, stream);
+  return plan.prefill_rows == kAttentionSmallTileRows
+             ? attention::launch_prefill_small(args, plan.prefill_grid, stream)
+             : attention::launch_prefill(args, plan.prefill_grid, stream);
 }
 
 }  // namespace pagoda::cuda

@@ -71,7 +71,7 @@ struct AttentionWorkItem {
 struct AttentionTokenInfo {
   int32_t first_slot;  // slot of (kv head 0, split 0) of the token's tile
   int32_t num_splits;  // splits per kv head; slot = first_slot + (kv_head * num_splits + split) *
-                       // (slots of an item: 1 for decode, kAttentionTileRows / kAttentionSlotRows)
+                       // (slots of an item: its rows / kAttentionSlotRows)
   int32_t tile_begin;  // first token of the tile (row of a token = (t - tile_begin) * group + h %
                        // group)
   int32_t reserved;
@@ -86,9 +86,12 @@ struct AttentionLimits {
   int block_size = 16;  // of the KV cache: with head_dim, decides the kernel (and so the splits)
 };
 
-inline constexpr int kAttentionTileRows = 128;  // (token, head) rows per prefill work item
+// (token, head) rows of a prefill work item: kAttentionTileRows when the batch fills the GPU with
+// such items, else kAttentionSmallTileRows (AttentionPlan::prefill_rows).
+inline constexpr int kAttentionTileRows = 128;
+inline constexpr int kAttentionSmallTileRows = 64;
 // Rows of one partial-result slot: a split decode item (16 rows) holds one slot per split, a split
-// prefill item kAttentionTileRows / kAttentionSlotRows consecutive ones.
+// prefill item its rows / kAttentionSlotRows consecutive ones.
 inline constexpr int kAttentionSlotRows = 16;
 inline constexpr int kGeneralAttentionMaxHeadDim = 256;
 inline constexpr int kDefaultMinSplitKeys = 64;
@@ -124,13 +127,16 @@ struct AttentionPlanInput {
   // Fewest keys a split may hold (rounded up to the kernel's 64-key tile): a shorter one costs more
   // in partial writes and merging than it saves.
   int min_split_keys = kDefaultMinSplitKeys;
+  // Rows of the prefill items: 0 lets the plan choose (choose_prefill_rows); tests force
+  // kAttentionTileRows or kAttentionSmallTileRows to reach both kernels with small batches.
+  int prefill_rows = 0;
 };
 
 /// The work partition of one step. Decode items (a sequence whose query rows fit in 16: decode,
 /// short speculative chunks) run in a kernel that splits each key tile over its 4 warps; prefill
-/// items (128 query rows) run the FlashAttention-2 kernel. When there are too few items to fill the
-/// GPU (small batches, long contexts) each item's key range is split (flash-decoding) and the last
-/// split block of each item merges the partials.
+/// items (128 query rows, or 64 when 128-row items would not fill the GPU) run the FlashAttention-2
+/// kernel. When there are too few items to fill the GPU (small batches, long contexts) each item's
+/// key range is split (flash-decoding) and the last split block of each item merges the partials.
 struct AttentionPlan {
   std::vector<AttentionWorkItem> items;        // decode items, then prefill items
   std::vector<AttentionTokenInfo> token_info;  // [num_tokens]
@@ -139,6 +145,7 @@ struct AttentionPlan {
   int num_partial_slots = 0;
   int decode_grid = 0;   // blocks launched; >= num_decode_items (a graph may fix it higher)
   int prefill_grid = 0;  // blocks launched; >= num_prefill_items
+  int prefill_rows = kAttentionTileRows;  // rows of every prefill item of this plan
 };
 
 /// Fills `plan`. cudaErrorInvalidValue when the batch breaks the limits or the head counts. For a

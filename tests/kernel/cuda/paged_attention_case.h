@@ -34,8 +34,17 @@ struct Case {
 };
 
 // kFineSplits: splits as short as one 64-key tile (the most partials the merge can meet).
+// kWideTiles, kWideFineSplits: prefill items of 128 rows (the plan gives these small batches 64).
 // kGeneral: paged_attention_general alone, whatever the shape (the fast shapes check it too).
-enum class Variant { kPlanned, kNoSplit, kPaddedGrid, kFineSplits, kGeneral };
+enum class Variant {
+  kPlanned,
+  kNoSplit,
+  kPaddedGrid,
+  kFineSplits,
+  kWideTiles,
+  kWideFineSplits,
+  kGeneral
+};
 
 inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms) {
   const DType dt = c.dtype;
@@ -137,8 +146,9 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
   in.num_heads = heads;
   in.num_kv_heads = kvh;
   in.num_sms = num_sms;
-  for (Variant v : {Variant::kPlanned, Variant::kNoSplit, Variant::kPaddedGrid,
-                    Variant::kFineSplits, Variant::kGeneral}) {
+  for (Variant v :
+       {Variant::kPlanned, Variant::kNoSplit, Variant::kPaddedGrid, Variant::kFineSplits,
+        Variant::kWideTiles, Variant::kWideFineSplits, Variant::kGeneral}) {
     SCOPED_TRACE(::testing::Message() << "variant=" << static_cast<int>(v));
     AttentionLimits limits;
     limits.max_tokens = tokens;
@@ -146,7 +156,10 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
     limits.max_partial_slots = v == Variant::kNoSplit ? 0 : 4096;
     limits.head_dim = d;
     limits.block_size = bs;
-    in.min_split_keys = v == Variant::kFineSplits ? 64 : kDefaultMinSplitKeys;
+    const bool fine = v == Variant::kFineSplits || v == Variant::kWideFineSplits;
+    in.min_split_keys = fine ? 64 : kDefaultMinSplitKeys;
+    const bool wide = v == Variant::kWideTiles || v == Variant::kWideFineSplits;
+    in.prefill_rows = wide ? kAttentionTileRows : 0;
     AttentionPlan plan;
     CUDA_OK(plan_paged_attention(in, limits, &plan));
     if (v == Variant::kNoSplit) {
@@ -171,8 +184,9 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
     }
     const auto got = halves_to_floats(to_host<uint16_t>(dout, tokens * heads * d), dt);
     EXPECT_LE(normalised_error(got, ref), attention_tolerance(dt))
-        << "items " << plan.num_decode_items << " decode + " << plan.num_prefill_items
-        << " prefill, " << plan.num_partial_slots << " partial slots";
+        << plan.prefill_rows << "-row prefill items, items " << plan.num_decode_items
+        << " decode + " << plan.num_prefill_items << " prefill, " << plan.num_partial_slots
+        << " partial slots";
   }
 }
 

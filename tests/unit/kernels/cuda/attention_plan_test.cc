@@ -95,50 +95,91 @@ TEST(AttentionPlan, BoundsTheSplits) {
 }
 
 // The slot layout the kernel's split merge reads (finish_split): a split of a decode item holds
-// one slot, a split of a prefill item kAttentionTileRows / kAttentionSlotRows consecutive slots,
+// one slot, a split of a prefill item prefill_rows / kAttentionSlotRows consecutive slots,
 // at token_info.first_slot + (kv_head * num_splits + split) * (slots of an item); no two items'
 // slots overlap, and all lie inside num_partial_slots.
 TEST(AttentionPlan, PartialSlotsOfDecodeAndPrefillItems) {
   // Two decodes and a 300-token prefill chunk after 700 cached keys, few enough items to split.
   const int32_t qsl[] = {0, 1, 2, 302}, lens[] = {3000, 5000, 1000};
-  for (int group : {1, 4, 8}) {
-    SCOPED_TRACE(::testing::Message() << "group " << group);
-    const int kv_heads = 2;
-    AttentionPlanInput in{qsl, lens, 3, kv_heads * group, kv_heads, 132};
-    AttentionLimits limits{302, 1 << 16, 1 << 16, 128};
+  for (int rows : {kAttentionSmallTileRows, kAttentionTileRows})
+    for (int group : {1, 4, 8}) {
+      SCOPED_TRACE(::testing::Message() << "group " << group << ", rows " << rows);
+      const int kv_heads = 2;
+      AttentionPlanInput in{qsl, lens, 3, kv_heads * group, kv_heads, 132};
+      in.prefill_rows = rows;
+      AttentionLimits limits{302, 1 << 16, 1 << 16, 128};
+      AttentionPlan plan;
+      ASSERT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
+      ASSERT_EQ(plan.prefill_rows, rows);
+      ASSERT_GT(plan.num_partial_slots, 0);
+      std::vector<int> owner(static_cast<size_t>(plan.num_partial_slots), -1);
+      std::map<std::pair<int, int>, std::set<int>> splits_seen;  // (first token, kv head)
+      int decode_splits = 0, prefill_splits = 0;
+      for (size_t i = 0; i < plan.items.size(); ++i) {
+        const AttentionWorkItem& item = plan.items[i];
+        const bool decode = static_cast<int>(i) < plan.num_decode_items;
+        EXPECT_LE((item.token_end - item.token_begin) * group, decode ? 16 : plan.prefill_rows);
+        if (item.partial_slot < 0) continue;
+        const int per_item = decode ? 1 : plan.prefill_rows / kAttentionSlotRows;
+        (decode ? decode_splits : prefill_splits) += 1;
+        const AttentionTokenInfo& info = plan.token_info[static_cast<size_t>(item.token_begin)];
+        // Split sp sits at first_slot + (kv_head * num_splits + sp) * per_item (prefill items are
+        // sorted by length, so sp is found from the slot).
+        const int offset =
+            item.partial_slot - info.first_slot - item.kv_head * info.num_splits * per_item;
+        EXPECT_EQ(offset % per_item, 0);
+        EXPECT_TRUE(offset >= 0 && offset / per_item < info.num_splits)
+            << "slot " << item.partial_slot;
+        const bool first_time =
+            splits_seen[{item.token_begin, item.kv_head}].insert(offset / per_item).second;
+        EXPECT_TRUE(first_time);
+        for (int k = 0; k < per_item; ++k) {
+          const int slot = item.partial_slot + k;
+          ASSERT_LT(slot, plan.num_partial_slots);
+          EXPECT_EQ(owner[static_cast<size_t>(slot)], -1) << "slot " << slot << " held twice";
+          owner[static_cast<size_t>(slot)] = static_cast<int>(i);
+        }
+      }
+      EXPECT_GT(decode_splits, 0);
+      EXPECT_GT(prefill_splits, 0);
+    }
+}
+
+// Prefill items of 128 rows when the batch makes two per SM of them, else of 64; a split of a
+// causal tile only cuts the keys its rows see (no split without keys), and the splits of a tile
+// cover its keys once, the last running to the sequence's end.
+TEST(AttentionPlan, PrefillRowsAndCausalSplits) {
+  struct Case {
+    int seqs, len, group, rows;
+  };
+  const Case cases[] = {
+      {1, 512, 4, 64},      // 128 items of 128 rows on 132 SMs
+      {8, 2048, 4, 128},    // 4,096 items
+      {1, 8192, 4, 128},    // 2,048 items
+      {2, 1024, 128, 128},  // a group of 128 only fits 128 rows
+      {1, 100, 1, 64},      //
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "B" << c.seqs << " x " << c.len << ", group " << c.group);
+    std::vector<int32_t> qsl, lens(static_cast<size_t>(c.seqs), c.len);
+    for (int s = 0; s <= c.seqs; ++s) qsl.push_back(s * c.len);
+    const int kv_heads = 8;
+    AttentionPlanInput in{qsl.data(), lens.data(), c.seqs, kv_heads * c.group, kv_heads, 132};
+    AttentionLimits limits{c.seqs * c.len, 1 << 20, 1 << 16, 128};
     AttentionPlan plan;
     ASSERT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
-    ASSERT_GT(plan.num_partial_slots, 0);
-    std::vector<int> owner(static_cast<size_t>(plan.num_partial_slots), -1);
-    std::map<std::pair<int, int>, std::set<int>> splits_seen;  // (first token, kv head)
-    int decode_splits = 0, prefill_splits = 0;
-    for (size_t i = 0; i < plan.items.size(); ++i) {
-      const AttentionWorkItem& item = plan.items[i];
-      const bool decode = static_cast<int>(i) < plan.num_decode_items;
-      EXPECT_LE((item.token_end - item.token_begin) * group, decode ? 16 : kAttentionTileRows);
-      if (item.partial_slot < 0) continue;
-      const int per_item = decode ? 1 : kAttentionTileRows / kAttentionSlotRows;
-      (decode ? decode_splits : prefill_splits) += 1;
-      const AttentionTokenInfo& info = plan.token_info[static_cast<size_t>(item.token_begin)];
-      // Split sp sits at first_slot + (kv_head * num_splits + sp) * per_item (prefill items are
-      // sorted by length, so sp is found from the slot).
-      const int offset =
-          item.partial_slot - info.first_slot - item.kv_head * info.num_splits * per_item;
-      EXPECT_EQ(offset % per_item, 0);
-      EXPECT_TRUE(offset >= 0 && offset / per_item < info.num_splits)
-          << "slot " << item.partial_slot;
-      const bool first_time =
-          splits_seen[{item.token_begin, item.kv_head}].insert(offset / per_item).second;
-      EXPECT_TRUE(first_time);
-      for (int k = 0; k < per_item; ++k) {
-        const int slot = item.partial_slot + k;
-        ASSERT_LT(slot, plan.num_partial_slots);
-        EXPECT_EQ(owner[static_cast<size_t>(slot)], -1) << "slot " << slot << " held twice";
-        owner[static_cast<size_t>(slot)] = static_cast<int>(i);
-      }
+    EXPECT_EQ(plan.prefill_rows, c.rows);
+    std::map<std::pair<int, int>, int> next;  // (first token, kv head) -> next key
+    for (const AttentionWorkItem& item : plan.items) {
+      EXPECT_LE((item.token_end - item.token_begin) * c.group, plan.prefill_rows);
+      const int seq_begin = item.seq * c.len;
+      const int tile_keys = item.token_end - seq_begin;  // keys of its last token (no cache)
+      EXPECT_LT(item.kv_begin, tile_keys) << "a split without keys";
+      int& at = next[{item.token_begin, item.kv_head}];
+      EXPECT_EQ(item.kv_begin, at);
+      at = item.kv_end;
     }
-    EXPECT_GT(decode_splits, 0);
-    EXPECT_GT(prefill_splits, 0);
+    for (const auto& [key, end] : next) EXPECT_EQ(end, c.len);
   }
 }
 
