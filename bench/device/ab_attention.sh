@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # A/B of the attention kernels in one device call: the working tree ("new", built whole into
-# /tmp/ab-new, gpu-labelled tests run unless --skip-tests) against the same tree with src/ taken
+# /tmp/ab-new, gpu-labelled tests run unless --skip-tests) against the same tree with src/ and bench/ taken
 # from another commit ("base", benchmarks only, /tmp/ab-base), in two alternating passes of the
 # attention cases of bench_kernels_cuda (decode and prefill) and of bench_decode on the
 # Llama-3.1-8B shape (batches 16 and 64 at contexts 512 and 2048, and one 512-token prefill).
 # Logs go to $OUT/.
 #
-#   git archive REV src > .device/base-src.tar   # here, before the device call
+#   git archive REV src bench > .device/base-src.tar   # here, before the device call
 #   bench/device/ab_attention.sh [--skip-tests]
 #
 # Carry `.device` (tools/prepare_device.sh).
@@ -18,7 +18,7 @@ tests=1
 [ "${1:-}" = "--skip-tests" ] && tests=0
 . bench/device/device_env.sh
 rm -rf /tmp/ab-base-src && mkdir -p /tmp/ab-base-src
-tar --exclude=.device --exclude=./src -cf - . | tar -C /tmp/ab-base-src -xf -
+tar --exclude=.device --exclude=./src --exclude=./bench -cf - . | tar -C /tmp/ab-base-src -xf -
 tar -C /tmp/ab-base-src -xf .device/base-src.tar
 { cmake -S . -B /tmp/ab-new "${flags[@]}" && ninja -C /tmp/ab-new &&
   cmake -S /tmp/ab-base-src -B /tmp/ab-base "${flags[@]}" &&
