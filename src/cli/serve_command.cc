@@ -263,7 +263,8 @@ int run_serve(const ServeOptions& o) {
 void register_serve_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model with an OpenAI-compatible HTTP API");
-  cmd->add_option("model", opts->model_dir, "Hugging Face model directory");
+  // Not "model": newer CLI11 refuses a positional named like the --model option.
+  cmd->add_option("model_dir", opts->model_dir, "Hugging Face model directory");
   cmd->add_option("--model", opts->model_flag, "the model directory, in place of MODEL_DIR");
   cmd->add_option("--seed", opts->seed, "seed of requests that set none (default 0)");
   cmd->add_flag("--disable-log-stats", opts->disable_log_stats, "no engine stats line every 10 s");

@@ -1,0 +1,67 @@
+// The command line of the `pagoda` binary, built as main() builds it. CLI11 releases after the
+// Debian 12 one (2.1.2) refuse, when the app is built, a positional whose name is also a long
+// option of the same command (`serve model` and `--model`): every command then aborted at start,
+// `pagoda generate` too. The rule is checked here, whatever CLI11 the build has.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "cli/commands.h"
+
+namespace pagoda::cli {
+namespace {
+
+void register_all(CLI::App& app, int& exit_code) {
+  register_generate_command(app, exit_code);
+  register_tokenize_commands(app, exit_code);
+  register_chat_template_command(app, exit_code);
+  register_bench_commands(app, exit_code);
+  register_serve_command(app, exit_code);
+}
+
+void expect_distinct_names(const CLI::App* cmd, const std::string& path) {
+  std::set<std::string> positional, long_names;
+  for (const CLI::Option* opt : cmd->get_options()) {
+    if (!opt->nonpositional()) positional.insert(opt->get_name(true, false));
+    for (const std::string& l : opt->get_lnames()) {
+      EXPECT_TRUE(long_names.insert(l).second) << path << ": --" << l << " declared twice";
+    }
+  }
+  for (const std::string& p : positional) {
+    EXPECT_EQ(long_names.count(p), 0u) << path << ": positional " << p << " is also --" << p;
+  }
+  for (const CLI::App* sub : cmd->get_subcommands({})) {
+    expect_distinct_names(sub, path + " " + sub->get_name());
+  }
+}
+
+TEST(CliOptions, NoPositionalSharesALongOptionName) {
+  CLI::App app{"pagoda"};
+  int exit_code = 0;
+  ASSERT_NO_THROW(register_all(app, exit_code));
+  ASSERT_GE(app.get_subcommands({}).size(), 5u);
+  expect_distinct_names(&app, "pagoda");
+}
+
+TEST(CliOptions, ServeTakesTheModelAsPositionalOrFlag) {
+  for (const char* flag : {"", "--model"}) {
+    CLI::App app{"pagoda"};
+    int exit_code = 0;
+    register_all(app, exit_code);
+    CLI::App* serve = app.get_subcommand("serve");
+    // Parse only: the callback (which loads the model) runs on the final callback, so drop it.
+    serve->callback([] {});
+    std::vector<std::string> args = {"/models/x"};
+    if (*flag) args.insert(args.begin(), flag);
+    args.insert(args.begin(), "serve");
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 parses a reversed list
+    ASSERT_NO_THROW(app.parse(reversed)) << flag;
+    const CLI::Option* opt = serve->get_option(*flag ? "--model" : "model_dir");
+    ASSERT_NE(opt, nullptr);
+    EXPECT_EQ(opt->as<std::string>(), "/models/x");
+  }
+}
+
+}  // namespace
+}  // namespace pagoda::cli
