@@ -1,8 +1,10 @@
 # The CUDA backend (PAGODA_CUDA=ON): src/kernels/cuda, its tests (label gpu) and benchmark.
 #
 # Only Hopper (sm_90) machine code is built, to keep compile time down. To add Ampere, configure with
-# -DCMAKE_CUDA_ARCHITECTURES="80;90" (the kernels use mma.sync/ldmatrix/cp.async, all sm_80+); to
-# add the sm_90a features (wgmma, setmaxnreg) later, use "90a". The layer list in the top-level
+# -DCMAKE_CUDA_ARCHITECTURES="80;90" (the kernels use mma.sync/ldmatrix/cp.async, all sm_80+; on
+# sm_80 programmatic dependent launch is a no-op and the sampler runs one block per row, clusters
+# being sm_90; bench's gemv_sweep is built for sm_90 only). Compiled for sm_80, never run on one.
+# To add the sm_90a features (wgmma, setmaxnreg) later, use "90a". The layer list in the top-level
 # CMakeLists.txt picks up ${PAGODA_CUDA_LAYERS}, empty when the backend is off.
 set(PAGODA_CUDA_LAYERS "")
 if(PAGODA_CUDA)

@@ -91,11 +91,16 @@ struct Team {
 
   __device__ bool is_root() const { return rank == 0; }
   // A team of one is a plain block: a block barrier, its own shared memory.
+  // Clusters are sm_90: an sm_80 build has teams of one only (sample_logits picks them there).
   __device__ void sync() const {
     if constexpr (kSize == 1) {
       __syncthreads();
     } else {
+#if __CUDA_ARCH__ >= 900
       cg::this_cluster().sync();
+#else
+      __trap();
+#endif
     }
   }
   template <typename V>
@@ -103,8 +108,19 @@ struct Team {
     if constexpr (kSize == 1) {
       return local;
     } else {
+#if __CUDA_ARCH__ >= 900
       return cg::this_cluster().map_shared_rank(local, static_cast<unsigned>(r));
+#else
+      __trap();
+      return local;
+#endif
     }
+  }
+  __device__ static int block_rank() {
+#if __CUDA_ARCH__ >= 900
+    if constexpr (kSize > 1) return static_cast<int>(cg::this_cluster().block_rank());
+#endif
+    return 0;
   }
 };
 
@@ -587,7 +603,7 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Shared& s = *reinterpret_cast<Shared*>(smem_raw);
   Team<kSize> t;
-  t.rank = static_cast<int>(cg::this_cluster().block_rank());
+  t.rank = Team<kSize>::block_rank();
   const int64_t row = blockIdx.x / kSize;
   const SamplingRow p = a.params[row];
   if (p.skip) return;  // the whole team skips: no barrier is left waiting
@@ -837,7 +853,7 @@ cudaError_t launch_team(const SampleLogitsArgs& args, cudaStream_t stream) {
   config.dynamicSmemBytes = sizeof(Shared);
   config.stream = stream;
   config.attrs = attribute;
-  config.numAttrs = 1;
+  config.numAttrs = kSize > 1 ? 1 : 0;  // a team of one is a plain block (no cluster: sm_80 too)
   return cudaLaunchKernelEx(&config, kernel, args);
 }
 
@@ -850,9 +866,15 @@ cudaError_t sample_logits(const SampleLogitsArgs& args, cudaStream_t stream) {
       (args.team & (args.team - 1)) != 0)
     return cudaErrorInvalidValue;
   int team = args.team;
-  if (team == 0) {  // as many blocks per row as keep one wave of the SMs busy
-    int device = 0, sms = 0;
-    if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  int device = 0, major = 0;
+  if (cudaError_t e = cudaGetDevice(&device); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+      e != cudaSuccess)
+    return e;
+  if (major < 9) {
+    team = 1;              // thread-block clusters start with sm_90
+  } else if (team == 0) {  // as many blocks per row as keep one wave of the SMs busy
+    int sms = 0;
     if (cudaError_t e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
         e != cudaSuccess)
       return e;

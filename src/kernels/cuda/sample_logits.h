@@ -65,7 +65,7 @@ struct SampleLogitsArgs {
   // truncations, probability > 0).
   uint8_t* kept = nullptr;
   // Blocks per row: 1, 2, 4 or 8 (one cluster); 0 picks it from the row count and the SMs. The
-  // results are the same bits for every team size.
+  // results are the same bits for every team size. Before sm_90 (no clusters) always 1.
   int team = 0;
 };
 
