@@ -155,18 +155,21 @@ bool bench_gemv(const BlasContext& ctx) {
   return ok;
 }
 
-// One attention workload: `num_seqs` sequences of `ctx` cached tokens, `q_len` new tokens each.
+// One attention workload: `num_seqs` sequences of `ctx` cached tokens, `q_len` new tokens each;
+// with a sliding window of `window` keys (0: none).
 struct AttnCase {
   const char* name;
   int num_seqs, ctx, q_len;
   bool decode;
   int min_split_keys = kDefaultMinSplitKeys;
+  int window = 0;
 };
 
 void bench_attention(const AttnCase& c, int num_sms) {
   const int heads = 32, kvh = 8, d = 128, bs = 16;
   const int blocks_per_seq = (c.ctx + bs - 1) / bs;
-  const size_t kv_bytes_one = static_cast<size_t>(c.num_seqs) * c.ctx * kvh * d * 2 * 2;
+  const int seen = c.window > 0 ? std::min(c.ctx, c.window + c.q_len - 1) : c.ctx;  // keys read
+  const size_t kv_bytes_one = static_cast<size_t>(c.num_seqs) * seen * kvh * d * 2 * 2;
   const int rotations =
       c.decode ? static_cast<int>(std::max<size_t>(1, kRotateBytes / kv_bytes_one)) : 1;
   const int64_t num_blocks = static_cast<int64_t>(rotations) * c.num_seqs * blocks_per_seq;
@@ -191,7 +194,8 @@ void bench_attention(const AttnCase& c, int num_sms) {
     lens.push_back(c.ctx);
     for (int i = 0; i < c.q_len; ++i) {
       positions.push_back(c.ctx - c.q_len + i);
-      flops += 4.0 * heads * d * (c.ctx - c.q_len + i + 1);  // QK^T and PV, causal keys only
+      const int keys = c.ctx - c.q_len + i + 1;                                     // causal keys
+      flops += 4.0 * heads * d * (c.window > 0 ? std::min(keys, c.window) : keys);  // QK^T, PV
     }
   }
   const int64_t tokens = qsl.back();
@@ -208,6 +212,7 @@ void bench_attention(const AttnCase& c, int num_sms) {
 
   AttentionLimits limits{tokens, 1 << 20, 8192, d};
   AttentionPlanInput in{qsl.data(), lens.data(), c.num_seqs, heads, kvh, num_sms, c.min_split_keys};
+  in.sliding_window = c.window;
   AttentionPlan plan;
   CHECK_CUDA(plan_paged_attention(in, limits, &plan));
   void* ws = nullptr;
@@ -227,6 +232,7 @@ void bench_attention(const AttnCase& c, int num_sms) {
   p.num_heads = heads;
   p.max_blocks_per_seq = blocks_per_seq;
   p.scale = 1.0f / std::sqrt(static_cast<float>(d));
+  p.sliding_window = c.window;
   p.layout = {num_blocks, bs, kvh, d};
   const double ms = time_ms(
       [&](int i) {
@@ -404,6 +410,8 @@ int main(int argc, char** argv) {
       {"prefill B2 x L8192", 2, 8192, 8192, false},      // the FA2-class target's shape
       {"prefill B1 x L512", 1, 512, 512, false},         // the batch-1 prefill benchmark's
       {"prefill B1 x 64 after 8k", 1, 8256, 64, false},  // a chunk after a cached prefix
+      // Mistral-v0.1-style window: only the window's keys are read (TB/s of those)
+      {"decode B1 x 32k, window 4k", 1, 32768, 1, true, kDefaultMinSplitKeys, 4096},
   };
   for (const AttnCase& c : cases)
     if (std::strstr(c.name, attention_case) != nullptr)

@@ -23,6 +23,24 @@ struct Tile {
   bool decode;
 };
 
+/// The keys a tile's rows can see, [first, end): its last token sits at kv_len - (seq end -
+/// token_end), so a causal tile early in a prompt sees fewer keys than the sequence holds, and with
+/// a sliding window its first token sees none before first_pos - window + 1. An estimate from the
+/// lengths (the kernel takes the real ranges from the positions); never empty.
+struct KeyRange {
+  int first, end;
+  int count() const { return end - first; }
+};
+KeyRange tile_keys(const AttentionPlanInput& in, const Tile& t) {
+  const int kv_len = std::max(0, in.seq_lens[t.seq]);
+  const int seq_end = in.query_start_loc[t.seq + 1];
+  const int end = std::clamp(kv_len - (seq_end - t.token_end), 1, std::max(kv_len, 1));
+  const int first_pos = kv_len - (seq_end - t.token_begin);
+  const int first =
+      in.sliding_window > 0 ? std::clamp(first_pos - in.sliding_window + 1, 0, end - 1) : 0;
+  return {first, end};
+}
+
 /// Decode blocks resident per SM: shared memory (Q tile + two K and V buffers of 64 keys, rows
 /// padded by 8) over the 227 KB an SM gives, at most 4 (registers: 128 threads x ~128).
 int decode_blocks_per_sm(int head_dim) {
@@ -46,7 +64,7 @@ int64_t decode_splits(const AttentionPlanInput& in, int head_dim, int64_t base_i
   constexpr int64_t kSplitCostKeys = 64;
   constexpr int64_t kLongChunkKeys = 1024;
   int64_t keys = 0;
-  for (const Tile& t : tiles) keys += std::max(0, in.seq_lens[t.seq]);
+  for (const Tile& t : tiles) keys += tile_keys(in, t).count();
   const int64_t mean_keys = std::max<int64_t>(1, keys / static_cast<int64_t>(tiles.size()));
   const int64_t sms = std::max(1, in.num_sms);
   const int64_t slots = sms * decode_blocks_per_sm(head_dim);
@@ -160,19 +178,13 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
                                                         [](const Tile& t) { return t.decode; });
   if (all_decode) want_splits = decode_splits(in, limits.head_dim, base_items, tiles);
 
-  // Keys of a tile: its last token sits at kv_len - (seq end - token_end), so a causal tile early
-  // in a prompt sees fewer keys than the sequence holds. The splits cut these keys (no split
-  // without keys); the last split still runs to kv_len, so that positions are the only truth.
-  auto tile_keys = [&](const Tile& t) {
-    const int kv_len = std::max(0, in.seq_lens[t.seq]);
-    return std::clamp(kv_len - (in.query_start_loc[t.seq + 1] - t.token_end), 1,
-                      std::max(kv_len, 1));
-  };
-  // Splits per tile, then a fallback to no splits if they would not fit the workspace.
+  // Splits per tile, cutting the keys its rows see (tile_keys: no split without keys), then a
+  // fallback to no splits if they would not fit the workspace. The first split still starts at 0
+  // and the last runs to kv_len, so that the positions stay the only truth.
   std::vector<int> splits(tiles.size(), 1), chunk(tiles.size(), 0);
   int64_t slots = 0;
   for (size_t i = 0; i < tiles.size(); ++i) {
-    const int keys = tile_keys(tiles[i]);
+    const int keys = tile_keys(in, tiles[i]).count();
     int n = static_cast<int>(
         std::min<int64_t>({want_splits, (keys + min_keys - 1) / min_keys, kAttentionMaxSplits}));
     n = std::max(n, 1);
@@ -202,7 +214,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
     if (n > 1) next_slot += n * in.num_kv_heads * per_item;
     for (int t = tile.token_begin; t < tile.token_end; ++t)
       plan->token_info[static_cast<size_t>(t)] = {first_slot, n, tile.token_begin, 0};
-    const int keys = tile_keys(tile);  // for longest-first ordering
+    const KeyRange keys = tile_keys(in, tile);
     for (int h = 0; h < in.num_kv_heads; ++h) {
       for (int sp = 0; sp < n; ++sp) {
         AttentionWorkItem item{};
@@ -210,14 +222,16 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
         item.kv_head = h;
         item.token_begin = tile.token_begin;
         item.token_end = tile.token_end;
-        item.kv_begin = n > 1 ? sp * chunk[i] : 0;
-        item.kv_end = sp + 1 < n ? (sp + 1) * chunk[i] : kv_len;
+        item.kv_begin = sp > 0 ? keys.first + sp * chunk[i] : 0;
+        item.kv_end = sp + 1 < n ? keys.first + (sp + 1) * chunk[i] : kv_len;
         item.partial_slot = n > 1 ? first_slot + (h * n + sp) * per_item : -1;
         if (tile.decode) {
           decode.push_back(item);
         } else {
           prefill.push_back(item);
-          prefill_cost.push_back(std::min(keys, item.kv_end) - item.kv_begin);
+          // For longest-first ordering.
+          prefill_cost.push_back(std::min(keys.end, item.kv_end) -
+                                 std::max(keys.first, item.kv_begin));
         }
       }
     }

@@ -127,6 +127,9 @@ struct AttentionPlanInput {
   // Fewest keys a split may hold (rounded up to the kernel's 64-key tile): a shorter one costs more
   // in partial writes and merging than it saves.
   int min_split_keys = kDefaultMinSplitKeys;
+  // PagedAttentionParams::sliding_window of the launches (0: unlimited): splits then cut only the
+  // keys inside the window, not the whole sequence.
+  int sliding_window = 0;
   // Rows of the prefill items: 0 lets the plan choose (choose_prefill_rows); tests force
   // kAttentionTileRows or kAttentionSmallTileRows to reach both kernels with small batches.
   int prefill_rows = 0;

@@ -553,6 +553,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   cuda::AttentionPlanInput plan_input{
       b.query_start_loc.data(), b.seq_lens.data(), S, c.num_heads, c.num_kv_heads, num_sms_,
       min_split_keys_};
+  plan_input.sliding_window = c.sliding_window;  // the same for every layer (ModelConfig)
   for (;;) {
     const cudaError_t err = limits_.max_tokens >= T
                                 ? cuda::plan_paged_attention(plan_input, limits_, &plan)

@@ -146,6 +146,7 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
   in.num_heads = heads;
   in.num_kv_heads = kvh;
   in.num_sms = num_sms;
+  in.sliding_window = c.sliding_window;
   for (Variant v :
        {Variant::kPlanned, Variant::kNoSplit, Variant::kPaddedGrid, Variant::kFineSplits,
         Variant::kWideTiles, Variant::kWideFineSplits, Variant::kGeneral}) {

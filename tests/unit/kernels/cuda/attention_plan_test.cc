@@ -3,6 +3,7 @@
 // "Paged attention"), the bounds on any split, and the shapes the plan refuses.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <vector>
@@ -180,6 +181,46 @@ TEST(AttentionPlan, PrefillRowsAndCausalSplits) {
       at = item.kv_end;
     }
     for (const auto& [key, end] : next) EXPECT_EQ(end, c.len);
+  }
+}
+
+// With a sliding window the splits cut the keys inside it: a 32k-key decode under a 4,096-key
+// window splits like a 4,096-key one, and every split but the first (which starts at 0, so that
+// no key is lost) holds window keys only.
+TEST(AttentionPlan, SlidingWindowSplitsOnlyTheWindow) {
+  const DecodeBatch windowed(1, 32768), plain(1, 4096);
+  AttentionPlanInput in{windowed.qsl.data(), windowed.lens.data(), 1, 32, 8, 132};
+  in.sliding_window = 4096;
+  AttentionLimits limits{1, 1 << 16, 1 << 16, 128};
+  AttentionPlan w, p;
+  ASSERT_EQ(plan_paged_attention(in, limits, &w), cudaSuccess);
+  AttentionPlanInput in_plain{plain.qsl.data(), plain.lens.data(), 1, 32, 8, 132};
+  ASSERT_EQ(plan_paged_attention(in_plain, limits, &p), cudaSuccess);
+  EXPECT_EQ(splits_of(w, 8), splits_of(p, 8));
+  EXPECT_GT(splits_of(w, 8), 1);
+  const int window_first = 32768 - 4096;  // the one token's first visible key
+  for (const AttentionWorkItem& item : w.items) {
+    EXPECT_EQ(item.kv_end > window_first, true) << "a split with no key in the window";
+    if (item.kv_begin > 0) {
+      EXPECT_GE(item.kv_begin, window_first);
+    }
+  }
+  // A 64-token chunk after 8,000 cached keys, window 1,000: few items, so split, and each tile's
+  // splits lie in its tokens' windows.
+  const int32_t qsl[] = {0, 64}, lens[] = {8064};
+  AttentionPlanInput pin{qsl, lens, 1, 32, 8, 132};
+  pin.sliding_window = 1000;
+  AttentionLimits plimits{64, 1 << 16, 1 << 16, 128};
+  AttentionPlan pp;
+  ASSERT_EQ(plan_paged_attention(pin, plimits, &pp), cudaSuccess);
+  ASSERT_GT(pp.num_partial_slots, 0);
+  for (const AttentionWorkItem& item : pp.items) {
+    const int first_visible = 8000 + item.token_begin - 1000 + 1;  // of the tile's first token
+    EXPECT_GT(item.kv_end, first_visible);
+    if (item.kv_begin > 0) {
+      EXPECT_GE(item.kv_begin, first_visible);
+    }
+    EXPECT_LE(item.kv_end - std::max(item.kv_begin, first_visible), 1064);
   }
 }
 
