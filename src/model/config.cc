@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numbers>
@@ -84,6 +85,42 @@ class ConfigReader {
   const json& j_;
   const std::string& source_;
 };
+
+/// Which layers attend through a sliding window, as transformers decides it:
+/// - "layer_types" (written by recent transformers): "sliding_attention" or "full_attention" per
+///   layer;
+/// - else Qwen2 and Qwen3 (use_sliding_window, default false there): the layers from
+///   max_window_layers on;
+/// - else (Mistral) every layer, when sliding_window is set (null from Mistral v0.2 on).
+/// A window as long as max_position_embeddings or longer never limits anything: none.
+void parse_sliding_window(const json& j, const ConfigReader& r, ModelConfig& c) {
+  const bool qwen = c.model_type == "qwen2" || c.model_type == "qwen3";
+  if (!r.optional_bool("use_sliding_window", !qwen)) return;
+  const int window = static_cast<int>(r.optional_int("sliding_window", 0, 0));
+  if (window == 0 || window >= c.max_position_embeddings) return;
+  c.sliding_window = window;
+  c.sliding_layers.assign(static_cast<size_t>(c.num_layers), true);
+  if (r.has("layer_types")) {
+    const json& types = j.at("layer_types");
+    if (!types.is_array() || types.size() != static_cast<size_t>(c.num_layers))
+      r.fail("layer_types", fmt::format("must list one type per layer ({})", c.num_layers));
+    for (size_t l = 0; l < types.size(); ++l) {
+      const std::string t = types[l].is_string() ? types[l].get<std::string>() : "";
+      if (t != "full_attention" && t != "sliding_attention")
+        r.fail("layer_types", fmt::format("entry {} must be \"full_attention\" or "
+                                          "\"sliding_attention\"",
+                                          l));
+      c.sliding_layers[l] = t == "sliding_attention";
+    }
+  } else if (qwen) {
+    const int64_t first = r.optional_int("max_window_layers", c.num_layers, 0);
+    for (int l = 0; l < c.num_layers; ++l) c.sliding_layers[static_cast<size_t>(l)] = l >= first;
+  }
+  if (std::none_of(c.sliding_layers.begin(), c.sliding_layers.end(), [](bool b) { return b; })) {
+    c.sliding_window = 0;
+    c.sliding_layers.clear();
+  }
+}
 
 RopeConfig parse_rope(const json& j, const std::string& source) {
   RopeConfig rope;
@@ -174,12 +211,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.mlp_bias = r.optional_bool("mlp_bias", false);
   const std::string act = r.optional_string("hidden_act", "silu");
   if (act != "silu") r.fail("hidden_act", fmt::format("'{}' is not supported (only silu)", act));
-  // Mistral sets sliding_window (null in v0.2+); Qwen2 sets it but only uses it with
-  // use_sliding_window.
-  if (r.optional_bool("use_sliding_window", true)) {
-    c.sliding_window = static_cast<int>(r.optional_int("sliding_window", 0, 0));
-    if (c.sliding_window >= c.max_position_embeddings) c.sliding_window = 0;
-  }
+  parse_sliding_window(j, r, c);
   // v5 writes "dtype", v4 "torch_dtype".
   const std::string dtype_field = r.has("dtype") ? "dtype" : "torch_dtype";
   const std::string dtype_name = r.optional_string(dtype_field.c_str(), "float32");

@@ -51,12 +51,24 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v (and o for Llama's attention_bias) biases
   bool mlp_bias = false;
-  int sliding_window = 0;     // 0: full attention
-  DType dtype = DType::kF32;  // the checkpoint's declared dtype (torch_dtype / dtype)
+  int sliding_window = 0;            // keys of the window of the layers that have one; 0: none has
+  std::vector<bool> sliding_layers;  // [num_layers] when sliding_window > 0: which layers
+  DType dtype = DType::kF32;         // the checkpoint's declared dtype (torch_dtype / dtype)
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
   GenerationDefaults generation;
 
+  /// The sliding window of layer `layer` (PagedAttentionParams::sliding_window): 0 for full
+  /// attention.
+  [[nodiscard]] int layer_window(int layer) const {
+    return sliding_window > 0 && sliding_layers[static_cast<size_t>(layer)] ? sliding_window : 0;
+  }
+  /// The window every layer shares, or 0 when some layer attends to all keys.
+  [[nodiscard]] int common_window() const {
+    for (bool s : sliding_layers)
+      if (!s) return 0;
+    return sliding_window;
+  }
   [[nodiscard]] int64_t q_size() const { return static_cast<int64_t>(num_heads) * head_dim; }
   [[nodiscard]] int64_t kv_size() const { return static_cast<int64_t>(num_kv_heads) * head_dim; }
 };

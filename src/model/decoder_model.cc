@@ -169,7 +169,7 @@ class DecoderModel final : public Model {
       p.num_seqs = batch.num_seqs();
       p.num_heads = c.num_heads;
       p.max_blocks_per_seq = batch.max_blocks_per_seq;
-      p.sliding_window = c.sliding_window;
+      p.sliding_window = c.layer_window(l);
       p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
       p.layout = kv.layout();
       ops::paged_attention(ctx_, p);

@@ -7,6 +7,8 @@
 // be in the other's top-5, and log-probabilities within 1e-3 up to there. To add a case: add a
 // fixture to tools/make_golden_fixtures.py, regenerate on the device machine
 // (bench/device/make_fixtures.sh) and list its directory in kTinyFixtures.
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 
@@ -78,6 +80,56 @@ TEST(Golden, Stories260KThroughTheEngineInOneBatch) {
         EXPECT_EQ(out.logprobs[step].top[k].first, top.at("ids")[k].get<int32_t>());
         EXPECT_NEAR(out.logprobs[step].top[k].second, top.at("logprobs")[k].get<double>(), 1e-4);
       }
+    }
+  }
+}
+
+// Sliding windows reach each layer's attention as config.json assigns them (ModelConfig::
+// layer_window): a tiny Mistral with a 4-key window on both layers, on layer 1 only (layer_types),
+// and on none. No HF reference here (the fixtures have no window; the CPU kernel's window is tested
+// against its reference): positions 0-3 see at most 4 keys, so all three agree there; from
+// position 4 on, each differs from the others.
+TEST(Golden, SlidingWindowPerLayer) {
+  const std::string src = kSource + "/tests/data/tiny/mistral-mqa";
+  const json base = json::parse(read_text_file(src + "/config.json"));
+  ASSERT_EQ(base.at("num_hidden_layers").get<int>(), 2);
+  auto run = [&](const json& config, const std::string& name) {
+    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                      ("pagoda_window_" + name + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    std::filesystem::copy_file(src + "/model.safetensors", dir / "model.safetensors",
+                               std::filesystem::copy_options::overwrite_existing);
+    {
+      std::FILE* f = std::fopen((dir / "config.json").c_str(), "w");
+      const std::string text = config.dump();
+      std::fwrite(text.data(), 1, text.size(), f);
+      std::fclose(f);
+    }
+    ThreadPool pool(2);
+    auto model = load_model(dir.string(), LoadOptions{}, pool);
+    golden::SequenceRunner runner(*model, 16, 4);
+    auto lp = runner.append({1, 17, 230, 41, 99, 5, 300, 7, 12, 401});
+    std::filesystem::remove_all(dir);
+    return lp;
+  };
+  json all = base, one = base;
+  all["sliding_window"] = one["sliding_window"] = 4;
+  one["layer_types"] = {"full_attention", "sliding_attention"};
+  const auto full = run(base, "full"), windowed = run(all, "all"), layer1 = run(one, "one");
+  auto max_diff = [](const std::vector<float>& a, const std::vector<float>& b) {
+    float d = 0;
+    for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+    return d;
+  };
+  for (size_t pos = 0; pos < full.size(); ++pos) {
+    SCOPED_TRACE(::testing::Message() << "position " << pos);
+    if (pos < 4) {
+      EXPECT_EQ(max_diff(full[pos], windowed[pos]), 0.0f);
+      EXPECT_EQ(max_diff(full[pos], layer1[pos]), 0.0f);
+    } else {
+      EXPECT_GT(max_diff(full[pos], windowed[pos]), 1e-4f);
+      EXPECT_GT(max_diff(full[pos], layer1[pos]), 1e-4f);
+      EXPECT_GT(max_diff(windowed[pos], layer1[pos]), 1e-4f);
     }
   }
 }

@@ -553,7 +553,8 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   cuda::AttentionPlanInput plan_input{
       b.query_start_loc.data(), b.seq_lens.data(), S, c.num_heads, c.num_kv_heads, num_sms_,
       min_split_keys_};
-  plan_input.sliding_window = c.sliding_window;  // the same for every layer (ModelConfig)
+  // One plan serves every layer: it may cut splits to the window only if every layer has it.
+  plan_input.sliding_window = c.common_window();
   for (;;) {
     const cudaError_t err = limits_.max_tokens >= T
                                 ? cuda::plan_paged_attention(plan_input, limits_, &plan)
@@ -778,7 +779,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
     ap.num_seqs = S;
     ap.num_heads = c.num_heads;
     ap.max_blocks_per_seq = in.table_width;
-    ap.sliding_window = c.sliding_window;
+    ap.sliding_window = c.layer_window(l);
     ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     ap.layout = layout_;
     ap.dtype = dtype_;

@@ -68,6 +68,54 @@ TEST(ModelConfig, SharedConfigsInV4DialectLoad) {
             0);  // use_sliding_window false
 }
 
+// Which layers slide, as transformers decides it (Mistral: all; Qwen2/Qwen3: from
+// max_window_layers on, only with use_sliding_window; layer_types when given).
+TEST(ModelConfig, SlidingWindowLayers) {
+  json mistral = minimal();
+  mistral["model_type"] = "mistral";
+  mistral["num_hidden_layers"] = 4;
+  mistral["sliding_window"] = 4096;
+  mistral["max_position_embeddings"] = 32768;
+  ModelConfig c = parse_model_config(mistral.dump(), "config.json");
+  EXPECT_EQ(c.sliding_window, 4096);
+  for (int l = 0; l < 4; ++l) EXPECT_EQ(c.layer_window(l), 4096);
+  EXPECT_EQ(c.common_window(), 4096);
+
+  json qwen = mistral;
+  qwen["model_type"] = "qwen2";
+  qwen["max_window_layers"] = 2;
+  EXPECT_EQ(parse_model_config(qwen.dump(), "config.json").sliding_window, 0);  // default false
+  qwen["use_sliding_window"] = true;
+  c = parse_model_config(qwen.dump(), "config.json");
+  EXPECT_EQ(c.layer_window(0), 0);
+  EXPECT_EQ(c.layer_window(1), 0);
+  EXPECT_EQ(c.layer_window(2), 4096);
+  EXPECT_EQ(c.layer_window(3), 4096);
+  EXPECT_EQ(c.common_window(), 0);
+  qwen["max_window_layers"] = 4;  // Qwen2.5's configs: no layer from 4 on
+  EXPECT_EQ(parse_model_config(qwen.dump(), "config.json").sliding_window, 0);
+
+  json typed = mistral;
+  typed["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention",
+                          "full_attention"};
+  c = parse_model_config(typed.dump(), "config.json");
+  EXPECT_EQ(c.layer_window(0), 4096);
+  EXPECT_EQ(c.layer_window(1), 0);
+  EXPECT_EQ(c.layer_window(2), 4096);
+  typed["layer_types"] = {"full_attention", "full_attention", "full_attention", "full_attention"};
+  EXPECT_EQ(parse_model_config(typed.dump(), "config.json").sliding_window, 0);
+  typed["layer_types"] = {"full_attention", "chunked_attention", "full_attention",
+                          "full_attention"};
+  EXPECT_NE(error_of(typed).find("layer_types"), std::string::npos);
+  typed["layer_types"] = {"full_attention"};
+  EXPECT_NE(error_of(typed).find("layer_types"), std::string::npos);
+
+  mistral["sliding_window"] = 32768;  // as long as the positions: no window
+  EXPECT_EQ(parse_model_config(mistral.dump(), "config.json").sliding_window, 0);
+  mistral["sliding_window"] = nullptr;  // Mistral v0.2+
+  EXPECT_EQ(parse_model_config(mistral.dump(), "config.json").sliding_window, 0);
+}
+
 TEST(ModelConfig, V4AndV5DialectsAgree) {
   json v4 = minimal();
   v4["rope_theta"] = 500000.0;
