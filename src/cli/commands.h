@@ -11,4 +11,7 @@ void register_chat_template_command(CLI::App& app, int& exit_code);
 void register_bench_commands(CLI::App& app, int& exit_code);  // bench throughput
 void register_serve_command(CLI::App& app, int& exit_code);
 
+/// All of the above, in the order `pagoda --help` lists them.
+void register_all_commands(CLI::App& app, int& exit_code);
+
 }  // namespace pagoda::cli

@@ -46,11 +46,7 @@ int main(int argc, char** argv) {
   app.add_option("--log-level", log_level, "debug, info, warning or error")
       ->check(CLI::IsMember({"debug", "info", "warning", "error"}));
   int exit_code = 0;
-  pagoda::cli::register_generate_command(app, exit_code);
-  pagoda::cli::register_tokenize_commands(app, exit_code);
-  pagoda::cli::register_chat_template_command(app, exit_code);
-  pagoda::cli::register_bench_commands(app, exit_code);
-  pagoda::cli::register_serve_command(app, exit_code);
+  pagoda::cli::register_all_commands(app, exit_code);
   app.parse_complete_callback([&] { pagoda::init_logging(log_level); });
   try {
     app.parse(argc, args.data());

@@ -12,14 +12,6 @@
 namespace pagoda::cli {
 namespace {
 
-void register_all(CLI::App& app, int& exit_code) {
-  register_generate_command(app, exit_code);
-  register_tokenize_commands(app, exit_code);
-  register_chat_template_command(app, exit_code);
-  register_bench_commands(app, exit_code);
-  register_serve_command(app, exit_code);
-}
-
 void expect_distinct_names(const CLI::App* cmd, const std::string& path) {
   std::set<std::string> positional, long_names;
   for (const CLI::Option* opt : cmd->get_options()) {
@@ -39,7 +31,7 @@ void expect_distinct_names(const CLI::App* cmd, const std::string& path) {
 TEST(CliOptions, NoPositionalSharesALongOptionName) {
   CLI::App app{"pagoda"};
   int exit_code = 0;
-  ASSERT_NO_THROW(register_all(app, exit_code));
+  ASSERT_NO_THROW(register_all_commands(app, exit_code));
   ASSERT_GE(app.get_subcommands({}).size(), 5u);
   expect_distinct_names(&app, "pagoda");
 }
@@ -48,7 +40,7 @@ TEST(CliOptions, ServeTakesTheModelAsPositionalOrFlag) {
   for (const char* flag : {"", "--model"}) {
     CLI::App app{"pagoda"};
     int exit_code = 0;
-    register_all(app, exit_code);
+    register_all_commands(app, exit_code);
     CLI::App* serve = app.get_subcommand("serve");
     // Parse only: the callback (which loads the model) runs on the final callback, so drop it.
     serve->callback([] {});
