@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "../unit/model/test_checkpoint.h"
 #include "core/mapped_file.h"
 #include "golden_check.h"
 #include "model/model.h"
@@ -99,12 +100,7 @@ TEST(Golden, SlidingWindowPerLayer) {
     std::filesystem::create_directories(dir);
     std::filesystem::copy_file(src + "/model.safetensors", dir / "model.safetensors",
                                std::filesystem::copy_options::overwrite_existing);
-    {
-      std::FILE* f = std::fopen((dir / "config.json").c_str(), "w");
-      const std::string text = config.dump();
-      std::fwrite(text.data(), 1, text.size(), f);
-      std::fclose(f);
-    }
+    testing::write_file(dir / "config.json", config.dump());
     ThreadPool pool(2);
     auto model = load_model(dir.string(), LoadOptions{}, pool);
     golden::SequenceRunner runner(*model, 16, 4);
