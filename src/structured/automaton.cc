@@ -1,0 +1,418 @@
+#include "structured/automaton.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "core/status.h"
+
+namespace pagoda::structured {
+
+ByteSet Automaton::scan_bytes(int32_t s) const {
+  ByteSet out;
+  const size_t row = static_cast<size_t>(s) * static_cast<size_t>(num_classes);
+  for (int32_t c = 0; c < num_classes; ++c) {
+    if (next[row + static_cast<size_t>(c)] >= 0) out |= class_bytes[static_cast<size_t>(c)];
+  }
+  return out;
+}
+
+namespace {
+
+// ---- Byte classes: the coarsest partition of 0..255 that every byte set of the grammar is a
+// union of; transition tables then have one column per class instead of per byte.
+// The byte sets of a DFA's edges, one per (state, target).
+std::vector<std::pair<int32_t, ByteSet>> dfa_edges(const ByteDfa& d, size_t state) {
+  std::vector<std::pair<int32_t, ByteSet>> edges;
+  for (int b = 0; b < 256; ++b) {
+    const int32_t t = d.next[state][static_cast<size_t>(b)];
+    if (t < 0) continue;
+    auto it = std::find_if(edges.begin(), edges.end(), [&](const auto& e) { return e.first == t; });
+    if (it == edges.end()) {
+      edges.emplace_back(t, ByteSet());
+      it = edges.end() - 1;
+    }
+    it->second.set(static_cast<size_t>(b));
+  }
+  return edges;
+}
+
+void collect_sets(const Expr& e, std::vector<ByteSet>& sets) {
+  if (e.kind == Expr::Kind::kBytes) sets.push_back(e.bytes);
+  if (e.kind == Expr::Kind::kDfa) {
+    for (size_t s = 0; s < e.dfa->next.size(); ++s) {
+      for (auto& [t, set] : dfa_edges(*e.dfa, s)) sets.push_back(set);
+    }
+  }
+  for (const Expr& c : e.children) collect_sets(c, sets);
+}
+
+struct ClassMap {
+  std::array<uint8_t, 256> of{};
+  int32_t count = 1;
+  std::vector<ByteSet> bytes;
+};
+
+ClassMap byte_classes(const Grammar& g) {
+  std::vector<ByteSet> sets;
+  for (const Rule& r : g.rules) collect_sets(r.body, sets);
+  ClassMap m;
+  std::array<int32_t, 256> cls{};
+  int32_t count = 1;
+  for (const ByteSet& s : sets) {
+    // Refine: a class splits into (in s, not in s).
+    std::map<std::pair<int32_t, bool>, int32_t> renumber;
+    std::array<int32_t, 256> next{};
+    for (int b = 0; b < 256; ++b) {
+      const auto key = std::make_pair(cls[static_cast<size_t>(b)], s.test(static_cast<size_t>(b)));
+      auto it = renumber.try_emplace(key, static_cast<int32_t>(renumber.size())).first;
+      next[static_cast<size_t>(b)] = it->second;
+    }
+    cls = next;
+    count = static_cast<int32_t>(renumber.size());
+  }
+  m.count = count;
+  m.bytes.assign(static_cast<size_t>(count), ByteSet());
+  for (int b = 0; b < 256; ++b) {
+    m.of[static_cast<size_t>(b)] = static_cast<uint8_t>(cls[static_cast<size_t>(b)]);
+    m.bytes[static_cast<size_t>(cls[static_cast<size_t>(b)])].set(static_cast<size_t>(b));
+  }
+  return m;
+}
+
+// ---- Thompson NFA of one rule body.
+struct Nfa {
+  struct Node {
+    std::vector<int32_t> eps;
+    std::vector<std::pair<std::vector<int32_t>, int32_t>> bytes;  // (classes, target)
+    std::vector<std::pair<int32_t, int32_t>> calls;               // (rule, target)
+  };
+  std::vector<Node> nodes;
+  int64_t limit = 0;
+  const ClassMap* classes = nullptr;
+  std::string rule_name;
+
+  int32_t add() {
+    if (static_cast<int64_t>(nodes.size()) >= limit) {
+      throw InvalidArgument(fmt::format(
+          "grammar: rule '{}' is too large (more than {} automaton nodes)", rule_name, limit));
+    }
+    nodes.emplace_back();
+    return static_cast<int32_t>(nodes.size()) - 1;
+  }
+
+  // Adds e between a new entry and exit; returns (entry, exit).
+  std::pair<int32_t, int32_t> build(const Expr& e) {
+    switch (e.kind) {
+      case Expr::Kind::kEmpty: {
+        const int32_t n = add();
+        return {n, n};
+      }
+      case Expr::Kind::kBytes: {
+        const int32_t a = add(), b = add();
+        std::vector<int32_t> cls;
+        for (int32_t c = 0; c < classes->count; ++c) {
+          if ((classes->bytes[static_cast<size_t>(c)] & e.bytes).any()) cls.push_back(c);
+        }
+        nodes[static_cast<size_t>(a)].bytes.emplace_back(std::move(cls), b);
+        return {a, b};
+      }
+      case Expr::Kind::kDfa: {
+        const ByteDfa& d = *e.dfa;
+        const auto base = static_cast<int32_t>(nodes.size());
+        for (size_t s = 0; s < d.next.size(); ++s) (void)add();
+        const int32_t exit = add();
+        for (size_t s = 0; s < d.next.size(); ++s) {
+          auto& node = nodes[static_cast<size_t>(base) + s];
+          for (auto& [t, set] : dfa_edges(d, s)) {
+            std::vector<int32_t> cls;
+            for (int32_t c = 0; c < classes->count; ++c) {
+              if ((classes->bytes[static_cast<size_t>(c)] & set).any()) cls.push_back(c);
+            }
+            node.bytes.emplace_back(std::move(cls), base + t);
+          }
+          if (d.final[s]) node.eps.push_back(exit);
+        }
+        return {base, exit};
+      }
+      case Expr::Kind::kRef: {
+        const int32_t a = add(), b = add();
+        nodes[static_cast<size_t>(a)].calls.emplace_back(e.rule, b);
+        return {a, b};
+      }
+      case Expr::Kind::kSeq: {
+        auto [in, out] = build(e.children[0]);
+        for (size_t i = 1; i < e.children.size(); ++i) {
+          auto [a, b] = build(e.children[i]);
+          nodes[static_cast<size_t>(out)].eps.push_back(a);
+          out = b;
+        }
+        return {in, out};
+      }
+      case Expr::Kind::kAlt: {
+        const int32_t in = add(), out = add();
+        for (const Expr& c : e.children) {
+          auto [a, b] = build(c);
+          nodes[static_cast<size_t>(in)].eps.push_back(a);
+          nodes[static_cast<size_t>(b)].eps.push_back(out);
+        }
+        return {in, out};
+      }
+      case Expr::Kind::kRepeat: {
+        const int32_t in = add();
+        int32_t out = in;
+        for (int32_t i = 0; i < e.min; ++i) {
+          auto [a, b] = build(e.children[0]);
+          nodes[static_cast<size_t>(out)].eps.push_back(a);
+          out = b;
+        }
+        if (e.max < 0) {
+          // out -> body -> out, and out is the exit.
+          auto [a, b] = build(e.children[0]);
+          const int32_t loop = add();
+          nodes[static_cast<size_t>(out)].eps.push_back(loop);
+          nodes[static_cast<size_t>(loop)].eps.push_back(a);
+          nodes[static_cast<size_t>(b)].eps.push_back(loop);
+          return {in, loop};
+        }
+        // Optional copies nested (x (x (x)?)?)?: every skip goes straight to the exit.
+        const int32_t exit = add();
+        nodes[static_cast<size_t>(out)].eps.push_back(exit);
+        for (int32_t i = e.min; i < e.max; ++i) {
+          auto [a, b] = build(e.children[0]);
+          nodes[static_cast<size_t>(out)].eps.push_back(a);
+          nodes[static_cast<size_t>(b)].eps.push_back(exit);
+          out = b;
+        }
+        return {in, exit};
+      }
+    }
+    PAGODA_CHECK(false, "unknown expression kind");
+  }
+};
+
+// ---- One rule's DFA (before numbering across rules).
+struct RuleDfa {
+  int32_t num_states = 0;
+  std::vector<int32_t> next;                                    // [states, classes]
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> calls;  // per state (rule, target)
+  std::vector<uint8_t> final;
+};
+
+struct VectorHash {
+  size_t operator()(const std::vector<int32_t>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return h;
+  }
+};
+
+// Subset construction over byte classes and call symbols.
+RuleDfa determinize(const Nfa& nfa, int32_t entry, int32_t exit, int32_t num_classes,
+                    int64_t max_states, const std::string& rule_name) {
+  // Epsilon closure with a visit stamp per node (one allocation for the whole construction).
+  std::vector<uint32_t> seen(nfa.nodes.size(), 0);
+  uint32_t stamp = 0;
+  std::vector<int32_t> stack;
+  auto closure = [&](std::vector<int32_t>& set) {
+    ++stamp;
+    stack = set;
+    for (int32_t s : set) seen[static_cast<size_t>(s)] = stamp;
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      for (int32_t t : nfa.nodes[static_cast<size_t>(s)].eps) {
+        if (seen[static_cast<size_t>(t)] != stamp) {
+          seen[static_cast<size_t>(t)] = stamp;
+          set.push_back(t);
+          stack.push_back(t);
+        }
+      }
+    }
+    // Only nodes with edges or the exit matter for the state's identity.
+    std::erase_if(set, [&](int32_t s) {
+      const auto& n = nfa.nodes[static_cast<size_t>(s)];
+      return s != exit && n.bytes.empty() && n.calls.empty();
+    });
+    std::sort(set.begin(), set.end());
+    set.erase(std::unique(set.begin(), set.end()), set.end());
+  };
+  RuleDfa dfa;
+  std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> ids;
+  std::vector<std::vector<int32_t>> sets;
+  auto intern = [&](std::vector<int32_t> set) {
+    auto [it, inserted] = ids.try_emplace(set, static_cast<int32_t>(sets.size()));
+    if (inserted) {
+      if (static_cast<int64_t>(sets.size()) >= max_states) {
+        throw InvalidArgument(
+            fmt::format("grammar: rule '{}' is too complex (more than {} automaton states)",
+                        rule_name, max_states));
+      }
+      sets.push_back(std::move(set));
+    }
+    return it->second;
+  };
+  std::vector<int32_t> start{entry};
+  closure(start);
+  intern(std::move(start));
+  std::vector<std::vector<int32_t>> by_class(static_cast<size_t>(num_classes));
+  for (size_t i = 0; i < sets.size(); ++i) {
+    for (auto& v : by_class) v.clear();
+    std::map<int32_t, std::vector<int32_t>> by_rule;
+    bool final = false;
+    for (int32_t s : sets[i]) {
+      if (s == exit) final = true;
+      const auto& n = nfa.nodes[static_cast<size_t>(s)];
+      for (const auto& [cls, target] : n.bytes) {
+        for (int32_t c : cls) by_class[static_cast<size_t>(c)].push_back(target);
+      }
+      for (const auto& [rule, target] : n.calls) by_rule[rule].push_back(target);
+    }
+    dfa.final.push_back(final ? 1 : 0);
+    std::vector<int32_t> row(static_cast<size_t>(num_classes), -1);
+    for (int32_t c = 0; c < num_classes; ++c) {
+      auto& targets = by_class[static_cast<size_t>(c)];
+      if (targets.empty()) continue;
+      std::vector<int32_t> set = targets;
+      closure(set);
+      row[static_cast<size_t>(c)] = intern(std::move(set));
+    }
+    dfa.next.insert(dfa.next.end(), row.begin(), row.end());
+    std::vector<std::pair<int32_t, int32_t>> calls;
+    for (auto& [rule, targets] : by_rule) {
+      std::vector<int32_t> set = targets;
+      closure(set);
+      calls.emplace_back(rule, intern(std::move(set)));
+    }
+    dfa.calls.push_back(std::move(calls));
+  }
+  dfa.num_states = static_cast<int32_t>(sets.size());
+  return dfa;
+}
+
+// Moore's partition refinement: states with the same finality and the same targets' blocks on
+// every symbol merge, until nothing splits.
+RuleDfa minimize(const RuleDfa& d, int32_t num_classes) {
+  const auto n = static_cast<size_t>(d.num_states);
+  std::vector<int32_t> block(n);
+  for (size_t s = 0; s < n; ++s) block[s] = d.final[s];
+  int32_t num_blocks = 0;
+  for (;;) {
+    std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> signature_ids;
+    std::vector<int32_t> next_block(n);
+    for (size_t s = 0; s < n; ++s) {
+      std::vector<int32_t> sig;
+      sig.reserve(static_cast<size_t>(num_classes) + 1 + 2 * d.calls[s].size());
+      sig.push_back(block[s]);
+      for (int32_t c = 0; c < num_classes; ++c) {
+        const int32_t t = d.next[s * static_cast<size_t>(num_classes) + static_cast<size_t>(c)];
+        sig.push_back(t < 0 ? -1 : block[static_cast<size_t>(t)]);
+      }
+      for (const auto& [rule, t] : d.calls[s]) {
+        sig.push_back(rule);
+        sig.push_back(block[static_cast<size_t>(t)]);
+      }
+      next_block[s] =
+          signature_ids.try_emplace(std::move(sig), static_cast<int32_t>(signature_ids.size()))
+              .first->second;
+    }
+    const auto count = static_cast<int32_t>(signature_ids.size());
+    block = std::move(next_block);
+    if (count == num_blocks) break;
+    num_blocks = count;
+  }
+  // Renumber so that the start state (0) stays 0.
+  std::vector<int32_t> order(static_cast<size_t>(num_blocks), -1);
+  int32_t next_id = 0;
+  for (size_t s = 0; s < n; ++s) {
+    if (order[static_cast<size_t>(block[s])] < 0) order[static_cast<size_t>(block[s])] = next_id++;
+  }
+  RuleDfa m;
+  m.num_states = num_blocks;
+  m.next.assign(static_cast<size_t>(num_blocks) * static_cast<size_t>(num_classes), -1);
+  m.calls.resize(static_cast<size_t>(num_blocks));
+  m.final.assign(static_cast<size_t>(num_blocks), 0);
+  std::vector<char> done(static_cast<size_t>(num_blocks), 0);
+  for (size_t s = 0; s < n; ++s) {
+    const auto b = static_cast<size_t>(order[static_cast<size_t>(block[s])]);
+    if (done[b]) continue;
+    done[b] = 1;
+    m.final[b] = d.final[s];
+    for (int32_t c = 0; c < num_classes; ++c) {
+      const int32_t t = d.next[s * static_cast<size_t>(num_classes) + static_cast<size_t>(c)];
+      m.next[b * static_cast<size_t>(num_classes) + static_cast<size_t>(c)] =
+          t < 0 ? -1 : order[static_cast<size_t>(block[static_cast<size_t>(t)])];
+    }
+    for (const auto& [rule, t] : d.calls[s]) {
+      m.calls[b].emplace_back(rule, order[static_cast<size_t>(block[static_cast<size_t>(t)])]);
+    }
+  }
+  return m;
+}
+
+}  // namespace
+
+void analyze_automaton(Automaton& a);  // automaton_analysis.cc
+
+Automaton build_automaton(const Grammar& g, const AutomatonLimits& limits) {
+  if (g.root < 0 || g.root >= static_cast<int32_t>(g.rules.size())) {
+    throw InvalidArgument("grammar: no root rule");
+  }
+  const ClassMap classes = byte_classes(g);
+  Automaton a;
+  a.root = g.root;
+  a.num_classes = classes.count;
+  a.byte_class = classes.of;
+  a.class_bytes = classes.bytes;
+  int64_t nfa_budget = limits.max_nfa_nodes;
+  int64_t state_budget = limits.max_states;
+  std::vector<RuleDfa> dfas;
+  for (const Rule& r : g.rules) {
+    Nfa nfa;
+    nfa.limit = nfa_budget;
+    nfa.classes = &classes;
+    nfa.rule_name = r.name;
+    auto [entry, exit] = nfa.build(r.body);
+    nfa_budget -= static_cast<int64_t>(nfa.nodes.size());
+    RuleDfa dfa =
+        minimize(determinize(nfa, entry, exit, classes.count, state_budget, r.name), classes.count);
+    state_budget -= dfa.num_states;
+    dfas.push_back(std::move(dfa));
+    a.rule_names.push_back(r.name);
+  }
+  // Number the states across rules.
+  int32_t total = 0;
+  for (const RuleDfa& d : dfas) {
+    a.rule_start.push_back(total);
+    total += d.num_states;
+  }
+  a.rule_of.resize(static_cast<size_t>(total));
+  a.flags.assign(static_cast<size_t>(total), 0);
+  a.next.assign(static_cast<size_t>(total) * static_cast<size_t>(a.num_classes), -1);
+  a.call_begin.assign(static_cast<size_t>(total) + 1, 0);
+  for (size_t r = 0; r < dfas.size(); ++r) {
+    const RuleDfa& d = dfas[r];
+    const int32_t base = a.rule_start[r];
+    for (int32_t s = 0; s < d.num_states; ++s) {
+      const auto gs = static_cast<size_t>(base + s);
+      a.rule_of[gs] = static_cast<int32_t>(r);
+      if (d.final[static_cast<size_t>(s)]) a.flags[gs] |= Automaton::kFinal;
+      for (int32_t c = 0; c < a.num_classes; ++c) {
+        const int32_t t = d.next[static_cast<size_t>(s) * static_cast<size_t>(a.num_classes) +
+                                 static_cast<size_t>(c)];
+        a.next[gs * static_cast<size_t>(a.num_classes) + static_cast<size_t>(c)] =
+            t < 0 ? -1 : base + t;
+      }
+      for (const auto& [rule, t] : d.calls[static_cast<size_t>(s)]) {
+        a.calls.push_back(Call{rule, base + t, false});
+      }
+      a.call_begin[gs + 1] = static_cast<int32_t>(a.calls.size());
+    }
+  }
+  analyze_automaton(a);
+  return a;
+}
+
+}  // namespace pagoda::structured

@@ -1,0 +1,205 @@
+// The global analyses of a compiled grammar, run once after its rules are determinized: which
+// states can still reach the end of the text (others are cut away), which rules match the empty
+// string, left recursion (refused), tail calls, and each rule's FOLLOW set (the bytes that may
+// come right after it), which the token-mask precomputation uses to reject tokens that leave a
+// rule into bytes no context accepts.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/status.h"
+#include "structured/automaton.h"
+
+namespace pagoda::structured {
+namespace {
+
+size_t cell(const Automaton& a, int32_t s, int32_t c) {
+  return static_cast<size_t>(s) * static_cast<size_t>(a.num_classes) + static_cast<size_t>(c);
+}
+
+template <typename F>
+void for_calls(const Automaton& a, int32_t s, F&& f) {
+  for (int32_t i = a.call_begin[static_cast<size_t>(s)];
+       i < a.call_begin[static_cast<size_t>(s) + 1]; ++i) {
+    f(a.calls[static_cast<size_t>(i)]);
+  }
+}
+
+// Live: final, or an edge to a live state, or a call of a productive rule returning to a live
+// state. Everything else can never reach the end of the text.
+std::vector<char> live_states(const Automaton& a) {
+  const int32_t n = a.num_states();
+  std::vector<char> live(static_cast<size_t>(n), 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t s = n - 1; s >= 0; --s) {
+      if (live[static_cast<size_t>(s)]) continue;
+      bool ok = a.final(s);
+      for (int32_t c = 0; c < a.num_classes && !ok; ++c) {
+        const int32_t t = a.next[cell(a, s, c)];
+        ok = t >= 0 && live[static_cast<size_t>(t)];
+      }
+      for_calls(a, s, [&](const Call& call) {
+        ok = ok || (live[static_cast<size_t>(a.rule_start[static_cast<size_t>(call.rule)])] &&
+                    live[static_cast<size_t>(call.ret)]);
+      });
+      if (ok) {
+        live[static_cast<size_t>(s)] = 1;
+        changed = true;
+      }
+    }
+  }
+  return live;
+}
+
+void trim(Automaton& a, const std::vector<char>& live) {
+  for (int32_t s = 0; s < a.num_states(); ++s) {
+    for (int32_t c = 0; c < a.num_classes; ++c) {
+      int32_t& t = a.next[cell(a, s, c)];
+      if (t >= 0 && !live[static_cast<size_t>(t)]) t = -1;
+    }
+  }
+  std::vector<Call> calls;
+  std::vector<int32_t> begin(a.call_begin.size(), 0);
+  for (int32_t s = 0; s < a.num_states(); ++s) {
+    for_calls(a, s, [&](const Call& call) {
+      if (live[static_cast<size_t>(a.rule_start[static_cast<size_t>(call.rule)])] &&
+          live[static_cast<size_t>(call.ret)]) {
+        calls.push_back(call);
+      }
+    });
+    begin[static_cast<size_t>(s) + 1] = static_cast<int32_t>(calls.size());
+  }
+  a.calls = std::move(calls);
+  a.call_begin = std::move(begin);
+}
+
+void check_left_recursion(const Automaton& a, const std::vector<char>& nullable_rule) {
+  const auto num_rules = a.rule_start.size();
+  // left[r]: the rules r may call before consuming a byte.
+  std::vector<std::vector<int32_t>> left(num_rules);
+  for (size_t r = 0; r < num_rules; ++r) {
+    std::vector<int32_t> stack{a.rule_start[r]};
+    std::vector<int32_t> seen{a.rule_start[r]};
+    while (!stack.empty()) {
+      const int32_t s = stack.back();
+      stack.pop_back();
+      for_calls(a, s, [&](const Call& call) {
+        left[r].push_back(call.rule);
+        if (nullable_rule[static_cast<size_t>(call.rule)] &&
+            std::find(seen.begin(), seen.end(), call.ret) == seen.end()) {
+          seen.push_back(call.ret);
+          stack.push_back(call.ret);
+        }
+      });
+    }
+  }
+  // A cycle in `left` is left recursion: find one by depth-first search and name it.
+  std::vector<int> color(num_rules, 0);
+  std::vector<int32_t> path;
+  auto dfs = [&](auto&& self, int32_t r) -> void {
+    color[static_cast<size_t>(r)] = 1;
+    path.push_back(r);
+    for (int32_t t : left[static_cast<size_t>(r)]) {
+      if (color[static_cast<size_t>(t)] == 1) {
+        std::string cycle;
+        const auto from = std::find(path.begin(), path.end(), t);
+        for (auto it = from; it != path.end(); ++it)
+          cycle += a.rule_names[static_cast<size_t>(*it)] + " -> ";
+        cycle += a.rule_names[static_cast<size_t>(t)];
+        throw InvalidArgument(fmt::format(
+            "grammar: left recursion ({}): a rule may not call itself before matching a "
+            "character",
+            cycle));
+      }
+      if (color[static_cast<size_t>(t)] == 0) self(self, t);
+    }
+    path.pop_back();
+    color[static_cast<size_t>(r)] = 2;
+  };
+  for (size_t r = 0; r < num_rules; ++r) {
+    if (color[r] == 0) dfs(dfs, static_cast<int32_t>(r));
+  }
+}
+
+}  // namespace
+
+void analyze_automaton(Automaton& a) {
+  const int32_t n = a.num_states();
+  const auto num_rules = a.rule_start.size();
+  const std::vector<char> live = live_states(a);
+  if (!live[static_cast<size_t>(a.rule_start[static_cast<size_t>(a.root)])]) {
+    throw InvalidArgument(fmt::format("grammar: the rule '{}' matches no finite text",
+                                      a.rule_names[static_cast<size_t>(a.root)]));
+  }
+  trim(a, live);
+  for (int32_t s = 0; s < n; ++s) {
+    uint8_t& f = a.flags[static_cast<size_t>(s)];
+    f &= Automaton::kFinal;
+    for (int32_t c = 0; c < a.num_classes; ++c) {
+      if (a.next[cell(a, s, c)] >= 0) f |= Automaton::kScans;
+    }
+    if (a.call_begin[static_cast<size_t>(s) + 1] > a.call_begin[static_cast<size_t>(s)]) {
+      f |= Automaton::kCalls;
+    }
+  }
+  // Nullable states (may end their rule without a byte) and rules.
+  std::vector<char> null_state(static_cast<size_t>(n), 0), nullable_rule(num_rules, 0);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t s = n - 1; s >= 0; --s) {
+      if (null_state[static_cast<size_t>(s)]) continue;
+      bool ok = a.final(s);
+      for_calls(a, s, [&](const Call& call) {
+        ok = ok || (nullable_rule[static_cast<size_t>(call.rule)] &&
+                    null_state[static_cast<size_t>(call.ret)]);
+      });
+      if (!ok) continue;
+      null_state[static_cast<size_t>(s)] = 1;
+      const auto r = static_cast<size_t>(a.rule_of[static_cast<size_t>(s)]);
+      if (a.rule_start[r] == s) nullable_rule[r] = 1;
+      changed = true;
+    }
+  }
+  check_left_recursion(a, nullable_rule);
+  for (Call& call : a.calls) {
+    call.tail = a.flags[static_cast<size_t>(call.ret)] == Automaton::kFinal;
+  }
+  // FIRST of each state, then FOLLOW of each rule.
+  std::vector<ByteSet> first(static_cast<size_t>(n));
+  for (int32_t s = 0; s < n; ++s) first[static_cast<size_t>(s)] = a.scan_bytes(s);
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t s = n - 1; s >= 0; --s) {
+      ByteSet f = first[static_cast<size_t>(s)];
+      for_calls(a, s, [&](const Call& call) {
+        f |= first[static_cast<size_t>(a.rule_start[static_cast<size_t>(call.rule)])];
+        if (nullable_rule[static_cast<size_t>(call.rule)])
+          f |= first[static_cast<size_t>(call.ret)];
+      });
+      if (f != first[static_cast<size_t>(s)]) {
+        first[static_cast<size_t>(s)] = f;
+        changed = true;
+      }
+    }
+  }
+  a.follow.assign(num_rules, ByteSet());
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int32_t s = 0; s < n; ++s) {
+      const auto caller = static_cast<size_t>(a.rule_of[static_cast<size_t>(s)]);
+      for_calls(a, s, [&](const Call& call) {
+        ByteSet f = a.follow[static_cast<size_t>(call.rule)] | first[static_cast<size_t>(call.ret)];
+        if (null_state[static_cast<size_t>(call.ret)]) f |= a.follow[caller];
+        if (f != a.follow[static_cast<size_t>(call.rule)]) {
+          a.follow[static_cast<size_t>(call.rule)] = f;
+          changed = true;
+        }
+      });
+    }
+  }
+}
+
+}  // namespace pagoda::structured
