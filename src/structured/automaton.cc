@@ -46,7 +46,7 @@ void collect_sets(const Expr& e, std::vector<ByteSet>& sets) {
       for (auto& [t, set] : dfa_edges(*e.dfa, s)) sets.push_back(set);
     }
   }
-  for (const Expr& c : e.children) collect_sets(c, sets);
+  for (const Expr& c : e.children()) collect_sets(c, sets);
 }
 
 struct ClassMap {
@@ -56,8 +56,26 @@ struct ClassMap {
 };
 
 ClassMap byte_classes(const Grammar& g) {
+  std::vector<ByteSet> all;
+  for (const Rule& r : g.rules) collect_sets(r.body, all);
+  // Distinct sets only (a grammar repeats the same few thousands of times).
+  auto words = [](const ByteSet& b) {
+    std::array<uint64_t, 4> w{};
+    for (size_t i = 0; i < 256; ++i) {
+      if (b.test(i)) w[i / 64] |= uint64_t{1} << (i % 64);
+    }
+    return w;
+  };
+  std::vector<std::pair<std::array<uint64_t, 4>, size_t>> keyed;
+  keyed.reserve(all.size());
+  {
+    for (size_t i = 0; i < all.size(); ++i) keyed.emplace_back(words(all[i]), i);
+    std::sort(keyed.begin(), keyed.end());
+  }
   std::vector<ByteSet> sets;
-  for (const Rule& r : g.rules) collect_sets(r.body, sets);
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    if (i == 0 || keyed[i].first != keyed[i - 1].first) sets.push_back(all[keyed[i].second]);
+  }
   ClassMap m;
   std::array<int32_t, 256> cls{};
   int32_t count = 1;
@@ -143,9 +161,9 @@ struct Nfa {
         return {a, b};
       }
       case Expr::Kind::kSeq: {
-        auto [in, out] = build(e.children[0]);
-        for (size_t i = 1; i < e.children.size(); ++i) {
-          auto [a, b] = build(e.children[i]);
+        auto [in, out] = build(e.children()[0]);
+        for (size_t i = 1; i < e.children().size(); ++i) {
+          auto [a, b] = build(e.children()[i]);
           nodes[static_cast<size_t>(out)].eps.push_back(a);
           out = b;
         }
@@ -153,7 +171,7 @@ struct Nfa {
       }
       case Expr::Kind::kAlt: {
         const int32_t in = add(), out = add();
-        for (const Expr& c : e.children) {
+        for (const Expr& c : e.children()) {
           auto [a, b] = build(c);
           nodes[static_cast<size_t>(in)].eps.push_back(a);
           nodes[static_cast<size_t>(b)].eps.push_back(out);
@@ -164,13 +182,13 @@ struct Nfa {
         const int32_t in = add();
         int32_t out = in;
         for (int32_t i = 0; i < e.min; ++i) {
-          auto [a, b] = build(e.children[0]);
+          auto [a, b] = build(e.children()[0]);
           nodes[static_cast<size_t>(out)].eps.push_back(a);
           out = b;
         }
         if (e.max < 0) {
           // out -> body -> out, and out is the exit.
-          auto [a, b] = build(e.children[0]);
+          auto [a, b] = build(e.children()[0]);
           const int32_t loop = add();
           nodes[static_cast<size_t>(out)].eps.push_back(loop);
           nodes[static_cast<size_t>(loop)].eps.push_back(a);
@@ -181,7 +199,7 @@ struct Nfa {
         const int32_t exit = add();
         nodes[static_cast<size_t>(out)].eps.push_back(exit);
         for (int32_t i = e.min; i < e.max; ++i) {
-          auto [a, b] = build(e.children[0]);
+          auto [a, b] = build(e.children()[0]);
           nodes[static_cast<size_t>(out)].eps.push_back(a);
           nodes[static_cast<size_t>(b)].eps.push_back(exit);
           out = b;
@@ -293,41 +311,63 @@ RuleDfa determinize(const Nfa& nfa, int32_t entry, int32_t exit, int32_t num_cla
 }
 
 // Moore's partition refinement: states with the same finality and the same targets' blocks on
-// every symbol merge, until nothing splits.
+// every symbol merge, until nothing splits. Each round writes every state's signature (its block,
+// its targets' blocks, its calls) into one flat table and sorts the states by it.
 RuleDfa minimize(const RuleDfa& d, int32_t num_classes) {
   const auto n = static_cast<size_t>(d.num_states);
-  std::vector<int32_t> block(n);
+  size_t max_calls = 0;
+  for (const auto& c : d.calls) max_calls = std::max(max_calls, c.size());
+  const size_t width = 1 + static_cast<size_t>(num_classes) + 2 * max_calls;
+  std::vector<int32_t> block(n), sig(n * width);
   for (size_t s = 0; s < n; ++s) block[s] = d.final[s];
-  int32_t num_blocks = 0;
+  int32_t num_blocks = -1;
   for (;;) {
-    std::unordered_map<std::vector<int32_t>, int32_t, VectorHash> signature_ids;
-    std::vector<int32_t> next_block(n);
     for (size_t s = 0; s < n; ++s) {
-      std::vector<int32_t> sig;
-      sig.reserve(static_cast<size_t>(num_classes) + 1 + 2 * d.calls[s].size());
-      sig.push_back(block[s]);
+      int32_t* row = &sig[s * width];
+      row[0] = block[s];
       for (int32_t c = 0; c < num_classes; ++c) {
         const int32_t t = d.next[s * static_cast<size_t>(num_classes) + static_cast<size_t>(c)];
-        sig.push_back(t < 0 ? -1 : block[static_cast<size_t>(t)]);
+        row[1 + c] = t < 0 ? -1 : block[static_cast<size_t>(t)];
       }
+      size_t k = 1 + static_cast<size_t>(num_classes);
       for (const auto& [rule, t] : d.calls[s]) {
-        sig.push_back(rule);
-        sig.push_back(block[static_cast<size_t>(t)]);
+        row[k++] = rule;
+        row[k++] = block[static_cast<size_t>(t)];
       }
-      next_block[s] =
-          signature_ids.try_emplace(std::move(sig), static_cast<int32_t>(signature_ids.size()))
-              .first->second;
+      for (; k < width; ++k) row[k] = -2;
     }
-    const auto count = static_cast<int32_t>(signature_ids.size());
+    // Group equal signatures: by hash, checked against the group's first member.
+    std::unordered_map<uint64_t, std::vector<int32_t>> groups;  // hash -> first members
+    std::vector<int32_t> next_block(n);
+    int32_t count = 0;
+    for (size_t s = 0; s < n; ++s) {
+      const int32_t* row = &sig[s * width];
+      uint64_t h = 1469598103934665603ull;
+      for (size_t k = 0; k < width; ++k) h = (h ^ static_cast<uint32_t>(row[k])) * 1099511628211ull;
+      std::vector<int32_t>& firsts = groups[h];
+      int32_t found = -1;
+      for (int32_t f : firsts) {
+        if (std::equal(row, row + width, &sig[static_cast<size_t>(f) * width])) {
+          found = next_block[static_cast<size_t>(f)];
+          break;
+        }
+      }
+      if (found < 0) {
+        found = count++;
+        firsts.push_back(static_cast<int32_t>(s));
+      }
+      next_block[s] = found;
+    }
     block = std::move(next_block);
     if (count == num_blocks) break;
     num_blocks = count;
   }
-  // Renumber so that the start state (0) stays 0.
-  std::vector<int32_t> order(static_cast<size_t>(num_blocks), -1);
+  // Renumber so that the start state (0) stays 0, the others in order of first appearance.
+  std::vector<int32_t> renumber(static_cast<size_t>(num_blocks), -1);
   int32_t next_id = 0;
   for (size_t s = 0; s < n; ++s) {
-    if (order[static_cast<size_t>(block[s])] < 0) order[static_cast<size_t>(block[s])] = next_id++;
+    if (renumber[static_cast<size_t>(block[s])] < 0)
+      renumber[static_cast<size_t>(block[s])] = next_id++;
   }
   RuleDfa m;
   m.num_states = num_blocks;
@@ -336,17 +376,17 @@ RuleDfa minimize(const RuleDfa& d, int32_t num_classes) {
   m.final.assign(static_cast<size_t>(num_blocks), 0);
   std::vector<char> done(static_cast<size_t>(num_blocks), 0);
   for (size_t s = 0; s < n; ++s) {
-    const auto b = static_cast<size_t>(order[static_cast<size_t>(block[s])]);
+    const auto b = static_cast<size_t>(renumber[static_cast<size_t>(block[s])]);
     if (done[b]) continue;
     done[b] = 1;
     m.final[b] = d.final[s];
     for (int32_t c = 0; c < num_classes; ++c) {
       const int32_t t = d.next[s * static_cast<size_t>(num_classes) + static_cast<size_t>(c)];
       m.next[b * static_cast<size_t>(num_classes) + static_cast<size_t>(c)] =
-          t < 0 ? -1 : order[static_cast<size_t>(block[static_cast<size_t>(t)])];
+          t < 0 ? -1 : renumber[static_cast<size_t>(block[static_cast<size_t>(t)])];
     }
     for (const auto& [rule, t] : d.calls[s]) {
-      m.calls[b].emplace_back(rule, order[static_cast<size_t>(block[static_cast<size_t>(t)])]);
+      m.calls[b].emplace_back(rule, renumber[static_cast<size_t>(block[static_cast<size_t>(t)])]);
     }
   }
   return m;

@@ -27,27 +27,58 @@ void for_calls(const Automaton& a, int32_t s, F&& f) {
   }
 }
 
+// Reverse edges, for the worklist analyses below (each runs in time linear in the edges).
+struct Reverse {
+  std::vector<std::vector<int32_t>> byte_preds;                        // [state] -> sources
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> ret_users;     // [ret] -> (caller, rule)
+  std::vector<std::vector<std::pair<int32_t, int32_t>>> rule_callers;  // [rule] -> (caller, ret)
+};
+
+Reverse reverse_edges(const Automaton& a) {
+  Reverse r;
+  r.byte_preds.resize(static_cast<size_t>(a.num_states()));
+  r.ret_users.resize(static_cast<size_t>(a.num_states()));
+  r.rule_callers.resize(a.rule_start.size());
+  for (int32_t s = 0; s < a.num_states(); ++s) {
+    int32_t last = -1;
+    for (int32_t c = 0; c < a.num_classes; ++c) {
+      const int32_t t = a.next[cell(a, s, c)];
+      if (t >= 0 && t != last) r.byte_preds[static_cast<size_t>(t)].push_back(s);
+      last = t;
+    }
+    for_calls(a, s, [&](const Call& call) {
+      r.ret_users[static_cast<size_t>(call.ret)].emplace_back(s, call.rule);
+      r.rule_callers[static_cast<size_t>(call.rule)].emplace_back(s, call.ret);
+    });
+  }
+  return r;
+}
+
 // Live: final, or an edge to a live state, or a call of a productive rule returning to a live
 // state. Everything else can never reach the end of the text.
-std::vector<char> live_states(const Automaton& a) {
-  const int32_t n = a.num_states();
-  std::vector<char> live(static_cast<size_t>(n), 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t s = n - 1; s >= 0; --s) {
-      if (live[static_cast<size_t>(s)]) continue;
-      bool ok = a.final(s);
-      for (int32_t c = 0; c < a.num_classes && !ok; ++c) {
-        const int32_t t = a.next[cell(a, s, c)];
-        ok = t >= 0 && live[static_cast<size_t>(t)];
-      }
-      for_calls(a, s, [&](const Call& call) {
-        ok = ok || (live[static_cast<size_t>(a.rule_start[static_cast<size_t>(call.rule)])] &&
-                    live[static_cast<size_t>(call.ret)]);
-      });
-      if (ok) {
-        live[static_cast<size_t>(s)] = 1;
-        changed = true;
+std::vector<char> live_states(const Automaton& a, const Reverse& r) {
+  std::vector<char> live(static_cast<size_t>(a.num_states()), 0);
+  std::vector<int32_t> work;
+  auto mark = [&](int32_t s) {
+    if (!live[static_cast<size_t>(s)]) {
+      live[static_cast<size_t>(s)] = 1;
+      work.push_back(s);
+    }
+  };
+  for (int32_t s = 0; s < a.num_states(); ++s) {
+    if (a.final(s)) mark(s);
+  }
+  while (!work.empty()) {
+    const int32_t t = work.back();
+    work.pop_back();
+    for (int32_t s : r.byte_preds[static_cast<size_t>(t)]) mark(s);
+    for (const auto& [s, rule] : r.ret_users[static_cast<size_t>(t)]) {
+      if (live[static_cast<size_t>(a.rule_start[static_cast<size_t>(rule)])]) mark(s);
+    }
+    const auto rule = static_cast<size_t>(a.rule_of[static_cast<size_t>(t)]);
+    if (a.rule_start[rule] == t) {
+      for (const auto& [s, ret] : r.rule_callers[rule]) {
+        if (live[static_cast<size_t>(ret)]) mark(s);
       }
     }
   }
@@ -129,12 +160,13 @@ void check_left_recursion(const Automaton& a, const std::vector<char>& nullable_
 void analyze_automaton(Automaton& a) {
   const int32_t n = a.num_states();
   const auto num_rules = a.rule_start.size();
-  const std::vector<char> live = live_states(a);
+  const std::vector<char> live = live_states(a, reverse_edges(a));
   if (!live[static_cast<size_t>(a.rule_start[static_cast<size_t>(a.root)])]) {
     throw InvalidArgument(fmt::format("grammar: the rule '{}' matches no finite text",
                                       a.rule_names[static_cast<size_t>(a.root)]));
   }
   trim(a, live);
+  const Reverse r = reverse_edges(a);
   for (int32_t s = 0; s < n; ++s) {
     uint8_t& f = a.flags[static_cast<size_t>(s)];
     f &= Automaton::kFinal;
@@ -147,57 +179,93 @@ void analyze_automaton(Automaton& a) {
   }
   // Nullable states (may end their rule without a byte) and rules.
   std::vector<char> null_state(static_cast<size_t>(n), 0), nullable_rule(num_rules, 0);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t s = n - 1; s >= 0; --s) {
-      if (null_state[static_cast<size_t>(s)]) continue;
-      bool ok = a.final(s);
-      for_calls(a, s, [&](const Call& call) {
-        ok = ok || (nullable_rule[static_cast<size_t>(call.rule)] &&
-                    null_state[static_cast<size_t>(call.ret)]);
-      });
-      if (!ok) continue;
-      null_state[static_cast<size_t>(s)] = 1;
-      const auto r = static_cast<size_t>(a.rule_of[static_cast<size_t>(s)]);
-      if (a.rule_start[r] == s) nullable_rule[r] = 1;
-      changed = true;
+  {
+    std::vector<int32_t> work;
+    auto mark = [&](int32_t s) {
+      if (!null_state[static_cast<size_t>(s)]) {
+        null_state[static_cast<size_t>(s)] = 1;
+        work.push_back(s);
+      }
+    };
+    for (int32_t s = 0; s < n; ++s) {
+      if (a.final(s)) mark(s);
+    }
+    while (!work.empty()) {
+      const int32_t t = work.back();
+      work.pop_back();
+      for (const auto& [s, rule] : r.ret_users[static_cast<size_t>(t)]) {
+        if (nullable_rule[static_cast<size_t>(rule)]) mark(s);
+      }
+      const auto rule = static_cast<size_t>(a.rule_of[static_cast<size_t>(t)]);
+      if (a.rule_start[rule] == t) {
+        nullable_rule[rule] = 1;
+        for (const auto& [s, ret] : r.rule_callers[rule]) {
+          if (null_state[static_cast<size_t>(ret)]) mark(s);
+        }
+      }
     }
   }
   check_left_recursion(a, nullable_rule);
   for (Call& call : a.calls) {
     call.tail = a.flags[static_cast<size_t>(call.ret)] == Automaton::kFinal;
   }
-  // FIRST of each state, then FOLLOW of each rule.
+  // FIRST of each state: its own bytes, its callees' FIRST, and after a nullable callee its
+  // return state's FIRST. A change flows to the callers of a rule start and to nullable calls'
+  // callers of a return state.
   std::vector<ByteSet> first(static_cast<size_t>(n));
-  for (int32_t s = 0; s < n; ++s) first[static_cast<size_t>(s)] = a.scan_bytes(s);
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t s = n - 1; s >= 0; --s) {
-      ByteSet f = first[static_cast<size_t>(s)];
-      for_calls(a, s, [&](const Call& call) {
-        f |= first[static_cast<size_t>(a.rule_start[static_cast<size_t>(call.rule)])];
-        if (nullable_rule[static_cast<size_t>(call.rule)])
-          f |= first[static_cast<size_t>(call.ret)];
-      });
-      if (f != first[static_cast<size_t>(s)]) {
-        first[static_cast<size_t>(s)] = f;
-        changed = true;
+  std::vector<int32_t> work;
+  std::vector<char> queued(static_cast<size_t>(n), 1);
+  for (int32_t s = 0; s < n; ++s) {
+    first[static_cast<size_t>(s)] = a.scan_bytes(s);
+    work.push_back(s);
+  }
+  while (!work.empty()) {
+    const int32_t s = work.back();
+    work.pop_back();
+    queued[static_cast<size_t>(s)] = 0;
+    ByteSet f = first[static_cast<size_t>(s)];
+    for_calls(a, s, [&](const Call& call) {
+      f |= first[static_cast<size_t>(a.rule_start[static_cast<size_t>(call.rule)])];
+      if (nullable_rule[static_cast<size_t>(call.rule)]) f |= first[static_cast<size_t>(call.ret)];
+    });
+    if (f == first[static_cast<size_t>(s)]) continue;
+    first[static_cast<size_t>(s)] = f;
+    auto requeue = [&](int32_t x) {
+      if (!queued[static_cast<size_t>(x)]) {
+        queued[static_cast<size_t>(x)] = 1;
+        work.push_back(x);
       }
+    };
+    const auto rule = static_cast<size_t>(a.rule_of[static_cast<size_t>(s)]);
+    if (a.rule_start[rule] == s) {
+      for (const auto& [caller, ret] : r.rule_callers[rule]) requeue(caller);
+    }
+    for (const auto& [caller, callee] : r.ret_users[static_cast<size_t>(s)]) {
+      if (nullable_rule[static_cast<size_t>(callee)]) requeue(caller);
     }
   }
+  // FOLLOW of each rule: FIRST of its return states, and the caller's FOLLOW where the return
+  // state is nullable (propagated along those rule-to-rule edges).
   a.follow.assign(num_rules, ByteSet());
-  for (bool changed = true; changed;) {
-    changed = false;
-    for (int32_t s = 0; s < n; ++s) {
-      const auto caller = static_cast<size_t>(a.rule_of[static_cast<size_t>(s)]);
-      for_calls(a, s, [&](const Call& call) {
-        ByteSet f = a.follow[static_cast<size_t>(call.rule)] | first[static_cast<size_t>(call.ret)];
-        if (null_state[static_cast<size_t>(call.ret)]) f |= a.follow[caller];
-        if (f != a.follow[static_cast<size_t>(call.rule)]) {
-          a.follow[static_cast<size_t>(call.rule)] = f;
-          changed = true;
-        }
-      });
+  std::vector<std::vector<int32_t>> flows(num_rules);  // caller rule -> callee rules
+  for (int32_t s = 0; s < n; ++s) {
+    const auto caller = static_cast<size_t>(a.rule_of[static_cast<size_t>(s)]);
+    for_calls(a, s, [&](const Call& call) {
+      a.follow[static_cast<size_t>(call.rule)] |= first[static_cast<size_t>(call.ret)];
+      if (null_state[static_cast<size_t>(call.ret)]) flows[caller].push_back(call.rule);
+    });
+  }
+  std::vector<int32_t> rules(num_rules);
+  for (size_t i = 0; i < num_rules; ++i) rules[i] = static_cast<int32_t>(i);
+  while (!rules.empty()) {
+    const auto from = static_cast<size_t>(rules.back());
+    rules.pop_back();
+    for (int32_t to : flows[from]) {
+      const ByteSet f = a.follow[static_cast<size_t>(to)] | a.follow[from];
+      if (f != a.follow[static_cast<size_t>(to)]) {
+        a.follow[static_cast<size_t>(to)] = f;
+        rules.push_back(to);
+      }
     }
   }
 }

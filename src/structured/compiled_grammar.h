@@ -25,6 +25,8 @@ class ThreadPool;
 
 namespace pagoda::structured {
 
+class StateCache;
+
 /// The tokens one scanning state decides on its own, and the ones it cannot.
 struct StateTokens {
   enum class Kind : uint8_t {
@@ -33,8 +35,9 @@ struct StateTokens {
     kBitmask,       // bits: the accepted tokens
   };
   Kind kind = Kind::kAcceptedList;
-  std::vector<int32_t> ids;
-  std::vector<uint32_t> bits;  // [vocab.mask_words()]
+  // The definite part, shared by the grammars whose states have the same form (StateCache).
+  std::shared_ptr<const std::vector<int32_t>> ids;
+  std::shared_ptr<const std::vector<uint32_t>> bits;  // [vocab.mask_words()]
   // Uncertain tokens: uncertain[i] leaves the rule after one of several prefixes; the bytes that
   // then follow are suffixes[suffix_ids[suffix_begin[i] .. suffix_begin[i + 1])].
   std::vector<int32_t> uncertain;
@@ -42,13 +45,19 @@ struct StateTokens {
   std::vector<int32_t> suffix_ids;
   std::vector<std::string> suffixes;
   int32_t num_accepted = 0;
+
+  /// This state's tokens where only bytes in `follow` may come after its rule: uncertain tokens
+  /// keep the suffixes that start with such a byte (tokens left with none stay listed, with no
+  /// suffix, so that a rejected-list mask still clears them). The definite part is shared.
+  [[nodiscard]] StateTokens restricted(const ByteSet& follow) const;
 };
 
 /// Compilation statistics (for logs and benchmarks).
 struct CompileStats {
   int32_t num_states = 0;
   int32_t num_scanning_states = 0;
-  int64_t num_uncertain = 0;  // uncertain (state, token) pairs
+  int64_t num_uncertain = 0;      // uncertain (state, token) pairs
+  int32_t num_cached_states = 0;  // scanning states whose tokens came from the StateCache
   double automaton_seconds = 0;
   double masks_seconds = 0;
 };
@@ -62,8 +71,10 @@ struct CompiledGrammar {
 };
 
 /// Builds the automaton of g and the token sets of its scanning states (in parallel on pool when
-/// given). Throws InvalidArgument as build_automaton does.
+/// given; shared through cache, which must belong to this vocabulary, when given). Throws
+/// InvalidArgument as build_automaton does.
 [[nodiscard]] std::shared_ptr<const CompiledGrammar> compile_grammar(
-    const Grammar& g, std::shared_ptr<const Vocabulary> vocab, ThreadPool* pool = nullptr);
+    const Grammar& g, std::shared_ptr<const Vocabulary> vocab, ThreadPool* pool = nullptr,
+    StateCache* cache = nullptr);
 
 }  // namespace pagoda::structured

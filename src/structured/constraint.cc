@@ -14,9 +14,12 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-void remap(Expr& e, int32_t offset) {
-  if (e.kind == Expr::Kind::kRef) e.rule += offset;
-  for (Expr& c : e.children) remap(c, offset);
+Expr remap(const Expr& e, int32_t offset) {
+  if (e.kind == Expr::Kind::kRef) return Expr::ref(e.rule + offset);
+  if (e.children().empty()) return e;
+  std::vector<Expr> children;
+  for (const Expr& c : e.children()) children.push_back(remap(c, offset));
+  return e.with_children(std::move(children));
 }
 
 // The UTF-8 decoder as a DFA: state 0 is a character boundary; the others wait for continuation
@@ -126,9 +129,7 @@ std::shared_ptr<const ByteDfa> text_without(const std::vector<std::string>& trig
 int32_t import_grammar(Grammar& into, const Grammar& from, const std::string& prefix) {
   const auto offset = static_cast<int32_t>(into.rules.size());
   for (const Rule& r : from.rules) {
-    Rule copy{prefix + r.name, r.body};
-    remap(copy.body, offset);
-    into.rules.push_back(std::move(copy));
+    into.rules.push_back(Rule{prefix + r.name, remap(r.body, offset)});
   }
   return offset + from.root;
 }

@@ -44,35 +44,35 @@ Expr Expr::automaton(std::shared_ptr<const ByteDfa> dfa) {
   return e;
 }
 
+const std::vector<Expr>& Expr::children() const {
+  static const std::vector<Expr> kNone;
+  return parts ? *parts : kNone;
+}
+
+Expr Expr::with_children(std::vector<Expr> children) const {
+  Expr e = *this;
+  e.parts = std::make_shared<const std::vector<Expr>>(std::move(children));
+  return e;
+}
+
 Expr Expr::seq(std::vector<Expr> parts) {
-  // Flattens nested sequences and drops empties, so that builders can compose freely.
+  // Drops empties (nested sequences stay nested: flattening them would copy long tails again
+  // and again as builders nest them).
+  std::erase_if(parts, [](const Expr& p) { return p.kind == Kind::kEmpty; });
+  if (parts.empty()) return empty();
+  if (parts.size() == 1) return std::move(parts[0]);
   Expr e;
   e.kind = Kind::kSeq;
-  for (Expr& p : parts) {
-    if (p.kind == Kind::kEmpty) continue;
-    if (p.kind == Kind::kSeq) {
-      for (Expr& c : p.children) e.children.push_back(std::move(c));
-    } else {
-      e.children.push_back(std::move(p));
-    }
-  }
-  if (e.children.empty()) return empty();
-  if (e.children.size() == 1) return std::move(e.children[0]);
+  e.parts = std::make_shared<const std::vector<Expr>>(std::move(parts));
   return e;
 }
 
 Expr Expr::alt(std::vector<Expr> options) {
+  PAGODA_CHECK(!options.empty(), "an alternation needs an option");
+  if (options.size() == 1) return std::move(options[0]);
   Expr e;
   e.kind = Kind::kAlt;
-  for (Expr& o : options) {
-    if (o.kind == Kind::kAlt) {
-      for (Expr& c : o.children) e.children.push_back(std::move(c));
-    } else {
-      e.children.push_back(std::move(o));
-    }
-  }
-  PAGODA_CHECK(!e.children.empty(), "an alternation needs an option");
-  if (e.children.size() == 1) return std::move(e.children[0]);
+  e.parts = std::make_shared<const std::vector<Expr>>(std::move(options));
   return e;
 }
 
@@ -84,7 +84,7 @@ Expr Expr::repeat(Expr body, int32_t min, int32_t max) {
   e.kind = Kind::kRepeat;
   e.min = min;
   e.max = max;
-  e.children.push_back(std::move(body));
+  e.parts = std::make_shared<const std::vector<Expr>>(std::vector<Expr>{std::move(body)});
   return e;
 }
 
@@ -282,9 +282,9 @@ void print_expr(const Grammar& g, const Expr& e, std::string& out, bool nested) 
     case Expr::Kind::kAlt: {
       const bool alt = e.kind == Expr::Kind::kAlt;
       if (nested) out += '(';
-      for (size_t i = 0; i < e.children.size(); ++i) {
+      for (size_t i = 0; i < e.children().size(); ++i) {
         if (i > 0) out += alt ? " | " : " ";
-        print_expr(g, e.children[i], out, true);
+        print_expr(g, e.children()[i], out, true);
       }
       if (nested) out += ')';
       return;
@@ -293,7 +293,7 @@ void print_expr(const Grammar& g, const Expr& e, std::string& out, bool nested) 
       out += fmt::format("<automaton of {} states>", e.dfa->next.size());
       return;
     case Expr::Kind::kRepeat:
-      print_expr(g, e.children[0], out, true);
+      print_expr(g, e.children()[0], out, true);
       if (e.min == 0 && e.max < 0) {
         out += '*';
       } else if (e.min == 1 && e.max < 0) {

@@ -41,8 +41,13 @@ struct Expr {
   ByteSet bytes;
   int32_t rule = -1;
   int32_t min = 0, max = -1;
-  std::vector<Expr> children;
+  std::shared_ptr<const std::vector<Expr>> parts;  // shared by copies: an Expr never changes
   std::shared_ptr<const ByteDfa> dfa;
+
+  /// The sub-expressions of kSeq, kAlt and kRepeat (empty otherwise).
+  [[nodiscard]] const std::vector<Expr>& children() const;
+  /// A copy with other children (the same kind, bounds and fields).
+  [[nodiscard]] Expr with_children(std::vector<Expr> children) const;
 
   [[nodiscard]] static Expr empty() { return {}; }
   [[nodiscard]] static Expr byte_set(const ByteSet& set);

@@ -48,7 +48,8 @@ std::shared_ptr<const CompiledGrammar> GrammarCompiler::compile(const Constraint
   }
   if (id == 0) return result.get();  // compiled (or being compiled) by another request
   try {
-    std::shared_ptr<const CompiledGrammar> g = compile_grammar(build_grammar(c), vocab_, &pool_);
+    std::shared_ptr<const CompiledGrammar> g =
+        compile_grammar(build_grammar(c), vocab_, &pool_, &state_cache_);
     promise.set_value(g);
     return g;
   } catch (...) {

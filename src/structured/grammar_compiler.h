@@ -12,6 +12,7 @@
 #include "core/thread_pool.h"
 #include "structured/compiled_grammar.h"
 #include "structured/constraint.h"
+#include "structured/state_cache.h"
 
 namespace pagoda::structured {
 
@@ -37,6 +38,7 @@ class GrammarCompiler {
   };
   std::shared_ptr<const Vocabulary> vocab_;
   ThreadPool pool_;
+  StateCache state_cache_;
   size_t capacity_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Entry> entries_;

@@ -72,6 +72,18 @@ int32_t Converter::new_rule(const std::string& hint) {
   return g_.add_rule(unique);
 }
 
+Expr Converter::primitive(const std::string& key, const std::string& hint,
+                          const std::function<Expr()>& build) {
+  auto it = primitive_rules_.find(key);
+  if (it == primitive_rules_.end()) {
+    Expr body = build();  // may throw: no rule is added then
+    const int32_t id = new_rule(hint);
+    g_.rules[static_cast<size_t>(id)].body = std::move(body);
+    it = primitive_rules_.emplace(key, id).first;
+  }
+  return Expr::ref(it->second);
+}
+
 int32_t Converter::shared(Shared kind) {
   int32_t& id = shared_[static_cast<size_t>(kind)];
   if (id >= 0) return id;

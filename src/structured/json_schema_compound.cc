@@ -88,27 +88,40 @@ Expr Converter::object(const Json& schema, const std::string& path, int depth) {
   }
   // The members in declared order, each optional one present or not, commas only between
   // members. Built from the end: `tail` is the rest after at least one member (each member
-  // preceded by a comma), `head` the rest before any. A tail used twice becomes a rule.
+  // preceded by a comma), `head` the rest before any (valid where a later step reads it). An
+  // expression two branches share becomes a rule, so that nothing is copied twice.
+  auto share = [&](Expr e, const std::string& hint) {
+    if (e.kind == Expr::Kind::kEmpty || e.kind == Expr::Kind::kRef) return e;
+    const int32_t rule = new_rule(path + "-" + hint);
+    g_.rules[static_cast<size_t>(rule)].body = std::move(e);
+    return Expr::ref(rule);
+  };
   Expr tail = Expr::empty(), head = Expr::empty();
   if (extra_value) {
-    Expr extra = Expr::seq({extra_key(declared), colon(), *extra_value});
+    Expr extra = share(Expr::seq({extra_key(declared), colon(), *extra_value}), "extra");
     tail = Expr::star(Expr::seq({comma(), extra}));
     head = Expr::optional(Expr::seq({extra, tail}));
   }
   for (size_t k = list.size(); k-- > 0;) {
     Property& p = list[k];
     if (p.required) {
-      head = Expr::seq({p.kv, tail});
-      tail = Expr::seq({comma(), std::move(p.kv), std::move(tail)});
+      // head_k = kv_k tail_{k+1}; tail_k = "," head_k. An optional member before this one reads
+      // both, so then head_k is a rule; otherwise only tail_k is read on (or head_0 at the end).
+      Expr body = Expr::seq({std::move(p.kv), std::move(tail)});
+      if (k == 0) {
+        head = std::move(body);
+        break;
+      }
+      if (!list[k - 1].required) {
+        body = share(std::move(body), "from-" + p.name);
+        head = body;  // a rule reference
+      }
+      tail = Expr::seq({comma(), std::move(body)});
       continue;
     }
-    if (tail.kind != Expr::Kind::kEmpty) {
-      const int32_t rule = new_rule(path + "-after-" + p.name);
-      g_.rules[static_cast<size_t>(rule)].body = std::move(tail);
-      tail = Expr::ref(rule);
-    }
-    head = Expr::alt({Expr::seq({p.kv, tail}), std::move(head)});
-    tail = Expr::seq({Expr::optional(Expr::seq({comma(), std::move(p.kv)})), std::move(tail)});
+    Expr rest = share(std::move(tail), "after-" + p.name);
+    head = Expr::alt({Expr::seq({p.kv, rest}), std::move(head)});
+    tail = Expr::seq({Expr::optional(Expr::seq({comma(), std::move(p.kv)})), std::move(rest)});
   }
   return Expr::seq({Expr::byte('{'), ws(), std::move(head), ws(), Expr::byte('}')});
 }
@@ -134,7 +147,8 @@ Expr Converter::array(const Json& schema, const std::string& path, int depth) {
   }
   // Positional items (prefixItems, or draft-4 `items: [...]`) and the schema of the rest.
   std::vector<Expr> prefix;
-  std::optional<Expr> rest = Expr::ref(shared(Shared::kValue));
+  std::optional<Expr> rest;
+  bool rest_is_any = true;  // no schema for the items after the positional ones: any value
   const Json* positional = nullptr;
   std::string positional_path;
   if (schema.contains("prefixItems")) {
@@ -142,30 +156,23 @@ Expr Converter::array(const Json& schema, const std::string& path, int depth) {
     positional_path = child(path, "prefixItems");
     if (schema.contains("items")) {
       const Json& items = schema["items"];
-      if (items == Json(false)) {
-        rest.reset();
-      } else {
-        rest = value(items, child(path, "items"), depth + 1);
-      }
+      rest_is_any = false;
+      if (items != Json(false)) rest = value(items, child(path, "items"), depth + 1);
     }
   } else if (schema.contains("items") && schema["items"].is_array()) {
     positional = &schema["items"];
     positional_path = child(path, "items");
     if (schema.contains("additionalItems")) {
       const Json& more = schema["additionalItems"];
-      if (more == Json(false)) {
-        rest.reset();
-      } else {
-        rest = value(more, child(path, "additionalItems"), depth + 1);
-      }
+      rest_is_any = false;
+      if (more != Json(false)) rest = value(more, child(path, "additionalItems"), depth + 1);
     }
   } else if (schema.contains("items")) {
-    if (schema["items"] == Json(false)) {
-      rest.reset();
-    } else {
+    rest_is_any = false;
+    if (schema["items"] != Json(false))
       rest = value(schema["items"], child(path, "items"), depth + 1);
-    }
   }
+  if (rest_is_any) rest = Expr::ref(shared(Shared::kValue));
   if (positional) {
     if (!positional->is_array()) fail(positional_path, "must be an array of schemas");
     for (size_t i = 0; i < positional->size(); ++i) {

@@ -2,6 +2,7 @@
 // The JSON Schema compiler's state, shared by json_schema.cc (rules, references, whitespace) and
 // json_schema_value.cc (one schema -> one expression). Private to src/structured.
 #include <array>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -45,6 +46,11 @@ class Converter {
   [[nodiscard]] const Json& resolve(const std::string& ref, const std::string& path);
   [[nodiscard]] int32_t shared(Shared kind);
   [[nodiscard]] int32_t new_rule(const std::string& hint);
+  // A rule per distinct primitive (a string with a pattern, a bounded number, ...), shared by
+  // every use: its states are few and precomputed once, and the same rule in another grammar
+  // reuses their token sets (StateCache).
+  [[nodiscard]] Expr primitive(const std::string& key, const std::string& hint,
+                               const std::function<Expr()>& build);
   [[nodiscard]] Expr ws() const;
   [[nodiscard]] Expr comma() const;
   [[nodiscard]] Expr colon() const;
@@ -59,6 +65,7 @@ class Converter {
   Expr ws_;
   Grammar g_;
   std::map<std::string, int32_t> ref_rules_;
+  std::map<std::string, int32_t> primitive_rules_;
   std::array<int32_t, static_cast<size_t>(Shared::kCount)> shared_{-1, -1, -1, -1, -1};
 };
 

@@ -311,7 +311,9 @@ Expr Converter::string(const Json& schema, const std::string& path) {
            "'pattern' together with minLength, maxLength or format is not supported");
     }
     try {
-      return json::string_with_pattern(schema["pattern"].get<std::string>());
+      const std::string pattern = schema["pattern"].get<std::string>();
+      return primitive("pattern:" + pattern, "string-pattern",
+                       [&] { return json::string_with_pattern(pattern); });
     } catch (const InvalidArgument& e) {
       fail(child(path, "pattern"), e.what());
     }
@@ -322,14 +324,17 @@ Expr Converter::string(const Json& schema, const std::string& path) {
     if (has_length) {
       fail(child(path, "format"), "'format' together with minLength or maxLength is not supported");
     }
-    if (auto e = json::string_with_format(format)) return std::move(*e);
+    if (auto e = json::string_with_format(format)) {
+      return primitive("format:" + format, "string-" + format, [&] { return std::move(*e); });
+    }
     fail(child(path, "format"),
          fmt::format("unsupported string format '{}' (supported: date, time, date-time, uuid, "
                      "email, ipv4)",
                      format));
   }
   if (!has_length || (min.value_or(0) == 0 && !max)) return Expr::ref(shared(Shared::kString));
-  return json::string_value(min.value_or(0), max.value_or(-1));
+  return primitive(fmt::format("string:{}:{}", min.value_or(0), max.value_or(-1)), "string-length",
+                   [&] { return json::string_value(min.value_or(0), max.value_or(-1)); });
 }
 
 Expr Converter::number(const Json& schema, const std::string& path, bool integer) {
@@ -384,13 +389,18 @@ Expr Converter::number(const Json& schema, const std::string& path, bool integer
         lo = static_cast<int64_t>(min_exclusive ? std::floor(*minimum) + 1 : std::ceil(*minimum));
       if (maximum)
         hi = static_cast<int64_t>(max_exclusive ? std::ceil(*maximum) - 1 : std::floor(*maximum));
-      return json::integer_range(lo, hi);
+      const std::string key = fmt::format("integer:{}:{}", lo ? std::to_string(*lo) : "",
+                                          hi ? std::to_string(*hi) : "");
+      return primitive(key, "integer-range", [&] { return json::integer_range(lo, hi); });
     }
     if (!minimum && !maximum) return Expr::ref(shared(Shared::kNumber));
     std::optional<json::Bound> lo, hi;
     if (minimum) lo = json::Bound{static_cast<int64_t>(*minimum), !min_exclusive};
     if (maximum) hi = json::Bound{static_cast<int64_t>(*maximum), !max_exclusive};
-    return json::number_range(lo, hi);
+    const std::string key =
+        fmt::format("number:{}:{}:{}:{}", lo ? std::to_string(lo->value) : "", lo && lo->inclusive,
+                    hi ? std::to_string(hi->value) : "", hi && hi->inclusive);
+    return primitive(key, "number-range", [&] { return json::number_range(lo, hi); });
   } catch (const InvalidArgument& e) {
     fail(path, e.what());
   }

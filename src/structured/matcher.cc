@@ -18,8 +18,8 @@ void clear_bit(std::span<uint32_t> mask, int32_t id) {
 
 }  // namespace
 
-GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar)
-    : grammar_(std::move(grammar)), arena_(grammar_->automaton) {
+GrammarMatcher::GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, bool cache_masks)
+    : grammar_(std::move(grammar)), arena_(grammar_->automaton), cache_masks_(cache_masks) {
   pos_ = arena_.start(grammar_->automaton.root);
 }
 
@@ -59,16 +59,16 @@ void GrammarMatcher::add_state(const Frame& f, std::span<uint32_t> mask) {
   const auto words = static_cast<size_t>(v.mask_words());
   switch (st.kind) {
     case StateTokens::Kind::kAcceptedList:
-      for (int32_t id : st.ids) set_bit(mask, id);
+      for (int32_t id : *st.ids) set_bit(mask, id);
       break;
     case StateTokens::Kind::kBitmask:
-      for (size_t w = 0; w < words; ++w) mask[w] |= st.bits[w];
+      for (size_t w = 0; w < words; ++w) mask[w] |= (*st.bits)[w];
       break;
     case StateTokens::Kind::kRejectedList: {
       // Everything but the rejected and the uncertain, then OR-ed in.
       temp_.assign(words, ~0u);
       if (v.size() % 32 != 0) temp_[words - 1] = (1u << (v.size() % 32)) - 1;
-      for (int32_t id : st.ids) clear_bit(temp_, id);
+      for (int32_t id : *st.ids) clear_bit(temp_, id);
       for (int32_t id : st.uncertain) clear_bit(temp_, id);
       for (size_t w = 0; w < words; ++w) mask[w] |= temp_[w];
       break;
@@ -105,7 +105,7 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
   PAGODA_CHECK(mask.size() == words, "mask of {} words for a vocabulary of {} words", mask.size(),
                words);
   ++clock_;
-  if (!terminated_) {
+  if (!terminated_ && cache_masks_) {
     for (CachedMask& c : cache_) {
       if (c.used != 0 && c.position == pos_) {
         std::memcpy(mask.data(), c.mask.data(), words * sizeof(uint32_t));
@@ -115,7 +115,7 @@ void GrammarMatcher::fill_mask(std::span<uint32_t> mask) {
     }
   }
   compute_mask(mask);
-  if (terminated_) return;
+  if (terminated_ || !cache_masks_) return;
   CachedMask& victim =
       *std::min_element(cache_.begin(), cache_.end(),
                         [](const CachedMask& a, const CachedMask& b) { return a.used < b.used; });

@@ -16,7 +16,8 @@ namespace pagoda::structured {
 /// Not thread-safe: one thread at a time per matcher. Copies are independent (n > 1 forks).
 class GrammarMatcher {
  public:
-  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar);
+  /// cache_masks: keep the last few masks by position (off only to measure the computation).
+  explicit GrammarMatcher(std::shared_ptr<const CompiledGrammar> grammar, bool cache_masks = true);
 
   /// Advances by one token. An end-of-text id (the vocabulary's eos_ids) is allowed when the
   /// text may end here and terminates the matcher. Returns false, changing nothing, for a token
@@ -59,6 +60,7 @@ class GrammarMatcher {
     uint64_t used = 0;
   };
   std::array<CachedMask, 4> cache_;
+  bool cache_masks_ = true;
   uint64_t clock_ = 0;
 };
 

@@ -43,6 +43,52 @@ Vocabulary::Vocabulary(std::vector<std::string> token_bytes, int32_t size,
     while (k < a.size() && k < b.size() && a[k] == b[k]) ++k;
     lcp_[i] = static_cast<int32_t>(k);
   }
+  for (int b = 0, i = 0; b <= 256; ++b) {
+    while (static_cast<size_t>(i) < sorted_.size() &&
+           static_cast<uint8_t>(bytes(sorted_[static_cast<size_t>(i)])[0]) < b) {
+      ++i;
+    }
+    first_byte_begin_[static_cast<size_t>(b)] = static_cast<size_t>(i);
+  }
+  first_byte_begin_[256] = sorted_.size();
+  // The trie, breadth-first: each node's children are found by scanning its range at depth d.
+  trie_.push_back(TrieNode{0, static_cast<int32_t>(sorted_.size()), 0, 0, 0, 0});
+  std::vector<int32_t> depth{0};
+  for (size_t n = 0; n < trie_.size(); ++n) {
+    const TrieNode node = trie_[n];
+    const auto d = static_cast<size_t>(depth[n]);
+    auto i = static_cast<size_t>(node.begin);
+    while (i < static_cast<size_t>(node.end) && bytes(sorted_[i]).size() == d) ++i;
+    trie_[n].num_here = static_cast<int32_t>(i) - node.begin;
+    trie_[n].first_child = static_cast<int32_t>(trie_.size());
+    while (i < static_cast<size_t>(node.end)) {
+      size_t j = i + 1;
+      while (j < static_cast<size_t>(node.end) && static_cast<size_t>(lcp_[j]) > d) ++j;
+      trie_.push_back(TrieNode{static_cast<int32_t>(i), static_cast<int32_t>(j), 0, 0, 0,
+                               static_cast<uint8_t>(bytes(sorted_[i])[d])});
+      depth.push_back(static_cast<int32_t>(d + 1));
+      i = j;
+    }
+    trie_[n].num_children = static_cast<int32_t>(trie_.size()) - trie_[n].first_child;
+  }
+  lcp_min_.push_back(lcp_);
+  for (size_t span = 1; span * 2 <= lcp_.size(); span *= 2) {
+    const std::vector<int32_t>& prev = lcp_min_.back();
+    std::vector<int32_t> next(lcp_.size() - span * 2 + 1);
+    for (size_t i = 0; i < next.size(); ++i) next[i] = std::min(prev[i], prev[i + span]);
+    lcp_min_.push_back(std::move(next));
+  }
+}
+
+size_t Vocabulary::skip_prefix(size_t i, int32_t depth) const {
+  // Tokens i+1, i+2, ... share the prefix while their lcp with the previous one is >= depth:
+  // jump over blocks of 2^k whose minimum lcp is >= depth, largest first.
+  size_t pos = i + 1;
+  for (size_t k = lcp_min_.size(); k-- > 0;) {
+    const std::vector<int32_t>& level = lcp_min_[k];
+    if (pos < level.size() && level[pos] >= depth) pos += size_t{1} << k;
+  }
+  return pos;
 }
 
 std::shared_ptr<const Vocabulary> Vocabulary::from_tokenizer(const Tokenizer& tokenizer,

@@ -2,6 +2,7 @@
 // A model's vocabulary as grammars see it: every token's bytes, the tokens sorted by their bytes
 // (so that a walk over them shares the work of common prefixes, as over a trie), and the ids that
 // end a text.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -14,6 +15,17 @@ class Tokenizer;
 }
 
 namespace pagoda::structured {
+
+/// One node of the vocabulary's trie: the tokens sorted()[begin, end) share the node's prefix;
+/// the node's children (one per next byte, in byte order) are nodes [first_child, first_child +
+/// num_children). Tokens whose bytes are exactly the prefix (several ids may share bytes) are
+/// sorted()[begin, begin + num_here).
+struct TrieNode {
+  int32_t begin = 0, end = 0;
+  int32_t first_child = 0, num_children = 0;
+  int32_t num_here = 0;
+  uint8_t byte = 0;  // the last byte of the prefix
+};
 
 /// Immutable; shared by every grammar compiled for one model.
 class Vocabulary {
@@ -43,6 +55,15 @@ class Vocabulary {
   [[nodiscard]] const std::vector<int32_t>& eos_ids() const { return eos_ids_; }
   /// A hash of the contents, for caches keyed by vocabulary.
   [[nodiscard]] uint64_t fingerprint() const { return fingerprint_; }
+  /// The first index j > i of sorted() whose token does not share the first `depth` bytes of
+  /// sorted()[i] (sorted().size() when none): the end of i's subtree at that depth. O(log n).
+  [[nodiscard]] size_t skip_prefix(size_t i, int32_t depth) const;
+  /// The trie of the tokens: node 0 is the root (the empty prefix).
+  [[nodiscard]] const std::vector<TrieNode>& trie() const { return trie_; }
+  /// The range [first, second) of sorted() whose tokens begin with byte b.
+  [[nodiscard]] std::pair<size_t, size_t> first_byte_range(uint8_t b) const {
+    return {first_byte_begin_[b], first_byte_begin_[static_cast<size_t>(b) + 1]};
+  }
   /// The longest token in bytes.
   [[nodiscard]] int32_t max_token_bytes() const { return max_token_bytes_; }
 
@@ -51,6 +72,10 @@ class Vocabulary {
   std::string data_;
   std::vector<uint32_t> offsets_;  // [num tokens + 1] into data_
   std::vector<int32_t> sorted_, lcp_, eos_ids_;
+  // lcp_min_[k][i] = min(lcp_[i .. i + 2^k)), for skip_prefix's binary lifting.
+  std::vector<std::vector<int32_t>> lcp_min_;
+  std::array<size_t, 257> first_byte_begin_{};
+  std::vector<TrieNode> trie_;
   uint64_t fingerprint_ = 0;
   int32_t max_token_bytes_ = 0;
 };

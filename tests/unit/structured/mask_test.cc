@@ -13,6 +13,7 @@
 #include "json_test_util.h"
 #include "structured/constraint.h"
 #include "structured/matcher.h"
+#include "structured/state_cache.h"
 #include "structured/vocabulary.h"
 #include "tokenizer/tokenizer.h"
 
@@ -107,32 +108,55 @@ class MaskTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(MaskTest, DocumentsPassStepByStepWithExactMasks) {
   const auto vocab = vocab_of(GetParam());
   const Tokenizer& tok = pagoda::testing::shared_tokenizer(GetParam());
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.document);
-    const auto g = compile_grammar(build_grammar(constraint_of(c)), vocab);
-    std::vector<std::vector<int32_t>> tokenizations = {greedy_tokens(*vocab, c.document)};
-    // The tokenizer's own encoding, when its bytes are exactly the document (byte-level BPE).
-    const std::vector<int32_t> encoded = tok.encode(c.document, false);
-    std::string joined;
-    for (int32_t id : encoded) joined += vocab->bytes(id);
-    if (joined == c.document) tokenizations.push_back(encoded);
-    for (const auto& ids : tokenizations) {
-      ASSERT_FALSE(ids.empty());
-      GrammarMatcher m(g);
-      std::vector<uint32_t> mask(static_cast<size_t>(vocab->mask_words()));
-      for (size_t i = 0; i < ids.size(); ++i) {
+  // Twice: each grammar alone, then all through one StateCache (later grammars reuse the states
+  // of earlier ones, restricted to their own FOLLOW sets).
+  StateCache cache;
+  for (int shared = 0; shared < 2; ++shared)
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(::testing::Message() << (shared ? "shared states: " : "") << c.document);
+      const auto g = compile_grammar(build_grammar(constraint_of(c)), vocab, nullptr,
+                                     shared ? &cache : nullptr);
+      std::vector<std::vector<int32_t>> tokenizations = {greedy_tokens(*vocab, c.document)};
+      // The tokenizer's own encoding, when its bytes are exactly the document (byte-level BPE).
+      const std::vector<int32_t> encoded = tok.encode(c.document, false);
+      std::string joined;
+      for (int32_t id : encoded) joined += vocab->bytes(id);
+      if (joined == c.document) tokenizations.push_back(encoded);
+      for (const auto& ids : tokenizations) {
+        ASSERT_FALSE(ids.empty());
+        GrammarMatcher m(g);
+        std::vector<uint32_t> mask(static_cast<size_t>(vocab->mask_words()));
+        for (size_t i = 0; i < ids.size(); ++i) {
+          m.fill_mask(mask);
+          if (i < 4 || i % 5 == 0) expect_exact_mask(m, mask);
+          ASSERT_TRUE((mask[static_cast<size_t>(ids[i]) >> 5] >> (ids[i] & 31)) & 1u)
+              << "step " << i << " token '" << vocab->bytes(ids[i]) << "'";
+          ASSERT_TRUE(m.accept_token(ids[i]));
+        }
+        ASSERT_TRUE(m.can_end());
         m.fill_mask(mask);
-        if (i < 4 || i % 5 == 0) expect_exact_mask(m, mask);
-        ASSERT_TRUE((mask[static_cast<size_t>(ids[i]) >> 5] >> (ids[i] & 31)) & 1u)
-            << "step " << i << " token '" << vocab->bytes(ids[i]) << "'";
-        ASSERT_TRUE(m.accept_token(ids[i]));
+        expect_exact_mask(m, mask);
+        ASSERT_TRUE(m.accept_token(vocab->eos_ids()[0]));
       }
-      ASSERT_TRUE(m.can_end());
-      m.fill_mask(mask);
-      expect_exact_mask(m, mask);
-      ASSERT_TRUE(m.accept_token(vocab->eos_ids()[0]));
     }
-  }
+  EXPECT_GT(cache.size(), 0u);
+}
+
+TEST(Vocabulary, DuplicateTokenBytes) {
+  // Two ids with the same bytes (a byte-fallback token and a plain one) both follow the grammar.
+  auto vocab = std::make_shared<const Vocabulary>(
+      std::vector<std::string>{"a", " ", "ab", " ", "b", ""}, 7, std::vector<int32_t>{6});
+  Constraint c;
+  c.kind = Constraint::Kind::kRegex;
+  c.text = "a? b";
+  const auto g = compile_grammar(build_grammar(c), vocab);
+  GrammarMatcher m(g);
+  std::vector<uint32_t> mask(1);
+  m.fill_mask(mask);
+  EXPECT_EQ(mask[0], (1u << 0) | (1u << 1) | (1u << 3));
+  ASSERT_TRUE(m.accept_token(3));
+  m.fill_mask(mask);
+  EXPECT_EQ(mask[0], 1u << 4);
 }
 
 TEST_P(MaskTest, RandomWalksThatEndValidate) {
