@@ -8,6 +8,7 @@
 #include "core/logging.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/constrained_decoding.h"
 #include "engine/draw_inputs.h"
 #include "engine/stop_checker.h"
 #include "kv/kv_cache_config.h"
@@ -18,6 +19,8 @@
 #include "sampling/bad_words.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
+#include "structured/grammar_compiler.h"
+#include "structured/vocabulary.h"
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace pagoda {
@@ -40,6 +43,7 @@ struct ActiveRequest {
   bool prompt_logprobs_sent = false;
   std::chrono::steady_clock::time_point submitted;                       // submit() was called
   std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
+  std::optional<RequestConstraint> constraint;                           // structured outputs
 };
 
 /// One of a request's completions: its sampler, detokenizer and stop strings.
@@ -51,8 +55,9 @@ struct Completion {
   StopChecker stop;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
-  uint64_t device_seed = 0;  // the seed of draws made on the model's device
-  DrawInputs draw_inputs{};  // the sparse processor lists of those draws
+  uint64_t device_seed = 0;           // the seed of draws made on the model's device
+  DrawInputs draw_inputs{};           // the sparse processor lists of those draws
+  CompletionConstraint constraint{};  // structured outputs
 };
 
 /// How a completion's next token is drawn: on the model's device (processors, truncations and
@@ -100,6 +105,20 @@ struct EngineCore::Impl {
   std::mt19937_64 seed_source;
   int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
   std::thread thread;
+  // Structured outputs: made on the first constrained request (the token bytes of a 128k
+  // vocabulary take ~0.1 s), shared by every request after it; thread-safe.
+  std::mutex grammars_mutex;
+  std::unique_ptr<structured::GrammarCompiler> grammars;
+  structured::GrammarCompiler& grammar_compiler(const Tokenizer& tokenizer) {
+    std::lock_guard lock(grammars_mutex);
+    if (!grammars) {
+      const ModelConfig& config = model->config();
+      grammars =
+          std::make_unique<structured::GrammarCompiler>(structured::Vocabulary::from_tokenizer(
+              tokenizer, static_cast<int32_t>(config.vocab_size), config.eos_token_ids));
+    }
+    return *grammars;
+  }
 
   explicit Impl(const EngineArgs& a) : args(a), pool(a.num_threads), seed_source(a.seed) {}
 
@@ -278,6 +297,12 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
         });
   }
   r.params.validate(config.vocab_size);
+  std::optional<RequestConstraint> constraint;
+  if (r.params.structured_outputs) {
+    if (!tokenizer_) throw InvalidArgument("structured_outputs: needs the model's tokenizer");
+    constraint = resolve_constraint(*r.params.structured_outputs,
+                                    impl_->grammar_compiler(*tokenizer_), *tokenizer_, prompt);
+  }
   if (!r.params.stop.empty() && !tokenizer_)
     throw InvalidArgument("stop: strings need a tokenizer; use stop_token_ids");
   const int64_t total = static_cast<int64_t>(prompt.size()) + r.params.max_tokens;
@@ -295,6 +320,7 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
   request->stream = std::make_shared<OutputStream>();
   request->num_unfinished = request->params.n;
   request->submitted = std::chrono::steady_clock::now();
+  request->constraint = std::move(constraint);
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->stopping) throw Unavailable("the engine is shutting down");
@@ -415,6 +441,7 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
   c.device_seed = request->params.seed.value_or(seed_source());
   c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids,
                              model->config().vocab_size);
+  if (request->constraint) c.constraint.decoding.emplace(*request->constraint);
   if (tokenizer->has_value()) {
     c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
   }
@@ -459,6 +486,24 @@ void EngineCore::Impl::launch_step() {
     if (s.num_computed_tokens < r->num_prompt_tokens()) {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
+  }
+  // Structured outputs: each constrained row's mask of its next token, on the pool when there are
+  // several (a mask costs microseconds; one whose position was not seen before, tens).
+  std::vector<size_t> constrained;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (!out.scheduled[i].samples) continue;
+    if (completions.at(out.scheduled[i].id).constraint.active()) constrained.push_back(i);
+  }
+  auto fill_masks = [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      const size_t i = constrained[static_cast<size_t>(j)];
+      steps[i].draw.allowed = completions.at(out.scheduled[i].id).constraint.compute_mask();
+    }
+  };
+  if (constrained.size() >= 8) {
+    pool.parallel_for(static_cast<int64_t>(constrained.size()), 4, fill_masks);
+  } else {
+    fill_masks(0, static_cast<int64_t>(constrained.size()));
   }
   completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
                                        [](const auto& s) { return s.num_new_tokens == 1; });
@@ -535,8 +580,9 @@ void EngineCore::Impl::complete_step() {
         }
         continue;
       }
-      tokens[static_cast<size_t>(j)] = c.sampler.sample(
-          logits.row(logits.sample_row[i]), r->prompt_token_ids(), r->output_token_ids());
+      tokens[static_cast<size_t>(j)] =
+          c.sampler.sample(logits.row(logits.sample_row[i]), r->prompt_token_ids(),
+                           r->output_token_ids(), c.constraint.allowed());
     }
   };
   // Rows drawn on the device only need copying: waking the pool for them would cost more than the
@@ -551,8 +597,14 @@ void EngineCore::Impl::complete_step() {
   }
   std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
   std::vector<std::pair<kv::RequestId, SampledToken>> sampled;
+  // The forks' grammars start where the parent's was before its first token.
+  std::unordered_map<kv::RequestId, CompletionConstraint> fork_constraints;
+  for (const auto& [parent_id, row] : fork_rows) {
+    fork_constraints.emplace(parent_id, completions.at(parent_id).constraint);
+  }
   for (size_t j = 0; j < to_sample.size(); ++j) {
     const kv::RequestId id = out.scheduled[to_sample[j]].id;
+    completions.at(id).constraint.accept(tokens[j].token);
     new_tokens.push_back({id, {tokens[j].token}});
     sampled.emplace_back(id, std::move(tokens[j]));
   }
@@ -576,8 +628,10 @@ void EngineCore::Impl::complete_step() {
       if (tokenizer->has_value()) {
         child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
       }
+      child.constraint = fork_constraints.at(parent_id);
       std::vector<float> child_row = row;
-      SampledToken t = child.sampler.sample(child_row, a->prompt, {});
+      SampledToken t = child.sampler.sample(child_row, a->prompt, {}, child.constraint.allowed());
+      child.constraint.accept(t.token);
       const kv::RequestId child_id = next_kv_id++;
       auto r = std::make_unique<scheduler::Request>(
           child_id, a->prompt, a->params.max_tokens, a->priority,
@@ -602,6 +656,10 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
   auto it = completions.find(id);
   if (it == completions.end()) return;
   Completion& c = it->second;
+  if (!c.constraint.error.empty()) {  // the token broke the grammar: it is not part of the text
+    finish(id, FinishReason::kAbort, "", c.constraint.error, RequestOutput{});
+    return;
+  }
   ActiveRequest& a = *c.request;
   const SamplingParams& p = a.params;
   ++c.num_output_tokens;
@@ -639,6 +697,10 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
   } else if (min_reached && (is_eos || is_stop_token)) {
     finish(id, FinishReason::kStop, is_stop_token ? std::to_string(token.token) : "", "",
            std::move(out));
+  } else if (c.constraint.completed) {
+    // The grammar's text is complete and only its end may follow: stop now (one step sooner
+    // than drawing the end token, and also below min_tokens or with ignore_eos).
+    finish(id, FinishReason::kStop, "", "", std::move(out));
   } else if (length_finished || c.num_output_tokens >= p.max_tokens) {
     finish(id, FinishReason::kLength, "", "", std::move(out));
   } else {
