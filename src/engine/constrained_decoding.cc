@@ -6,32 +6,6 @@
 
 namespace pagoda {
 
-structured::Constraint constraint_of(const StructuredOutputsParams& so) {
-  using Kind = structured::Constraint::Kind;
-  structured::Constraint c;
-  if (so.json) {
-    c.kind = Kind::kJsonSchema;
-    c.text = *so.json;
-  } else if (so.regex) {
-    c.kind = Kind::kRegex;
-    c.text = *so.regex;
-  } else if (so.choice) {
-    c.kind = Kind::kChoice;
-    c.choices = *so.choice;
-  } else if (so.grammar) {
-    c.kind = Kind::kGrammar;
-    c.text = *so.grammar;
-  } else if (so.structural_tag) {
-    c.kind = Kind::kStructuralTag;
-    c.text = *so.structural_tag;
-  } else {
-    c.kind = Kind::kJsonObject;
-  }
-  c.json.any_whitespace = !so.disable_any_whitespace;
-  c.json.whitespace_pattern = so.whitespace_pattern;
-  return c;
-}
-
 RequestConstraint resolve_constraint(const StructuredOutputsParams& so,
                                      structured::GrammarCompiler& compiler,
                                      const Tokenizer& tokenizer, std::span<const int32_t> prompt) {

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/structured_constraint.h"
 #include "sampling/sampling_params.h"
 #include "structured/constraint.h"
 #include "structured/grammar_compiler.h"
@@ -16,9 +17,6 @@
 #include "tokenizer/tokenizer.h"
 
 namespace pagoda {
-
-/// The structured::Constraint of a request's structured_outputs (the server validates with it).
-[[nodiscard]] structured::Constraint constraint_of(const StructuredOutputsParams& so);
 
 /// What submit() resolves for a constrained request.
 struct RequestConstraint {

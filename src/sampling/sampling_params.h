@@ -20,6 +20,9 @@ struct StructuredOutputsParams {
   std::optional<std::string> structural_tag;      // vLLM's structural tag, as JSON text
   bool disable_any_whitespace = false;            // JSON without whitespace but ", " and ": "
   std::optional<std::string> whitespace_pattern;  // a regex for JSON whitespace
+  /// An object schema without additionalProperties allows none (unset or true, xgrammar's
+  /// reading) or any (false: JSON Schema's own default).
+  std::optional<bool> disable_additional_properties;
   /// Reasoning models: the constraint starts after reasoning_end (e.g. "</think>"), unless the
   /// prompt already closed its last reasoning_start. Empty: from the first token.
   std::string reasoning_start, reasoning_end;

@@ -202,8 +202,9 @@ Grammar structural_tag_grammar(const std::string& text, const JsonFormat& format
 
 std::string Constraint::cache_key() const {
   std::string key =
-      fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f", static_cast<int>(kind), json.any_whitespace,
-                  json.whitespace_pattern.has_value(), json.whitespace_pattern.value_or(""));
+      fmt::format("{}\x1f{}\x1f{}\x1f{}\x1f{}\x1f", static_cast<int>(kind), json.any_whitespace,
+                  json.unlisted_properties, json.whitespace_pattern.has_value(),
+                  json.whitespace_pattern.value_or(""));
   for (const std::string& c : choices) key += fmt::format("{}:{}\x1f", c.size(), c);
   key += text;
   return key;

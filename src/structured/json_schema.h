@@ -20,6 +20,9 @@ struct JsonFormat {
   bool any_whitespace = true;
   /// A regex the whitespace must match instead (vLLM's whitespace_pattern), e.g. "[ ]?".
   std::optional<std::string> whitespace_pattern;
+  /// What an object schema without additionalProperties allows besides its properties: nothing
+  /// (false, xgrammar's strict reading) or any property (true, JSON Schema's default).
+  bool unlisted_properties = false;
 };
 
 /// Compiles a JSON Schema document (text). Throws InvalidArgument "json schema: at /json/pointer:

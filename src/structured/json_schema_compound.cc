@@ -46,9 +46,12 @@ Expr Converter::object(const Json& schema, const std::string& path, int depth) {
       }
     }
   }
-  // additionalProperties: absent or false -> none (xgrammar's strict reading of an absent one);
-  // true -> any value; a schema -> that schema.
+  // additionalProperties: absent or false -> none (xgrammar's strict reading of an absent one,
+  // unless the format asks for JSON Schema's default); true -> any value; a schema -> that one.
   std::optional<Expr> extra_value;
+  if (!schema.contains("additionalProperties") && format_.unlisted_properties) {
+    extra_value = Expr::ref(shared(Shared::kValue));
+  }
   if (schema.contains("additionalProperties")) {
     const Json& a = schema["additionalProperties"];
     if (a.is_boolean()) {

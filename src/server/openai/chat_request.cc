@@ -7,7 +7,9 @@
 #include "server/openai/api_error.h"
 #include "server/openai/chat_prompt.h"
 #include "server/openai/json_body.h"
+#include "server/openai/reasoning_parser.h"
 #include "server/openai/request_common.h"
+#include "server/openai/structured_request.h"
 
 namespace pagoda::openai {
 ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& ctx) {
@@ -33,7 +35,16 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
                        "response_format",
                        "add_special_tokens",
                        "include_stop_str_in_output",
-                       "truncate_prompt_tokens"},
+                       "truncate_prompt_tokens",
+                       "structured_outputs",
+                       "guided_json",
+                       "guided_regex",
+                       "guided_choice",
+                       "guided_grammar",
+                       "guided_decoding_backend",
+                       "guided_whitespace_pattern",
+                       "logits_processors",
+                       "use_beam_search"},
                       "/v1/chat/completions");
   ChatRequest r;
   r.id = make_response_id("chatcmpl-");
@@ -69,7 +80,7 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   (void)get_bool(body, "parallel_tool_calls", "parallel_tool_calls");
   const bool add_special_tokens =
       get_bool(body, "add_special_tokens", "add_special_tokens").value_or(false);
-  check_response_format(body);
+  std::optional<StructuredField> structured = read_structured_outputs(body);
   reject_unsupported_vllm_fields(body);
   const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
   read_request_extensions(body, e);
@@ -83,6 +94,33 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
     r.tool_parser = ctx.tool_parser;
     // vLLM's adjust_request: a marker that is a special token must survive detokenization.
     if (r.tool_parser->needs_special_tokens()) e.params.skip_special_tokens = false;
+  }
+  // tool_choice "required" or a named function: the output is the calls' JSON (vLLM's way),
+  // parsed into tool_calls whatever the server's tool parser.
+  const bool required =
+      conversation.tool_choice == "required" && !conversation.tool_choice_is_function;
+  if (conversation.tools && (required || conversation.tool_choice_is_function)) {
+    if (structured) {
+      throw bad_request(fmt::format("'{}' cannot be combined with tool_choice \"required\" or a "
+                                    "named function, which constrain the output already",
+                                    structured->param),
+                        structured->param);
+    }
+    StructuredOutputsParams so;
+    so.json = forced_tool_schema(*conversation.tools, required, conversation.tool_choice).dump();
+    check_structured_outputs(so, "tools");
+    structured = StructuredField{std::move(so), "tool_choice"};
+    r.forced_tool_parser = make_forced_tool_parser(
+        required ? std::nullopt : std::optional<std::string>(conversation.tool_choice));
+    r.tool_parser = r.forced_tool_parser.get();
+  }
+  if (structured) {
+    // With a reasoning parser the constraint starts after the reasoning (vLLM's).
+    if (ctx.reasoning) {
+      structured->params.reasoning_start = ctx.reasoning->start_tag;
+      structured->params.reasoning_end = ctx.reasoning->end_tag;
+    }
+    e.params.structured_outputs = std::move(structured->params);
   }
   r.model = resolve_model(body, ctx);
   r.reasoning = ctx.reasoning;

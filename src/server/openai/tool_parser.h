@@ -42,6 +42,9 @@ class ToolParser {
   /// Whether the call marker is a special token that the detokenizer must keep (vLLM's
   /// adjust_request sets skip_special_tokens=False for these parsers).
   [[nodiscard]] virtual bool needs_special_tokens() const { return false; }
+
+  /// Whether a choice with calls finishes with "tool_calls" (else with the engine's reason).
+  [[nodiscard]] virtual bool finish_with_tool_calls() const { return true; }
 };
 
 /// The names --tool-call-parser accepts, sorted.
@@ -54,5 +57,8 @@ class ToolParser {
 [[nodiscard]] std::unique_ptr<ToolParser> make_hermes_tool_parser();
 [[nodiscard]] std::unique_ptr<ToolParser> make_llama3_json_tool_parser();
 [[nodiscard]] std::unique_ptr<ToolParser> make_mistral_tool_parser();
+/// The calls of an output constrained by tool_choice: "required" (nullopt) or a named function.
+[[nodiscard]] std::unique_ptr<ToolParser> make_forced_tool_parser(
+    std::optional<std::string> function_name);
 
 }  // namespace pagoda::openai
