@@ -77,7 +77,9 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   }
   r.include_stop_str_in_output =
       get_bool(body, "include_stop_str_in_output", "include_stop_str_in_output").value_or(false);
-  (void)get_bool(body, "parallel_tool_calls", "parallel_tool_calls");
+  // false: at most one call (enforced where the output is constrained: tool_choice "required").
+  const bool parallel_tool_calls =
+      get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
   const bool add_special_tokens =
       get_bool(body, "add_special_tokens", "add_special_tokens").value_or(false);
   std::optional<StructuredField> structured = read_structured_outputs(body);
@@ -100,6 +102,11 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   const bool required =
       conversation.tool_choice == "required" && !conversation.tool_choice_is_function;
   if (conversation.tools && (required || conversation.tool_choice_is_function)) {
+    std::optional<StructuredOutputsParams> options;
+    if (structured && structured->params.num_constraints() == 0) {
+      options = std::move(structured->params);  // options for the calls' JSON
+      structured.reset();
+    }
     if (structured) {
       throw bad_request(fmt::format("'{}' cannot be combined with tool_choice \"required\" or a "
                                     "named function, which constrain the output already",
@@ -107,7 +114,10 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
                         structured->param);
     }
     StructuredOutputsParams so;
-    so.json = forced_tool_schema(*conversation.tools, required, conversation.tool_choice).dump();
+    Json schema = forced_tool_schema(*conversation.tools, required, conversation.tool_choice);
+    if (required && !parallel_tool_calls) schema["maxItems"] = 1;
+    so.json = schema.dump();
+    if (options) apply_options(*options, so);
     check_structured_outputs(so, "tools");
     structured = StructuredField{std::move(so), "tool_choice"};
     r.forced_tool_parser = make_forced_tool_parser(
@@ -115,6 +125,9 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
     r.tool_parser = r.forced_tool_parser.get();
   }
   if (structured) {
+    if (structured->params.num_constraints() == 0) {  // options alone: a 400
+      check_structured_outputs(structured->params, structured->param);
+    }
     // With a reasoning parser the constraint starts after the reasoning (vLLM's).
     if (ctx.reasoning) {
       structured->params.reasoning_start = ctx.reasoning->start_tag;

@@ -131,6 +131,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
     throw bad_request("'suffix' is not supported", "suffix");
   }
   if (std::optional<StructuredField> so = read_structured_outputs(body)) {
+    if (so->params.num_constraints() == 0) check_structured_outputs(so->params, so->param);
     base.params.structured_outputs = std::move(so->params);
   }
   reject_unsupported_vllm_fields(body);

@@ -72,12 +72,6 @@ StructuredOutputsParams read_structured_object(const Json& v) {
                                               field_path(param, "disable_additional_properties"));
   so.whitespace_pattern =
       get_string(v, "whitespace_pattern", field_path(param, "whitespace_pattern"));
-  if (so.num_constraints() == 0) {
-    throw bad_request(
-        "'structured_outputs' must set one of json, regex, choice, grammar, json_object and "
-        "structural_tag",
-        param);
-  }
   if (so.num_constraints() > 1) {
     throw bad_request(
         "'structured_outputs' may set only one of json, regex, choice, grammar, json_object and "
@@ -140,7 +134,21 @@ void rebase_refs(Json& schema, const std::string& base) {
 
 }  // namespace
 
+void apply_options(const StructuredOutputsParams& options, StructuredOutputsParams& params) {
+  params.disable_any_whitespace = params.disable_any_whitespace || options.disable_any_whitespace;
+  if (options.whitespace_pattern) params.whitespace_pattern = options.whitespace_pattern;
+  if (options.disable_additional_properties) {
+    params.disable_additional_properties = options.disable_additional_properties;
+  }
+}
+
 void check_structured_outputs(const StructuredOutputsParams& params, const std::string& param) {
+  if (params.num_constraints() == 0) {
+    throw bad_request(
+        "'structured_outputs' must set one of json, regex, choice, grammar, json_object and "
+        "structural_tag, or come with another structured-output field its options apply to",
+        param);
+  }
   const bool json_kind = params.json || params.json_object || params.structural_tag;
   if (!json_kind && (params.disable_any_whitespace || params.whitespace_pattern ||
                      params.disable_additional_properties.has_value())) {
@@ -158,8 +166,16 @@ void check_structured_outputs(const StructuredOutputsParams& params, const std::
 
 std::optional<StructuredField> read_structured_outputs(const Json& body) {
   std::vector<StructuredField> found;
+  // structured_outputs with options only (disable_any_whitespace, ...) applies them to the
+  // constraint another field sets (response_format, guided_json, tool_choice).
+  std::optional<StructuredOutputsParams> options;
   if (const Json* v = find_field(body, "structured_outputs"); v && is_set(*v)) {
-    found.push_back({read_structured_object(*v), "structured_outputs"});
+    StructuredOutputsParams so = read_structured_object(*v);
+    if (so.num_constraints() == 0) {
+      options = std::move(so);
+    } else {
+      found.push_back({std::move(so), "structured_outputs"});
+    }
   }
   if (const Json* v = find_field(body, "guided_json"); v && is_set(*v)) {
     StructuredOutputsParams so;
@@ -193,6 +209,9 @@ std::optional<StructuredField> read_structured_outputs(const Json& body) {
       throw bad_request("'guided_whitespace_pattern' needs a JSON constraint (guided_json)",
                         "guided_whitespace_pattern");
     }
+    if (options) {
+      return StructuredField{std::move(*options), "structured_outputs"};  // options only
+    }
     return std::nullopt;
   }
   if (found.size() > 1) {
@@ -208,6 +227,7 @@ std::optional<StructuredField> read_structured_outputs(const Json& body) {
     }
     out.params.whitespace_pattern = *ws;
   }
+  if (options) apply_options(*options, out.params);
   check_structured_outputs(out.params, out.param);
   return out;
 }

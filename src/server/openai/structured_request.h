@@ -21,7 +21,10 @@ struct StructuredField {
   std::string param;  // "structured_outputs", "guided_json", "response_format", ...
 };
 
-/// Reads the structured-output fields of body: nullopt when none is set (null, false and empty
+/// Reads the structured-output fields of body: nullopt when none is set. A structured_outputs with
+/// options only (disable_any_whitespace, whitespace_pattern, disable_additional_properties)
+/// applies them to the constraint another field sets; alone (or with tool_choice, which the
+/// caller applies them to) it comes back with no constraint set (null, false and empty
 /// values count as unset: some clients send every field). A 400 naming the field for a wrong
 /// type, an unknown key, more than one constraint, or a constraint that does not compile (with
 /// the position in the schema, grammar or regex).
@@ -31,6 +34,9 @@ struct StructuredField {
 /// more {"name": <a tool's name>, "parameters": <its parameters>} (vLLM's form); for a named
 /// function, that function's parameters. tools: the request's validated tools.
 [[nodiscard]] Json forced_tool_schema(const Json& tools, bool required, const std::string& name);
+
+/// Adds the options of an options-only structured_outputs to params.
+void apply_options(const StructuredOutputsParams& options, StructuredOutputsParams& params);
 
 /// Checks that params compiles into a grammar (tokenizer-independent: syntax, schema keywords,
 /// left recursion); a 400 naming `param` otherwise.

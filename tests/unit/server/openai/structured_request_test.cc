@@ -74,6 +74,11 @@ TEST(StructuredRequestTest, EveryFieldGivesItsConstraint) {
   so = completion_params(R"("structured_outputs": {"json": {"type": "object"},
       "disable_additional_properties": false})");
   EXPECT_EQ(so.disable_additional_properties, false);
+  // Options only: they apply to the constraint of another field.
+  so = completion_params(R"("response_format": {"type": "json_object"},
+      "structured_outputs": {"disable_any_whitespace": true})");
+  EXPECT_TRUE(so.json_object);
+  EXPECT_TRUE(so.disable_any_whitespace);
 }
 
 TEST(StructuredRequestTest, ChatWithAReasoningParserStartsAfterTheReasoning) {
@@ -111,6 +116,8 @@ TEST(StructuredRequestTest, ErrorsNameTheFieldAndThePosition) {
   EXPECT_EQ(e.param, "response_format");
   e = error_of(R"("structured_outputs": {"regex": "a", "disable_any_whitespace": true})");
   EXPECT_THAT(e.message, HasSubstr("JSON output only"));
+  e = error_of(R"("structured_outputs": {"disable_any_whitespace": true})");
+  EXPECT_EQ(e.param, "structured_outputs");
   e = error_of(R"("guided_whitespace_pattern": " ")");
   EXPECT_EQ(e.param, "guided_whitespace_pattern");
   e = error_of(R"("guided_choice": [1])");
@@ -129,6 +136,22 @@ TEST(StructuredRequestTest, ErrorsNameTheFieldAndThePosition) {
                true);
   EXPECT_EQ(e.param, "tools");
   EXPECT_THAT(e.message, HasSubstr("hostname"));
+}
+
+TEST(StructuredRequestTest, OptionsApplyToForcedToolCalls) {
+  const ChatRequest r = parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
+      "structured_outputs": {"disable_any_whitespace": true}})",
+                                           testing::context());
+  ASSERT_TRUE(r.engine_request.params.structured_outputs);
+  EXPECT_TRUE(r.engine_request.params.structured_outputs->disable_any_whitespace);
+  EXPECT_FALSE(Json::parse(*r.engine_request.params.structured_outputs->json).contains("maxItems"));
+  // parallel_tool_calls false: one call at most.
+  const ChatRequest one = parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}],
+      "tools": [{"type": "function", "function": {"name": "f"}}], "tool_choice": "required",
+      "parallel_tool_calls": false})",
+                                             testing::context());
+  EXPECT_EQ(Json::parse(*one.engine_request.params.structured_outputs->json)["maxItems"], 1);
 }
 
 TEST(StructuredRequestTest, RequiredToolSchemaKeepsEachToolsReferences) {
