@@ -12,6 +12,28 @@
 #include "server/openai/structured_request.h"
 
 namespace pagoda::openai {
+namespace {
+
+bool has_strict_tool(const Json& tools) {
+  for (const Json& tool : tools) {
+    const Json& fn = tool.at("function");
+    if (fn.contains("strict") && fn["strict"] == Json(true)) return true;
+  }
+  return false;
+}
+
+// Whether a trigger of the tag is a special token of the model's tokenizer.
+bool trigger_is_special(const std::string& tag, const ServerContext& ctx) {
+  if (!ctx.tokenizer) return true;
+  for (const Json& trigger : Json::parse(tag).at("triggers")) {
+    const auto id = ctx.tokenizer->token_to_id(trigger.get<std::string>());
+    if (id && ctx.tokenizer->is_special(*id)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& ctx) {
   const Json body = parse_json_body(body_text);
   note_ignored_fields(body,
@@ -123,6 +145,20 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
     r.forced_tool_parser = make_forced_tool_parser(
         required ? std::nullopt : std::optional<std::string>(conversation.tool_choice));
     r.tool_parser = r.forced_tool_parser.get();
+  }
+  // tool_choice "auto" with strict tools: a structural tag in the parser's format makes every
+  // call follow its tool's parameters while the rest of the text stays free. Not where another
+  // constraint is set, nor where the call marker is a special token (a grammar cannot write it).
+  if (r.tool_parser && !r.forced_tool_parser && !structured && conversation.tools &&
+      has_strict_tool(*conversation.tools)) {
+    if (std::optional<std::string> tag =
+            r.tool_parser->strict_calls_tag(conversation.tools->dump());
+        tag && !trigger_is_special(*tag, ctx)) {
+      StructuredOutputsParams so;
+      so.structural_tag = std::move(*tag);
+      check_structured_outputs(so, "tools");
+      structured = StructuredField{std::move(so), "tools"};
+    }
   }
   if (structured) {
     if (structured->params.num_constraints() == 0) {  // options alone: a 400

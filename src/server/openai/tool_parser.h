@@ -45,7 +45,25 @@ class ToolParser {
 
   /// Whether a choice with calls finishes with "tool_calls" (else with the engine's reason).
   [[nodiscard]] virtual bool finish_with_tool_calls() const { return true; }
+
+  /// Strict tools under tool_choice "auto": a vLLM structural tag (JSON) under which text is
+  /// free and every call this format writes follows its tool's parameters (strict tools) or is
+  /// any JSON object (the others); nullopt when the format's marker is a special token, which a
+  /// grammar cannot produce. tools: the request's validated tools.
+  [[nodiscard]] virtual std::optional<std::string> strict_calls_tag(
+      const std::string& tools_json) const {
+    (void)tools_json;
+    return std::nullopt;
+  }
 };
+
+/// The structural tag of calls written as begin(name) + arguments + end, triggered by `trigger`:
+/// strict tools' arguments follow their parameters, other tools' are any JSON object.
+[[nodiscard]] std::string calls_structural_tag(const std::string& tools_json,
+                                               std::string_view trigger,
+                                               std::string_view begin_before_name,
+                                               std::string_view begin_after_name,
+                                               std::string_view end);
 
 /// The names --tool-call-parser accepts, sorted.
 [[nodiscard]] const std::vector<std::string>& tool_parser_names();

@@ -7,6 +7,7 @@
 
 #include "core/status.h"
 #include "structured/compiled_grammar.h"
+#include "structured/constraint.h"
 #include "structured_test_util.h"
 
 namespace pagoda::structured {
@@ -95,6 +96,46 @@ TEST(Gbnf, DeadBranchesAreCut) {
                                  testing::byte_vocab());
   EXPECT_FALSE(testing::prefix_match(g, "a"));
   EXPECT_TRUE(full_match(g, "b"));
+}
+
+}  // namespace
+}  // namespace pagoda::structured
+
+namespace pagoda::structured {
+namespace {
+
+TEST(StructuralTag, FreeTextAroundConstrainedCalls) {
+  const auto g = compile_grammar(
+      structural_tag_grammar(R"({"type": "structural_tag", "triggers": ["<tool_call>"],
+          "structures": [{"begin": "<tool_call>{\"name\": \"f\", \"arguments\": ",
+                          "schema": {"type": "object", "properties": {"x": {"type": "integer"}},
+                                     "required": ["x"]},
+                          "end": "}</tool_call>"}]})",
+                             JsonFormat{false, std::nullopt, false}),
+      testing::byte_vocab());
+  EXPECT_TRUE(full_match(g, ""));
+  EXPECT_TRUE(full_match(g, "Hello <tool wait \xC3\xA9"));
+  EXPECT_TRUE(
+      full_match(g, R"(ok <tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call> done)"));
+  EXPECT_TRUE(full_match(
+      g,
+      R"(<tool_call>{"name": "f", "arguments": {"x": 1}}</tool_call><tool_call>{"name": "f", "arguments": {"x": 22}}</tool_call>)"));
+  EXPECT_FALSE(full_match(g, R"(<tool_call>{"name": "g", "arguments": {"x": 1}}</tool_call>)"));
+  EXPECT_FALSE(full_match(g, R"(<tool_call>{"name": "f", "arguments": {"x": "1"}}</tool_call>)"));
+  EXPECT_FALSE(full_match(g, "<tool_call>"));  // a call must finish
+  EXPECT_FALSE(full_match(g, "bad utf-8 \xC3"));
+  EXPECT_THAT(
+      [] {
+        try {
+          (void)structural_tag_grammar(R"({"triggers": ["<a>"], "structures": [{"begin": "<b>",
+              "schema": {}, "end": ""}]})",
+                                       {});
+        } catch (const InvalidArgument& e) {
+          return std::string(e.what());
+        }
+        return std::string();
+      }(),
+      ::testing::HasSubstr("structures[0].begin: must start with one of the triggers"));
 }
 
 }  // namespace

@@ -124,6 +124,28 @@ TEST(ChatToolCallsTest, RequiredAndNamedToolChoiceConstrainAndParseTheOutput) {
   }
 }
 
+TEST(ChatToolCallsTest, StrictToolsUnderAutoGetAStructuralTag) {
+  Fixture f;
+  f.ctx.max_model_len = 1 << 20;
+  const std::string strict_tools =
+      R"("tools": [{"type": "function", "function": {"name": "get_weather", "strict": true,
+         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                        "required": ["city"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "other"}}])";
+  const ChatRequest r = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "Weather?"}], )" + strict_tools + "}", f.ctx);
+  ASSERT_TRUE(r.engine_request.params.structured_outputs);
+  const Json tag = Json::parse(*r.engine_request.params.structured_outputs->structural_tag);
+  EXPECT_EQ(tag["triggers"], Json::array({"<tool_call>"}));
+  EXPECT_EQ(tag["structures"][0]["begin"],
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+  EXPECT_EQ(tag["structures"][0]["schema"]["required"], Json::array({"city"}));
+  EXPECT_EQ(tag["structures"][1]["schema"]["additionalProperties"], true);
+  EXPECT_EQ(tag["structures"][0]["end"], "}\n</tool_call>");
+  // Without strict tools, or with another constraint, there is no tag.
+  EXPECT_FALSE(f.request("").engine_request.params.structured_outputs);
+}
+
 TEST(ChatToolCallsTest, StreamSendsContentThenToolCallDeltas) {
   Fixture f;
   const ChatRequest req = f.request(R"(, "stream": true)");
