@@ -13,74 +13,18 @@
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
 #include "pagoda/llm.h"
+#include "structured_engine_cases.h"
 
 namespace pagoda {
 namespace {
 
+using engine_test::ConstraintCase;
+using engine_test::json_schema;
+using engine_test::kNumbers;
+using engine_test::kPerson;
 using engine_test::small_engine;
+using engine_test::validates;
 using structured::testing::Json;
-
-struct ConstraintCase {
-  const char* name;
-  StructuredOutputsParams params;
-  std::function<bool(const std::string&)> valid;
-};
-
-StructuredOutputsParams json_schema(const char* schema) {
-  StructuredOutputsParams so;
-  so.json = schema;
-  return so;
-}
-
-bool validates(const char* schema, const std::string& text) {
-  const Json doc = Json::parse(text, nullptr, false);
-  const Json s = Json::parse(schema);
-  return !doc.is_discarded() && structured::testing::validates(s, doc, s);
-}
-
-constexpr const char* kPerson = R"({"type": "object", "properties": {
-    "name": {"type": "string", "maxLength": 8},
-    "age": {"type": "integer", "minimum": 0, "maximum": 120},
-    "pet": {"enum": ["cat", "dog", null]},
-    "tags": {"type": "array", "items": {"type": "string", "maxLength": 3}, "maxItems": 2}},
-  "required": ["name", "age", "pet"], "additionalProperties": false})";
-
-constexpr const char* kNumbers = R"({"type": "array", "items": {"type": "number", "minimum": -10,
-    "maximum": 10}, "minItems": 1, "maxItems": 4})";
-
-std::vector<ConstraintCase> cases() {
-  std::vector<ConstraintCase> out;
-  out.push_back(
-      {"schema", json_schema(kPerson), [](const std::string& t) { return validates(kPerson, t); }});
-  StructuredOutputsParams compact = json_schema(kNumbers);
-  compact.disable_any_whitespace = true;
-  out.push_back({"compact", compact, [](const std::string& t) {
-                   return validates(kNumbers, t) && t.find_first_of("\n\t") == std::string::npos;
-                 }});
-  StructuredOutputsParams regex;
-  regex.regex = "[a-z]{2,6}@(example|test)\\.(com|org)";
-  out.push_back({"regex", regex, [](const std::string& t) {
-                   return std::regex_match(t, std::regex("[a-z]{2,6}@(example|test)\\.(com|org)"));
-                 }});
-  StructuredOutputsParams choice;
-  choice.choice = std::vector<std::string>{"yes", "no", "maybe not"};
-  out.push_back({"choice", choice,
-                 [](const std::string& t) { return t == "yes" || t == "no" || t == "maybe not"; }});
-  StructuredOutputsParams grammar;
-  grammar.grammar = R"g(root ::= expr
-expr ::= num (("+" | "*") num){0,3}
-num ::= [1-9] [0-9]? | "(" expr ")")g";
-  out.push_back({"grammar", grammar, [](const std::string& t) {
-                   return std::regex_match(t, std::regex(R"([0-9()+*]+)"));
-                 }});
-  StructuredOutputsParams object;
-  object.json_object = true;
-  out.push_back({"json_object", object, [](const std::string& t) {
-                   const Json doc = Json::parse(t, nullptr, false);
-                   return !doc.is_discarded() && doc.is_object();
-                 }});
-  return out;
-}
 
 TEST(EngineStructured, EveryStoppedAnswerFollowsItsConstraint) {
   for (const std::string& model : {engine_test::kStories, std::string(PAGODA_SOURCE_DIR) +
@@ -90,7 +34,7 @@ TEST(EngineStructured, EveryStoppedAnswerFollowsItsConstraint) {
     args.tokenizer = engine_test::kStories;
     LLM llm(args);
     int stopped = 0;
-    for (const ConstraintCase& c : cases()) {
+    for (const ConstraintCase& c : engine_test::constraint_cases()) {
       SCOPED_TRACE(::testing::Message() << model << " " << c.name);
       std::vector<PromptInput> prompts;
       std::vector<SamplingParams> params;
