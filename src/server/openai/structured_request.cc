@@ -89,6 +89,14 @@ std::optional<StructuredOutputsParams> read_response_format(const Json& body) {
   reject_unknown_keys(*rf, {"type", "json_schema", "structures", "triggers"}, param);
   const std::optional<std::string> type = get_string(*rf, "type", "response_format.type");
   if (!type) throw bad_request("'response_format.type' is required", param);
+  // Each type takes its own keys only.
+  if (*type == "text" || *type == "json_object") {
+    reject_unknown_keys(*rf, {"type"}, param);
+  } else if (*type == "json_schema") {
+    reject_unknown_keys(*rf, {"type", "json_schema"}, param);
+  } else if (*type == "structural_tag") {
+    reject_unknown_keys(*rf, {"type", "structures", "triggers"}, param);
+  }
   StructuredOutputsParams so;
   if (*type == "text") return std::nullopt;
   if (*type == "json_object") {

@@ -114,6 +114,8 @@ TEST(StructuredRequestTest, ErrorsNameTheFieldAndThePosition) {
   EXPECT_EQ(e.param, "response_format");
   e = error_of(R"("response_format": {"type": "xml"})");
   EXPECT_EQ(e.param, "response_format");
+  e = error_of(R"("response_format": {"type": "json_object", "json_schema": {}})");
+  EXPECT_EQ(e.param, "response_format.json_schema");
   e = error_of(R"("structured_outputs": {"regex": "a", "disable_any_whitespace": true})");
   EXPECT_THAT(e.message, HasSubstr("JSON output only"));
   e = error_of(R"("structured_outputs": {"disable_any_whitespace": true})");
