@@ -226,6 +226,17 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& g,
   }
   constexpr size_t kMaxCanonicalStates = 128;
   const std::vector<int64_t> reach = cache ? reachable_states(a) : std::vector<int64_t>();
+  // Rules without calls are identified whole (their states by number), whatever their size;
+  // states of other rules by the part of the automaton they reach, when that is small.
+  std::vector<int32_t> local(static_cast<size_t>(a.num_states()), -1);
+  std::vector<std::optional<uint64_t>> rule_numbers(a.rule_start.size());
+  if (cache) {
+    for (size_t r = 0; r < a.rule_start.size(); ++r) {
+      if (auto form = rule_form(a, static_cast<int32_t>(r), local)) {
+        rule_numbers[r] = cache->rule_number(*form);
+      }
+    }
+  }
   out->states.resize(static_cast<size_t>(a.num_states()));
   // One classifier per worker; states are claimed one at a time (their costs differ widely).
   std::atomic<size_t> next{0};
@@ -236,8 +247,11 @@ std::shared_ptr<const CompiledGrammar> compile_grammar(const Grammar& g,
       const int32_t s = scanning[k];
       const ByteSet& follow = a.follow[static_cast<size_t>(a.rule_of[static_cast<size_t>(s)])];
       std::optional<std::vector<uint64_t>> form;
-      if (cache && reach[static_cast<size_t>(a.rule_of[static_cast<size_t>(s)])] <=
-                       static_cast<int64_t>(kMaxCanonicalStates)) {
+      const auto rule = static_cast<size_t>(a.rule_of[static_cast<size_t>(s)]);
+      if (cache && rule_numbers[rule]) {
+        form = std::vector<uint64_t>{0xD000000000000000ull, *rule_numbers[rule],
+                                     static_cast<uint64_t>(local[static_cast<size_t>(s)])};
+      } else if (cache && reach[rule] <= static_cast<int64_t>(kMaxCanonicalStates)) {
         form = canonical_form(a, s, kMaxCanonicalStates);
       }
       if (!form) {

@@ -43,8 +43,11 @@ void StackArena::close_uncached(Frame f, std::vector<Frame>& frames, bool& ended
 
 void StackArena::close(Frame f, Position& out) {
   const uint8_t flags = a_->flags[static_cast<size_t>(f.state)];
-  if (flags == Automaton::kScans) {  // the common case: a state inside a rule's own loop
-    out.frames.push_back(f);
+  // The common cases need no memo: a state with no calls that does not return to a frame below
+  // (inside a rule's own loop, or where the bottom frame may end).
+  if (!(flags & Automaton::kCalls) && (!(flags & Automaton::kFinal) || f.parent < 0)) {
+    if (flags & Automaton::kScans) out.frames.push_back(f);
+    if (flags & Automaton::kFinal) out.ended = true;
     return;
   }
   const uint64_t k = key(f.state, f.parent);

@@ -69,6 +69,50 @@ std::optional<std::vector<uint64_t>> canonical_form(const Automaton& a, int32_t 
   return form;
 }
 
+std::optional<std::vector<uint64_t>> rule_form(const Automaton& a, int32_t rule,
+                                               std::vector<int32_t>& local) {
+  const int32_t start = a.rule_start[static_cast<size_t>(rule)];
+  std::vector<uint64_t> form;
+  std::vector<int32_t> order{start};
+  local[static_cast<size_t>(start)] = 0;
+  std::vector<std::pair<int32_t, ByteSet>> groups;
+  for (size_t k = 0; k < order.size(); ++k) {
+    const int32_t s = order[k];
+    if (a.calls_out(s)) return std::nullopt;
+    form.push_back(0xF000000000000000ull | a.flags[static_cast<size_t>(s)]);
+    groups.clear();
+    for (int32_t c = 0; c < a.num_classes; ++c) {
+      const int32_t t = a.next[static_cast<size_t>(s) * static_cast<size_t>(a.num_classes) +
+                               static_cast<size_t>(c)];
+      if (t < 0) continue;
+      auto it =
+          std::find_if(groups.begin(), groups.end(), [&](const auto& g) { return g.first == t; });
+      if (it == groups.end()) {
+        groups.emplace_back(t, ByteSet());
+        it = groups.end() - 1;
+      }
+      it->second |= a.class_bytes[static_cast<size_t>(c)];
+    }
+    std::sort(groups.begin(), groups.end(), [](const auto& x, const auto& y) {
+      return x.second._Find_first() < y.second._Find_first();
+    });
+    for (const auto& [t, bytes] : groups) {
+      if (local[static_cast<size_t>(t)] < 0) {
+        local[static_cast<size_t>(t)] = static_cast<int32_t>(order.size());
+        order.push_back(t);
+      }
+      form.push_back(static_cast<uint64_t>(local[static_cast<size_t>(t)]));
+      push_bytes(form, bytes);
+    }
+  }
+  return form;
+}
+
+uint64_t StateCache::rule_number(const std::vector<uint64_t>& form) {
+  std::lock_guard lock(mutex_);
+  return rules_.try_emplace(form, rules_.size()).first->second;
+}
+
 size_t StateCache::Hash::operator()(const std::vector<uint64_t>& v) const {
   uint64_t h = 1469598103934665603ull;
   for (uint64_t x : v) h = (h ^ x) * 1099511628211ull;

@@ -25,10 +25,19 @@ struct StateTokens;
 [[nodiscard]] std::optional<std::vector<uint64_t>> canonical_form(const Automaton& a, int32_t state,
                                                                   size_t max_states = 128);
 
+/// The canonical form of a rule without calls (its whole automaton from its start; the rule's
+/// FOLLOW set excluded), or nullopt when the rule calls others. local[s] receives each state's
+/// number in the form (sized to the automaton; other rules' states are left alone). A state of
+/// such a rule is identified by (the rule's form, its number), whatever the rule's size.
+[[nodiscard]] std::optional<std::vector<uint64_t>> rule_form(const Automaton& a, int32_t rule,
+                                                             std::vector<int32_t>& local);
+
 /// Thread-safe; keeps at most `capacity` entries (later ones are not kept).
 class StateCache {
  public:
-  explicit StateCache(size_t capacity = 4096) : capacity_(capacity) {}
+  explicit StateCache(size_t capacity = 65536) : capacity_(capacity) {}
+  /// A number for a rule form, equal for equal forms (for state keys {number, local state}).
+  [[nodiscard]] uint64_t rule_number(const std::vector<uint64_t>& form);
   [[nodiscard]] std::shared_ptr<const StateTokens> find(const std::vector<uint64_t>& form) const;
   void insert(std::vector<uint64_t> form, std::shared_ptr<const StateTokens> tokens);
   [[nodiscard]] size_t size() const;
@@ -40,6 +49,7 @@ class StateCache {
   size_t capacity_;
   mutable std::mutex mutex_;
   std::unordered_map<std::vector<uint64_t>, std::shared_ptr<const StateTokens>, Hash> entries_;
+  std::unordered_map<std::vector<uint64_t>, uint64_t, Hash> rules_;
 };
 
 }  // namespace pagoda::structured
