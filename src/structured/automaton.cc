@@ -211,6 +211,32 @@ struct Nfa {
   }
 };
 
+// The number of NFA nodes e builds (an upper bound), saturating past cap.
+int64_t nfa_size(const Expr& e, int64_t cap) {
+  auto sat = [cap](int64_t x) { return std::min(x, cap + 1); };
+  switch (e.kind) {
+    case Expr::Kind::kEmpty:
+      return 1;
+    case Expr::Kind::kBytes:
+    case Expr::Kind::kRef:
+      return 2;
+    case Expr::Kind::kDfa:
+      return static_cast<int64_t>(e.dfa->next.size()) + 1;
+    case Expr::Kind::kSeq:
+    case Expr::Kind::kAlt: {
+      int64_t total = 2;
+      for (const Expr& c : e.children()) total = sat(total + nfa_size(c, cap));
+      return total;
+    }
+    case Expr::Kind::kRepeat: {
+      const int64_t copies = e.max < 0 ? static_cast<int64_t>(e.min) + 1 : e.max;
+      const int64_t one = nfa_size(e.children()[0], cap);
+      return sat(3 + (one > cap / std::max<int64_t>(copies, 1) ? cap + 1 : one * copies));
+    }
+  }
+  return cap + 1;
+}
+
 // ---- One rule's DFA (before numbering across rules).
 struct RuleDfa {
   int32_t num_states = 0;
@@ -310,58 +336,142 @@ RuleDfa determinize(const Nfa& nfa, int32_t entry, int32_t exit, int32_t num_cla
   return dfa;
 }
 
-// Moore's partition refinement: states with the same finality and the same targets' blocks on
-// every symbol merge, until nothing splits. Each round writes every state's signature (its block,
-// its targets' blocks, its calls) into one flat table and sorts the states by it.
-RuleDfa minimize(const RuleDfa& d, int32_t num_classes) {
+// Hopcroft's partition refinement, O(n |symbols| log n): blocks start as final / not final (a
+// dead state n stands for every missing edge); a splitter (block A, symbol c) splits each block
+// into the states whose c-edge enters A and the rest; of a split block not waiting as a splitter,
+// only the smaller half needs to become one. Symbols are the byte classes and the called rules.
+std::vector<int32_t> hopcroft_blocks(const RuleDfa& d, int32_t num_classes, int32_t& num_blocks) {
   const auto n = static_cast<size_t>(d.num_states);
-  size_t max_calls = 0;
-  for (const auto& c : d.calls) max_calls = std::max(max_calls, c.size());
-  const size_t width = 1 + static_cast<size_t>(num_classes) + 2 * max_calls;
-  std::vector<int32_t> block(n), sig(n * width);
-  for (size_t s = 0; s < n; ++s) block[s] = d.final[s];
-  int32_t num_blocks = -1;
-  for (;;) {
-    for (size_t s = 0; s < n; ++s) {
-      int32_t* row = &sig[s * width];
-      row[0] = block[s];
-      for (int32_t c = 0; c < num_classes; ++c) {
-        const int32_t t = d.next[s * static_cast<size_t>(num_classes) + static_cast<size_t>(c)];
-        row[1 + c] = t < 0 ? -1 : block[static_cast<size_t>(t)];
-      }
-      size_t k = 1 + static_cast<size_t>(num_classes);
-      for (const auto& [rule, t] : d.calls[s]) {
-        row[k++] = rule;
-        row[k++] = block[static_cast<size_t>(t)];
-      }
-      for (; k < width; ++k) row[k] = -2;
+  const size_t dead = n, total = n + 1;
+  std::map<int32_t, int32_t> rule_symbol;
+  for (const auto& calls : d.calls) {
+    for (const auto& [rule, t] : calls) {
+      rule_symbol.try_emplace(rule, num_classes + static_cast<int32_t>(rule_symbol.size()));
     }
-    // Group equal signatures: by hash, checked against the group's first member.
-    std::unordered_map<uint64_t, std::vector<int32_t>> groups;  // hash -> first members
-    std::vector<int32_t> next_block(n);
-    int32_t count = 0;
-    for (size_t s = 0; s < n; ++s) {
-      const int32_t* row = &sig[s * width];
-      uint64_t h = 1469598103934665603ull;
-      for (size_t k = 0; k < width; ++k) h = (h ^ static_cast<uint32_t>(row[k])) * 1099511628211ull;
-      std::vector<int32_t>& firsts = groups[h];
-      int32_t found = -1;
-      for (int32_t f : firsts) {
-        if (std::equal(row, row + width, &sig[static_cast<size_t>(f) * width])) {
-          found = next_block[static_cast<size_t>(f)];
-          break;
+  }
+  const auto num_symbols = static_cast<size_t>(num_classes) + rule_symbol.size();
+  // target[s * num_symbols + c], the dead state for missing edges (and from the dead state).
+  std::vector<int32_t> target(total * num_symbols, static_cast<int32_t>(dead));
+  for (size_t s = 0; s < n; ++s) {
+    for (int32_t c = 0; c < num_classes; ++c) {
+      const int32_t t = d.next[s * static_cast<size_t>(num_classes) + static_cast<size_t>(c)];
+      if (t >= 0) target[s * num_symbols + static_cast<size_t>(c)] = t;
+    }
+    for (const auto& [rule, t] : d.calls[s]) {
+      target[s * num_symbols + static_cast<size_t>(rule_symbol[rule])] = t;
+    }
+  }
+  // Inverse edges, per (symbol, target): CSR over target * num_symbols + symbol.
+  std::vector<int32_t> inv_begin(total * num_symbols + 1, 0), inv;
+  for (size_t s = 0; s < total; ++s) {
+    for (size_t c = 0; c < num_symbols; ++c) {
+      ++inv_begin[static_cast<size_t>(target[s * num_symbols + c]) * num_symbols + c + 1];
+    }
+  }
+  for (size_t i = 1; i < inv_begin.size(); ++i) inv_begin[i] += inv_begin[i - 1];
+  inv.resize(static_cast<size_t>(inv_begin.back()));
+  {
+    std::vector<int32_t> fill(inv_begin.begin(), inv_begin.end() - 1);
+    for (size_t s = 0; s < total; ++s) {
+      for (size_t c = 0; c < num_symbols; ++c) {
+        inv[static_cast<size_t>(
+            fill[static_cast<size_t>(target[s * num_symbols + c]) * num_symbols + c]++)] =
+            static_cast<int32_t>(s);
+      }
+    }
+  }
+  // The partition: elems grouped by block, each block a range [first, end) of elems.
+  std::vector<int32_t> elems(total), loc(total), block(total), first, end, marked;
+  size_t k = 0;
+  for (int pass = 0; pass < 2; ++pass) {
+    const size_t begin = k;
+    for (size_t s = 0; s < total; ++s) {
+      const bool fin = s < n && d.final[s];
+      if (fin == (pass == 0)) {
+        elems[k] = static_cast<int32_t>(s);
+        loc[s] = static_cast<int32_t>(k);
+        block[s] = static_cast<int32_t>(first.size());
+        ++k;
+      }
+    }
+    if (k > begin) {
+      first.push_back(static_cast<int32_t>(begin));
+      end.push_back(static_cast<int32_t>(k));
+    }
+  }
+  marked.assign(first.size(), 0);
+  std::vector<std::pair<int32_t, int32_t>> work;  // (block, symbol)
+  std::vector<char> waiting;                      // [block * num_symbols + symbol]
+  auto wait = [&](int32_t b, size_t c) {
+    const size_t at = static_cast<size_t>(b) * num_symbols + c;
+    if (waiting.size() <= at) waiting.resize((static_cast<size_t>(b) + 1) * num_symbols, 0);
+    if (!waiting[at]) {
+      waiting[at] = 1;
+      work.emplace_back(b, static_cast<int32_t>(c));
+    }
+  };
+  for (int32_t b = 0; b < static_cast<int32_t>(first.size()); ++b) {
+    for (size_t c = 0; c < num_symbols; ++c) wait(b, c);
+  }
+  std::vector<int32_t> touched, splitter;
+  while (!work.empty()) {
+    const auto [a, c] = work.back();
+    work.pop_back();
+    waiting[static_cast<size_t>(a) * num_symbols + static_cast<size_t>(c)] = 0;
+    // The states whose c-edge enters block a, moved to the front of their blocks.
+    splitter.assign(elems.begin() + first[static_cast<size_t>(a)],
+                    elems.begin() + end[static_cast<size_t>(a)]);
+    touched.clear();
+    for (int32_t t : splitter) {
+      const size_t key = static_cast<size_t>(t) * num_symbols + static_cast<size_t>(c);
+      for (int32_t i = inv_begin[key]; i < inv_begin[key + 1]; ++i) {
+        const int32_t s = inv[static_cast<size_t>(i)];
+        const auto b = static_cast<size_t>(block[static_cast<size_t>(s)]);
+        const int32_t pos = first[b] + marked[b];
+        if (loc[static_cast<size_t>(s)] < pos) continue;  // already marked
+        if (marked[b] == 0) touched.push_back(static_cast<int32_t>(b));
+        const int32_t other = elems[static_cast<size_t>(pos)];
+        std::swap(elems[static_cast<size_t>(pos)],
+                  elems[static_cast<size_t>(loc[static_cast<size_t>(s)])]);
+        loc[static_cast<size_t>(other)] = loc[static_cast<size_t>(s)];
+        loc[static_cast<size_t>(s)] = pos;
+        ++marked[b];
+      }
+    }
+    for (int32_t b : touched) {
+      const auto bs = static_cast<size_t>(b);
+      const int32_t m = marked[bs];
+      marked[bs] = 0;
+      if (m == end[bs] - first[bs]) continue;  // all of the block: no split
+      // The marked part [first, first + m) becomes a new block.
+      const auto nb = static_cast<int32_t>(first.size());
+      first.push_back(first[bs]);
+      end.push_back(first[bs] + m);
+      marked.push_back(0);
+      first[bs] += m;
+      for (int32_t i = first[static_cast<size_t>(nb)]; i < end[static_cast<size_t>(nb)]; ++i) {
+        block[static_cast<size_t>(elems[static_cast<size_t>(i)])] = nb;
+      }
+      const bool new_smaller = m <= end[bs] - first[bs];
+      for (size_t sym = 0; sym < num_symbols; ++sym) {
+        const size_t at = bs * num_symbols + sym;
+        if (at < waiting.size() && waiting[at]) {
+          wait(nb, sym);  // both halves wait
+        } else {
+          wait(new_smaller ? nb : b, sym);
         }
       }
-      if (found < 0) {
-        found = count++;
-        firsts.push_back(static_cast<int32_t>(s));
-      }
-      next_block[s] = found;
     }
-    block = std::move(next_block);
-    if (count == num_blocks) break;
-    num_blocks = count;
   }
+  num_blocks = static_cast<int32_t>(first.size());
+  block.resize(n);  // the dead state's block is not a state
+  return block;
+}
+
+RuleDfa minimize(const RuleDfa& d, int32_t num_classes) {
+  const auto n = static_cast<size_t>(d.num_states);
+  int32_t num_blocks = 0;
+  std::vector<int32_t> block = hopcroft_blocks(d, num_classes, num_blocks);
   // Renumber so that the start state (0) stays 0, the others in order of first appearance.
   std::vector<int32_t> renumber(static_cast<size_t>(num_blocks), -1);
   int32_t next_id = 0;
@@ -369,12 +479,14 @@ RuleDfa minimize(const RuleDfa& d, int32_t num_classes) {
     if (renumber[static_cast<size_t>(block[s])] < 0)
       renumber[static_cast<size_t>(block[s])] = next_id++;
   }
+  // The dead state's block has no state unless some state behaves as dead: count used blocks.
+  const int32_t used = next_id;
   RuleDfa m;
-  m.num_states = num_blocks;
-  m.next.assign(static_cast<size_t>(num_blocks) * static_cast<size_t>(num_classes), -1);
-  m.calls.resize(static_cast<size_t>(num_blocks));
-  m.final.assign(static_cast<size_t>(num_blocks), 0);
-  std::vector<char> done(static_cast<size_t>(num_blocks), 0);
+  m.num_states = used;
+  m.next.assign(static_cast<size_t>(used) * static_cast<size_t>(num_classes), -1);
+  m.calls.resize(static_cast<size_t>(used));
+  m.final.assign(static_cast<size_t>(used), 0);
+  std::vector<char> done(static_cast<size_t>(used), 0);
   for (size_t s = 0; s < n; ++s) {
     const auto b = static_cast<size_t>(renumber[static_cast<size_t>(block[s])]);
     if (done[b]) continue;
@@ -410,6 +522,10 @@ Automaton build_automaton(const Grammar& g, const AutomatonLimits& limits) {
   int64_t state_budget = limits.max_states;
   std::vector<RuleDfa> dfas;
   for (const Rule& r : g.rules) {
+    if (nfa_size(r.body, nfa_budget) > nfa_budget) {  // refuse before building it
+      throw InvalidArgument(fmt::format(
+          "grammar: rule '{}' is too large (more than {} automaton nodes)", r.name, nfa_budget));
+    }
     Nfa nfa;
     nfa.limit = nfa_budget;
     nfa.classes = &classes;

@@ -59,8 +59,8 @@ struct Automaton {
 
 /// Limits of compilation (a grammar past them is refused, not truncated).
 struct AutomatonLimits {
-  int64_t max_nfa_nodes = 4'000'000;
-  int64_t max_states = 1'000'000;
+  int64_t max_nfa_nodes = 2'000'000;
+  int64_t max_states = 300'000;
 };
 
 /// Compiles g. Throws InvalidArgument naming the rules for left recursion (a rule that can call

@@ -2,6 +2,8 @@
 // match and texts it must not, or a pattern and the start of its error.
 #include "structured/regex_parser.h"
 
+#include "structured/automaton.h"
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -66,6 +68,24 @@ TEST(Regex, JsonStringEncoding) {
                   RegexEncoding::kJsonString);
   expect_language("[^a]", {"b", "\\\"", "\\u0001", "\\n"}, {"a", "\"", "\n"},
                   RegexEncoding::kJsonString);
+}
+
+TEST(Regex, LongChainsAndLimits) {
+  // Long counted repetitions minimize in n log n (Hopcroft) and match exactly.
+  const auto g = compile_grammar(regex_grammar("[ab]{3000}c"), testing::byte_vocab());
+  EXPECT_TRUE(testing::full_match(g, std::string(3000, 'a') + "c"));
+  EXPECT_FALSE(testing::full_match(g, std::string(2999, 'b') + "c"));
+  // Past the limits: refused by size, before building, or by the subset construction.
+  auto error = [](std::string_view pattern) {
+    try {
+      (void)build_automaton(regex_grammar(pattern));
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_THAT(error("(a{1000}){1000}"), ::testing::HasSubstr("too large"));
+  EXPECT_THAT(error("(a|b)*a(a|b){20}"), ::testing::HasSubstr("too complex"));
 }
 
 TEST(Regex, Errors) {
