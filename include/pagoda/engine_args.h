@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "pagoda/runtime_options.h"
+
 namespace pagoda {
 
 /// How an engine is built: the model, its weights and the limits of the KV cache and scheduler.
@@ -27,6 +29,7 @@ struct EngineArgs {
   int64_t max_model_len = 0;               // --max-model-len; 0 = the model's maximum
   std::string scheduling_policy = "fcfs";  // --scheduling-policy: fcfs or priority
   bool enforce_eager = false;              // --enforce-eager: no CUDA graphs
+  RuntimeOptions runtime;                  // tuning knobs (PAGODA_* at the command line)
   /// Called with the fraction of the weights loaded (0..1) during the constructor; may be empty.
   std::function<void(double)> load_progress;
 };

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/runtime_env.h"
 #include "core/status.h"
 #include "kv/memory_size.h"
 
@@ -52,6 +53,7 @@ EngineArgs EngineFlags::to_engine_args() const {
     }
   }
   a.enable_prefix_caching = !no_prefix_caching;
+  a.runtime = runtime_options_from_env(a.runtime);
   return a;
 }
 

@@ -141,7 +141,9 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
           fmt::format("--dtype '{}' must be auto, float32, bfloat16 or float16", args.dtype));
   }
   load.seed = args.seed;
-  load.cuda_graphs = !args.enforce_eager;
+  load.runtime = args.runtime;
+  load.runtime.cuda_graphs = args.runtime.cuda_graphs && !args.enforce_eager;
+  load.definition.max_model_len = args.max_model_len;
   load.progress = args.load_progress;
   e.model = load_model_on_device(args.model, load, args.device, e.pool);
   const ModelConfig& config = e.model->config();
@@ -162,7 +164,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     throw InvalidArgument(
         fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
   }
-  const int64_t kv_bytes_per_token = e.model->kv_cache_bytes_per_token();
+  const int64_t kv_bytes_per_token = e.model->kv_cache_spec().bytes_per_token();
   // A GPU model: vLLM's profile run first (its first steps would otherwise pay the allocations
   // and the lazy kernel loads), so that the KV pool is sized from what the largest step really
   // uses. It needs a pool of two blocks (the null block and one).

@@ -9,82 +9,12 @@
 
 #include "core/mapped_file.h"
 #include "core/status.h"
+#include "model/config_reader.h"
 
 namespace pagoda {
 namespace {
 
 using nlohmann::json;
-
-/// Typed field access whose errors name the file and the field.
-class ConfigReader {
- public:
-  ConfigReader(const json& j, const std::string& source) : j_(j), source_(source) {}
-
-  [[nodiscard]] bool has(const char* key) const {
-    return j_.contains(key) && !j_.at(key).is_null();
-  }
-
-  [[nodiscard]] int64_t required_int(const char* key, int64_t min_value = 1) const {
-    if (!has(key)) fail(key, "is missing");
-    return checked_int(key, min_value);
-  }
-  [[nodiscard]] int64_t optional_int(const char* key, int64_t fallback,
-                                     int64_t min_value = 0) const {
-    return has(key) ? checked_int(key, min_value) : fallback;
-  }
-  [[nodiscard]] double optional_number(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number()) fail(key, "must be a number");
-    return v.get<double>();
-  }
-  [[nodiscard]] bool optional_bool(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) fail(key, "must be true or false");
-    return v.get<bool>();
-  }
-  [[nodiscard]] std::string optional_string(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_string()) fail(key, "must be a string");
-    return v.get<std::string>();
-  }
-  /// A token id given as a number or a list of numbers (eos_token_id).
-  [[nodiscard]] std::vector<int32_t> id_list(const char* key) const {
-    std::vector<int32_t> ids;
-    if (!has(key)) return ids;
-    const json& v = j_.at(key);
-    auto push = [&](const json& x) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
-        fail(key, "must be a non-negative token id or a list of them");
-      }
-      ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
-    };
-    if (v.is_array()) {
-      for (const json& x : v) push(x);
-    } else {
-      push(v);
-    }
-    return ids;
-  }
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw InvalidArgument(fmt::format("{}: field '{}' {}", source_, key, what));
-  }
-
- private:
-  [[nodiscard]] int64_t checked_int(const char* key, int64_t min_value) const {
-    const json& v = j_.at(key);
-    if (!v.is_number_integer()) fail(key, "must be an integer");
-    const int64_t x = v.get<int64_t>();
-    if (x < min_value) fail(key, fmt::format("must be >= {}, got {}", min_value, x));
-    return x;
-  }
-
-  const json& j_;
-  const std::string& source_;
-};
 
 /// Which layers attend through a sliding window, as transformers decides it:
 /// - "layer_types" (written by recent transformers): "sliding_attention" or "full_attention" per
@@ -209,8 +139,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.tie_word_embeddings = r.optional_bool("tie_word_embeddings", false);
   c.attention_bias = r.optional_bool("attention_bias", false);
   c.mlp_bias = r.optional_bool("mlp_bias", false);
-  const std::string act = r.optional_string("hidden_act", "silu");
-  if (act != "silu") r.fail("hidden_act", fmt::format("'{}' is not supported (only silu)", act));
+  c.hidden_act = r.optional_string("hidden_act", "silu");
   parse_sliding_window(j, r, c);
   // v5 writes "dtype", v4 "torch_dtype".
   const std::string dtype_field = r.has("dtype") ? "dtype" : "torch_dtype";
@@ -223,6 +152,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   const auto bos = r.id_list("bos_token_id");
   if (!bos.empty()) c.bos_token_id = bos[0];
   c.eos_token_ids = r.id_list("eos_token_id");
+  c.json = std::make_shared<const json>(j);
+  c.source = source;
   return c;
 }
 
@@ -289,6 +220,11 @@ std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim) {
     inv_freq[static_cast<size_t>(i)] = f;
   }
   return inv_freq;
+}
+
+RopeTables rope_tables(const RopeConfig& rope, int head_dim, int64_t max_model_len) {
+  (void)max_model_len;
+  return RopeTables{rope_inv_freq(rope, head_dim), 1.0f};
 }
 
 }  // namespace pagoda

@@ -2,6 +2,7 @@
 // ModelConfig: the shape and hyper-parameters of a decoder-only transformer, read from a Hugging
 // Face config.json (transformers v4 or v5 dialect) and the optional generation_config.json.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,12 +52,17 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v (and o for Llama's attention_bias) biases
   bool mlp_bias = false;
+  std::string hidden_act = "silu";   // the MLP's activation; each family checks it supports it
   int sliding_window = 0;            // keys of the window of the layers that have one; 0: none has
   std::vector<bool> sliding_layers;  // [num_layers] when sliding_window > 0: which layers
   DType dtype = DType::kF32;         // the checkpoint's declared dtype (torch_dtype / dtype)
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
   GenerationDefaults generation;
+  /// config.json as parsed, for the fields only one family reads (model/arch/ reads them through
+  /// ConfigReader), and the file it came from.
+  std::shared_ptr<const nlohmann::json> json;
+  std::string source;
 
   /// The sliding window of layer `layer` (PagedAttentionParams::sliding_window): 0 for full
   /// attention.
@@ -88,5 +94,15 @@ void apply_generation_config(const std::string& json_text, const std::string& so
 /// The per-pair RoPE inverse frequencies for head_dim, with the configured scaling applied,
 /// computed as transformers computes them (in float64, then rounded to float32).
 [[nodiscard]] std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim);
+
+/// What a model's rotary embedding needs: the inverse frequencies and the factor by which the
+/// scaling multiplies cos and sin (YaRN's and LongRoPE's mscale; 1 otherwise). Backends fold the
+/// factor into the attention scale: rotating q and k both by it multiplies q.k by its square.
+struct RopeTables {
+  std::vector<float> inv_freq;  // [head_dim / 2]
+  float attention_factor = 1.0f;
+};
+/// The tables for an engine serving up to max_model_len tokens (0: max_position_embeddings).
+[[nodiscard]] RopeTables rope_tables(const RopeConfig& rope, int head_dim, int64_t max_model_len);
 
 }  // namespace pagoda

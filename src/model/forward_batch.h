@@ -24,4 +24,9 @@ struct ForwardBatch {
   [[nodiscard]] int num_seqs() const { return static_cast<int>(seq_lens.size()); }
 };
 
+/// Checks a batch's consistency against a cache of num_blocks blocks of block_size tokens: array
+/// sizes, query_start_loc covering the tokens, positions inside their sequences, block ids inside
+/// the pool for every block a sequence uses, logits rows inside the batch. PAGODA_CHECK failures.
+void validate_forward_batch(const ForwardBatch& batch, int64_t num_blocks, int block_size);
+
 }  // namespace pagoda

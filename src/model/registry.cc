@@ -32,6 +32,12 @@ const ArchitectureEntry& ArchitectureRegistry::find(const std::string& name,
   return it->second;
 }
 
+ModelDefinition define_model(const ModelConfig& config, const DefinitionOptions& options) {
+  return ArchitectureRegistry::global()
+      .find(config.architecture, config.source)
+      .define(config, options);
+}
+
 std::vector<std::string> ArchitectureRegistry::names() const {
   std::vector<std::string> out;
   for (const auto& [name, entry] : entries_) out.push_back(name);

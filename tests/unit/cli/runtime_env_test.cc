@@ -1,6 +1,6 @@
 // The runtime's environment knobs: unset and empty mean the default, "0" is off for a flag, and an
 // integer outside its range or with trailing text is an error that names the variable.
-#include "runtime/env_knobs.h"
+#include "cli/runtime_env.h"
 
 #include <gtest/gtest.h>
 
@@ -60,6 +60,25 @@ TEST_F(EnvKnobs, IntRejectsBadValuesNamingTheVariable) {
       EXPECT_NE(std::string(e.what()).find("[1, 10]"), std::string::npos) << e.what();
     }
   }
+}
+
+TEST_F(EnvKnobs, RuntimeOptionsComeFromTheEnvironmentOnce) {
+  const RuntimeOptions defaults = runtime_options_from_env();
+  EXPECT_TRUE(defaults.cuda_graphs);
+  EXPECT_EQ(defaults.attention_min_split_keys, 64);
+  setenv("PAGODA_ATTENTION_MIN_SPLIT_KEYS", "128", 1);
+  setenv("PAGODA_ENFORCE_EAGER", "1", 1);
+  setenv("PAGODA_PDL", "1", 1);
+  const RuntimeOptions o = runtime_options_from_env();
+  unsetenv("PAGODA_ATTENTION_MIN_SPLIT_KEYS");
+  unsetenv("PAGODA_ENFORCE_EAGER");
+  unsetenv("PAGODA_PDL");
+  EXPECT_EQ(o.attention_min_split_keys, 128);
+  EXPECT_FALSE(o.cuda_graphs);
+  EXPECT_TRUE(o.dependent_launch);
+  setenv("PAGODA_GEMV_MMA_ROWS", "9", 1);
+  EXPECT_THROW((void)runtime_options_from_env(), InvalidArgument);
+  unsetenv("PAGODA_GEMV_MMA_ROWS");
 }
 
 }  // namespace
