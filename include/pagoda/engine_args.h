@@ -3,7 +3,9 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "pagoda/runtime_options.h"
 
@@ -30,6 +32,15 @@ struct EngineArgs {
   std::string scheduling_policy = "fcfs";  // --scheduling-policy: fcfs or priority
   bool enforce_eager = false;              // --enforce-eager: no CUDA graphs
   RuntimeOptions runtime;                  // tuning knobs (PAGODA_* at the command line)
+  /// --distributed-executor-backend: uni (the model on the engine thread) or mp (in a worker
+  /// process that the engine talks to over a socket).
+  std::string distributed_executor_backend = "uni";
+  /// Speculative drafts: after each sampled token, up to num_speculative_tokens drafts that the
+  /// next step verifies (the sampled tokens are kept while they equal the drafts). Asked only for
+  /// greedy requests whose draws do not depend on their history (no penalties, bad_words or
+  /// pending min_tokens), for which this verification is exact. Gets the request's tokens.
+  std::function<std::vector<int32_t>(std::span<const int32_t>)> speculative_proposer;
+  int num_speculative_tokens = 0;
   /// Called with the fraction of the weights loaded (0..1) during the constructor; may be empty.
   std::function<void(double)> load_progress;
 };

@@ -9,12 +9,12 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/draw_inputs.h"
+#include "engine/step_planner.h"
 #include "engine/stop_checker.h"
 #include "kv/kv_cache_config.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
-#include "runtime/device_model.h"
-#include "runtime/model_runner.h"
+#include "runtime/executor.h"
 #include "sampling/bad_words.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
@@ -76,11 +76,12 @@ TokenLogprobs to_token_logprobs(const SampledToken& t) {
 
 struct EngineCore::Impl {
   EngineArgs args;
-  ThreadPool pool;
-  std::unique_ptr<Model> model;
+  // Made first: the worker-process executor forks before the engine has threads of its own.
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<ThreadPool> pool;  // host sampling
   std::unique_ptr<kv::KVCacheManager> kv_manager;
   std::unique_ptr<scheduler::Scheduler> scheduler;
-  std::unique_ptr<ModelRunner> runner;
+  StepPlanner planner;
   const std::optional<Tokenizer>* tokenizer = nullptr;
 
   // Shared with client threads.
@@ -101,13 +102,18 @@ struct EngineCore::Impl {
   int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
   std::thread thread;
 
-  explicit Impl(const EngineArgs& a) : args(a), pool(a.num_threads), seed_source(a.seed) {}
+  explicit Impl(const EngineArgs& a) : args(a), seed_source(a.seed) {}
+  [[nodiscard]] const ModelConfig& config() const { return executor->config(); }
 
   // The step the device is running (launched, not yet completed) and the tokens of the step
   // before it, emitted while the device runs.
   std::optional<scheduler::SchedulerOutput> in_flight;
-  std::vector<std::pair<kv::RequestId, SampledToken>> to_emit;
-  std::vector<kv::RequestId> to_emit_length_finished;
+  struct Emit {
+    kv::RequestId id;
+    SampledToken token;
+    bool length_finished;  // the request's last token before max_tokens
+  };
+  std::vector<Emit> to_emit;
   EngineStats::StepTimes times;
   bool completing_decode_step = false;  // the step in flight computes one token per request
 
@@ -115,6 +121,11 @@ struct EngineCore::Impl {
   void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
   void launch_step();
   void complete_step();
+  void record_prompt_logprobs(const scheduler::ScheduledRequest& s, StepResult& result,
+                              int32_t first_row);
+  /// Asks the speculative proposer for the next step's drafts of the requests that just sampled.
+  void propose_drafts(const scheduler::SchedulerOutput& out);
+  [[nodiscard]] bool live_completion(kv::RequestId id) const { return completions.count(id) != 0; }
   void emit_pending();
   void fail_all(const std::string& error);
   void emit_token(kv::RequestId id, const SampledToken& token, bool length_finished);
@@ -145,8 +156,15 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   load.runtime.cuda_graphs = args.runtime.cuda_graphs && !args.enforce_eager;
   load.definition.max_model_len = args.max_model_len;
   load.progress = args.load_progress;
-  e.model = load_model_on_device(args.model, load, args.device, e.pool);
-  const ModelConfig& config = e.model->config();
+  ExecutorOptions executor_options;
+  executor_options.model_dir = args.model;
+  executor_options.load = load;
+  executor_options.device = args.device;
+  executor_options.num_threads = args.num_threads;
+  executor_options.backend = args.distributed_executor_backend;
+  e.executor = make_executor(executor_options);
+  e.pool = std::make_unique<ThreadPool>(args.num_threads);
+  const ModelConfig& config = e.executor->config();
   if (!args.tokenizer.empty()) {
     tokenizer_ = Tokenizer::load(args.tokenizer);
   } else if (fs::exists(fs::path(args.model) / "tokenizer.json")) {
@@ -164,22 +182,22 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     throw InvalidArgument(
         fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
   }
-  const int64_t kv_bytes_per_token = e.model->kv_cache_spec().bytes_per_token();
+  const int64_t kv_bytes_per_token = e.executor->info().kv_spec.bytes_per_token();
   // A GPU model: vLLM's profile run first (its first steps would otherwise pay the allocations
   // and the lazy kernel loads), so that the KV pool is sized from what the largest step really
   // uses. It needs a pool of two blocks (the null block and one).
-  const bool on_device = e.model->device_memory().has_value();
+  const bool on_device = e.executor->info().on_device;
   const int64_t profile_tokens = std::min<int64_t>(
       args.max_num_batched_tokens, static_cast<int64_t>(args.max_num_seqs) * max_model_len_);
   double warm_up_seconds = 0;
   if (on_device) {
-    e.model->init_kv_cache(2, args.block_size);
+    e.executor->init_kv_cache(2, args.block_size);
     warm_up_seconds +=
-        profile_run(*e.model, profile_tokens, args.max_num_seqs, max_model_len_, args.block_size);
+        e.executor->profile_run(profile_tokens, args.max_num_seqs, max_model_len_, args.block_size);
   }
   int64_t kv_memory = args.kv_cache_memory_bytes;
   if (kv_memory <= 0) {
-    if (const auto memory = e.model->device_memory()) {
+    if (const auto memory = e.executor->device_memory()) {
       // vLLM's rule: the KV pool gets what the utilization budget leaves after what is in use now
       // (weights, and the activation, attention and logits buffers at the profile run's peak),
       // less a margin for the decode graphs and the sampler's buffers.
@@ -203,12 +221,12 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   const int num_blocks = kv::num_blocks_for_memory(kv_memory, args.block_size, kv_bytes_per_token);
   kv::KVCacheConfig kv_config{num_blocks, args.block_size, args.enable_prefix_caching};
   e.kv_manager = std::make_unique<kv::KVCacheManager>(kv_config);
-  e.model->init_kv_cache(num_blocks, args.block_size);
+  e.executor->init_kv_cache(num_blocks, args.block_size);
   kv_capacity_tokens_ =
       static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
   if (on_device) {
     const auto start = std::chrono::steady_clock::now();
-    const int graphs = capture_decode_graphs(*e.model, args.max_num_seqs);
+    const int graphs = e.executor->capture_graphs(args.max_num_seqs);
     warm_up_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("warm-up: profile run of {} tokens, {} decode graphs: {:.0f} ms", profile_tokens,
@@ -219,6 +237,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   sched.max_num_batched_tokens = args.max_num_batched_tokens;
   sched.max_num_seqs = args.max_num_seqs;
   sched.max_model_len = max_model_len_;
+  if (args.speculative_proposer) sched.num_lookahead_tokens = args.num_speculative_tokens;
   if (args.scheduling_policy == "priority") {
     sched.policy = scheduler::SchedulingPolicy::kPriority;
   } else if (args.scheduling_policy != "fcfs") {
@@ -226,7 +245,6 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
         fmt::format("--scheduling-policy '{}' must be fcfs or priority", args.scheduling_policy));
   }
   e.scheduler = std::make_unique<scheduler::Scheduler>(sched, *e.kv_manager);
-  e.runner = std::make_unique<ModelRunner>(*e.model, args.block_size);
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB), max model length {}",
                num_blocks - 1, args.block_size, kv_capacity_tokens_,
                static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),
@@ -246,9 +264,9 @@ void EngineCore::shutdown() {
   impl_->thread.join();
 }
 
-const ModelConfig& EngineCore::model_config() const { return impl_->model->config(); }
+const ModelConfig& EngineCore::model_config() const { return impl_->config(); }
 
-int64_t EngineCore::vocab_size() const { return impl_->model->config().vocab_size; }
+int64_t EngineCore::vocab_size() const { return impl_->config().vocab_size; }
 
 EngineStats EngineCore::stats() const {
   std::lock_guard lock(impl_->mutex);
@@ -377,29 +395,23 @@ void EngineCore::Impl::loop() {
 }
 
 void EngineCore::Impl::fail_all(const std::string& error) {
-  if (runner->in_flight()) {
+  if (executor->in_flight()) {
     try {
-      (void)runner->wait();  // the device must be done with the blocks before they are freed
+      (void)executor->wait();  // the device must be done with the blocks before they are freed
     } catch (const std::exception& e) {
       spdlog::error("engine step failed: {}", e.what());
     }
   }
   in_flight.reset();
   to_emit.clear();
-  to_emit_length_finished.clear();
   std::vector<std::string> ids;
   for (const auto& [id, r] : requests) ids.push_back(id);
   for (const std::string& id : ids) abort_request(id, error);
 }
 
 void EngineCore::Impl::emit_pending() {
-  for (auto& [id, token] : to_emit) {
-    const bool length = std::find(to_emit_length_finished.begin(), to_emit_length_finished.end(),
-                                  id) != to_emit_length_finished.end();
-    emit_token(id, token, length);
-  }
+  for (Emit& e : to_emit) emit_token(e.id, e.token, e.length_finished);
   to_emit.clear();
-  to_emit_length_finished.clear();
 }
 
 void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt) {
@@ -411,12 +423,11 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
   if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
   auto r = std::make_unique<scheduler::Request>(kv_id, request->prompt, request->params.max_tokens,
                                                 request->priority, salt);
-  Completion c{request, 0,
-               RequestSampler(request->params, model->config().eos_token_ids, seed_source()),
+  Completion c{request, 0, RequestSampler(request->params, config().eos_token_ids, seed_source()),
                std::nullopt, StopChecker(request->params.stop)};
   c.device_seed = request->params.seed.value_or(seed_source());
-  c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids,
-                             model->config().vocab_size);
+  c.draw_inputs =
+      DrawInputs(request->params, request->prompt, config().eos_token_ids, config().vocab_size);
   if (tokenizer->has_value()) {
     c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
   }
@@ -445,19 +456,26 @@ void EngineCore::Impl::launch_step() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return;
   }
-  std::vector<SequenceStep> steps;
-  steps.reserve(out.scheduled.size());
-  for (const auto& s : out.scheduled) {
+  StepPlan plan = planner.plan(out, *scheduler, *kv_manager);
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const scheduler::ScheduledRequest& s = out.scheduled[i];
     const scheduler::Request* r = scheduler->get(s.id);
-    PAGODA_CHECK(r != nullptr, "scheduled request {} is unknown", s.id);
-    ActiveRequest& a = *completions.at(s.id).request;
+    Completion& c = completions.at(s.id);
+    ActiveRequest& a = *c.request;
     if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
+    // The rows of a step (runtime/step.h): every new token's with prompt log-probabilities (their
+    // logits come back), else the sampled token's and one per draft it verifies.
     const bool prompt_logits =
         a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
-    steps.push_back(
-        {r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens, kv_manager->block_table(s.id),
-         s.samples, prompt_logits,
-         s.samples ? device_draw(completions.at(s.id), *r, prompt_logits) : DeviceDraw{}});
+    std::vector<RowDraw>& rows = plan.seqs[i].rows;
+    if (prompt_logits) rows.resize(static_cast<size_t>(s.num_new_tokens));
+    if (s.samples && !prompt_logits) {
+      const RowDraw draw = RowDraw::from(device_draw(c, *r, false));
+      for (int j = 0; j <= s.num_spec_tokens; ++j) {
+        rows.push_back(draw);
+        rows.back().counter += static_cast<uint64_t>(j);
+      }
+    }
     if (s.num_computed_tokens < r->num_prompt_tokens()) {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
@@ -465,98 +483,126 @@ void EngineCore::Impl::launch_step() {
   completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
                                        [](const auto& s) { return s.num_new_tokens == 1; });
   const auto launch_start = std::chrono::steady_clock::now();
-  runner->launch(steps, out.block_copies);
+  executor->launch(std::move(plan));
   times.launch_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   in_flight = std::move(out);
+}
+
+void EngineCore::Impl::record_prompt_logprobs(const scheduler::ScheduledRequest& s,
+                                              StepResult& result, int32_t first_row) {
+  // Row j of a chunk predicts prompt token num_computed + j + 1.
+  ActiveRequest& a = *completions.at(s.id).request;
+  const int k = *a.params.prompt_logprobs;
+  a.prompt_logprobs.resize(a.prompt.size());
+  std::vector<float> lp(static_cast<size_t>(result.vocab));
+  for (int j = 0; j < s.num_new_tokens; ++j) {
+    const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
+    if (target >= a.prompt.size()) break;
+    log_softmax(result.row(first_row + j), lp);
+    TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
+    if (k > 0) {
+      for (const TokenLogprob& alt : top_k_entries(lp, k))
+        t.top.emplace_back(alt.token, alt.logprob);
+    }
+    a.prompt_logprobs[target] = std::move(t);
+  }
 }
 
 void EngineCore::Impl::complete_step() {
   const scheduler::SchedulerOutput out = std::move(*in_flight);
   in_flight.reset();
   const auto wait_start = std::chrono::steady_clock::now();
-  StepLogits logits = runner->wait();
+  StepResult result = executor->wait();
   times.device_wait_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
   ++num_steps;
   // Rows of requests that finished while the step ran (an emitted EOS or stop string, an abort)
   // are dropped: their completions are gone and the scheduler no longer runs them.
   auto live = [&](kv::RequestId id) { return completions.count(id) != 0; };
+  PAGODA_CHECK(result.seqs.size() == out.scheduled.size(), "a result of {} sequences for {}",
+               result.seqs.size(), out.scheduled.size());
 
-  // Prompt log-probabilities: row j of a chunk predicts prompt token num_computed + j + 1.
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (logits.first_token_row[i] < 0 || !live(out.scheduled[i].id)) continue;
-    const auto& s = out.scheduled[i];
-    ActiveRequest& a = *completions.at(s.id).request;
-    const int k = *a.params.prompt_logprobs;
-    a.prompt_logprobs.resize(a.prompt.size());
-    std::vector<float> lp(static_cast<size_t>(logits.vocab));
-    for (int j = 0; j < s.num_new_tokens; ++j) {
-      const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
-      if (target >= a.prompt.size()) break;
-      log_softmax(logits.row(logits.first_token_row[i] + j), lp);
-      TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
-      if (k > 0) {
-        for (const TokenLogprob& alt : top_k_entries(lp, k))
-          t.top.emplace_back(alt.token, alt.logprob);
-      }
-      a.prompt_logprobs[target] = std::move(t);
-    }
-  }
-
-  // Sample, remembering the raw rows of parents that fork (n > 1) at their first token. Each
-  // request has its own sampler and RNG, so rows are sampled in parallel on the engine's pool (a
-  // 128k-vocabulary row costs ~0.5 ms; 64 of them one after the other would outlast a GPU step).
+  // Prompt log-probabilities, then sampling. A request's sampled rows are its last 1 + k rows
+  // (k drafts): row j's token is accepted, and the next row read, while it equals draft j.
   std::vector<size_t> to_sample;
   std::vector<std::pair<kv::RequestId, std::vector<float>>> fork_rows;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (logits.sample_row[i] < 0 || !live(out.scheduled[i].id)) continue;
+    const scheduler::ScheduledRequest& s = out.scheduled[i];
+    if (!live(s.id)) continue;
+    const SequenceResult& r = result.seqs[i];
+    const Completion& c = completions.at(s.id);
+    const bool prompt_logits = c.request->params.prompt_logprobs.has_value() &&
+                               static_cast<int>(r.tokens.size()) == s.num_new_tokens &&
+                               s.num_computed_tokens < scheduler->get(s.id)->num_prompt_tokens();
+    if (prompt_logits) record_prompt_logprobs(s, result, r.first_row);
+    if (!s.samples) continue;
     to_sample.push_back(i);
-    const kv::RequestId id = out.scheduled[i].id;
-    const Completion& c = completions.at(id);
     if (c.request->params.n > 1 && !c.request->forked) {
-      const std::span<float> row = logits.row(logits.sample_row[i]);
-      fork_rows.emplace_back(id, std::vector<float>(row.begin(), row.end()));
+      const std::span<float> row =
+          result.row(r.first_row + static_cast<int32_t>(r.tokens.size()) - 1);
+      fork_rows.emplace_back(s.id, std::vector<float>(row.begin(), row.end()));
     }
   }
-  std::vector<SampledToken> tokens(to_sample.size());
+  // Each request has its own sampler and RNG, so requests are sampled in parallel on the engine's
+  // pool (a 128k-vocabulary row costs ~0.5 ms; 64 of them one after the other would outlast a GPU
+  // step).
+  std::vector<std::vector<SampledToken>> tokens(to_sample.size());
   auto sample_rows = [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       const size_t i = to_sample[static_cast<size_t>(j)];
-      const kv::RequestId id = out.scheduled[i].id;
-      Completion& c = completions.at(id);  // distinct per row: no two threads share a sampler
-      const scheduler::Request* r = scheduler->get(id);
-      const int32_t drawn = logits.tokens[static_cast<size_t>(logits.sample_row[i])];
-      if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
-        SampledToken& t = tokens[static_cast<size_t>(j)];
-        t.token = drawn;
-        if (c.request->params.logprobs) {
-          const DrawnLogprobs& lp = logits.logprobs[static_cast<size_t>(logits.sample_row[i])];
-          t.logprob = lp.logprob;
-          for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
+      const scheduler::ScheduledRequest& s = out.scheduled[i];
+      const SequenceResult& r = result.seqs[i];
+      Completion& c = completions.at(s.id);  // distinct per row: no two threads share a sampler
+      const scheduler::Request* req = scheduler->get(s.id);
+      const auto drafts = req->spec_token_ids();
+      std::vector<int32_t> output(req->output_token_ids().begin(), req->output_token_ids().end());
+      const auto num_rows = static_cast<int>(r.tokens.size());
+      const int first = num_rows - 1 - s.num_spec_tokens;  // the first sampled row
+      for (int row = first; row < num_rows; ++row) {
+        SampledToken t;
+        const int32_t drawn = r.tokens[static_cast<size_t>(row)];
+        if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
+          t.token = drawn;
+          if (c.request->params.logprobs) {
+            const DrawnLogprobs& lp = r.logprobs[static_cast<size_t>(row)];
+            t.logprob = lp.logprob;
+            for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
+          }
+        } else {
+          t = c.sampler.sample(result.row(r.first_row + row), req->prompt_token_ids(), output);
         }
-        continue;
+        const int draft = row - first;
+        const bool accepted = draft < s.num_spec_tokens &&
+                              static_cast<size_t>(draft) < drafts.size() &&
+                              t.token == drafts[static_cast<size_t>(draft)];
+        output.push_back(t.token);
+        tokens[static_cast<size_t>(j)].push_back(std::move(t));
+        if (!accepted) break;
       }
-      tokens[static_cast<size_t>(j)] = c.sampler.sample(
-          logits.row(logits.sample_row[i]), r->prompt_token_ids(), r->output_token_ids());
     }
   };
   // Rows drawn on the device only need copying: waking the pool for them would cost more than the
   // work (this runs while the device idles between steps).
   const bool any_host_row = std::any_of(to_sample.begin(), to_sample.end(), [&](size_t i) {
-    return logits.tokens[static_cast<size_t>(logits.sample_row[i])] < 0;
+    const SequenceResult& r = result.seqs[i];
+    return std::any_of(r.tokens.begin(), r.tokens.end(), [](int32_t t) { return t < 0; });
   });
   if (any_host_row) {
-    pool.parallel_for(static_cast<int64_t>(to_sample.size()), 4, sample_rows);
+    pool->parallel_for(static_cast<int64_t>(to_sample.size()), 4, sample_rows);
   } else {
     sample_rows(0, static_cast<int64_t>(to_sample.size()));
   }
   std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
-  std::vector<std::pair<kv::RequestId, SampledToken>> sampled;
+  std::vector<Emit> sampled;
   for (size_t j = 0; j < to_sample.size(); ++j) {
     const kv::RequestId id = out.scheduled[to_sample[j]].id;
-    new_tokens.push_back({id, {tokens[j].token}});
-    sampled.emplace_back(id, std::move(tokens[j]));
+    std::vector<int32_t> ids;
+    for (SampledToken& t : tokens[j]) {
+      ids.push_back(t.token);
+      sampled.push_back({id, std::move(t), false});
+    }
+    new_tokens.emplace_back(id, std::move(ids));
   }
   const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
   generation_tokens += static_cast<int64_t>(sampled.size());
@@ -570,11 +616,11 @@ void EngineCore::Impl::complete_step() {
       SamplingParams child_params = a->params;
       if (child_params.seed) child_params.seed = *child_params.seed + static_cast<uint64_t>(index);
       Completion child{a, index,
-                       RequestSampler(child_params, model->config().eos_token_ids, seed_source()),
+                       RequestSampler(child_params, config().eos_token_ids, seed_source()),
                        std::nullopt, StopChecker(a->params.stop)};
       child.device_seed = child_params.seed.value_or(seed_source());
-      child.draw_inputs = DrawInputs(child_params, a->prompt, model->config().eos_token_ids,
-                                     model->config().vocab_size);
+      child.draw_inputs =
+          DrawInputs(child_params, a->prompt, config().eos_token_ids, config().vocab_size);
       if (tokenizer->has_value()) {
         child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
       }
@@ -590,13 +636,41 @@ void EngineCore::Impl::complete_step() {
       completions.emplace(child_id, std::move(child));
       (void)scheduler->fork_request(parent_id, std::move(r));
       ++generation_tokens;
-      sampled.emplace_back(child_id, std::move(t));
+      sampled.push_back({child_id, std::move(t), false});
     }
   }
+  // A request that reached max_tokens finishes with the last of its tokens.
+  for (const kv::RequestId id : length_finished) {
+    for (auto it = sampled.rbegin(); it != sampled.rend(); ++it) {
+      if (it->id == id) {
+        it->length_finished = true;
+        break;
+      }
+    }
+  }
+  propose_drafts(out);
 
   // Emitted by the loop once the next step is launched.
   to_emit = std::move(sampled);
-  to_emit_length_finished = length_finished;
+}
+
+void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
+  if (!args.speculative_proposer || args.num_speculative_tokens <= 0) return;
+  for (const scheduler::ScheduledRequest& s : out.scheduled) {
+    scheduler::Request* r = scheduler->get_mutable(s.id);
+    if (r == nullptr || !s.samples || !live_completion(s.id)) continue;
+    // Drafts are verified by comparing tokens (complete_step), which is exact for greedy draws
+    // whose distribution does not depend on the tokens before them in the step.
+    const SamplingParams& p = completions.at(s.id).request->params;
+    const bool history_free = p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+                              p.frequency_penalty == 0.0f && p.bad_words_token_ids.empty() &&
+                              r->num_output_tokens() >= p.min_tokens;
+    if (!p.greedy() || !history_free || p.n > 1 || p.prompt_logprobs) continue;
+    std::vector<int32_t> drafts = args.speculative_proposer(r->all_token_ids());
+    if (drafts.size() > static_cast<size_t>(args.num_speculative_tokens))
+      drafts.resize(static_cast<size_t>(args.num_speculative_tokens));
+    r->set_spec_token_ids(std::move(drafts));
+  }
 }
 
 void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
@@ -628,7 +702,7 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
     a.prompt_logprobs_sent = true;
   }
   const bool min_reached = c.num_output_tokens >= p.min_tokens;
-  const auto& eos = model->config().eos_token_ids;
+  const auto& eos = config().eos_token_ids;
   const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token.token) != eos.end();
   const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(),
                                        token.token) != p.stop_token_ids.end();
@@ -658,6 +732,7 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
                                : reason == FinishReason::kLength ? RequestStatus::kFinishedLength
                                                                  : RequestStatus::kFinishedAborted;
   scheduler->finish_request(id, status);  // frees its KV blocks now (no-op if already finished)
+  planner.forget(id);                     // and the executor forgets its block table
   if (c.detok && !c.stop.matched()) {
     // The text held back for a possible stop string or an incomplete character comes out now,
     // unless the rest completes a stop string.

@@ -147,6 +147,7 @@ class CpuDecoderModel final : public Model {
   }
 
   std::span<float> forward(const ForwardBatch& batch) override;
+  std::span<float> hidden_states() override { return hidden_states_; }
 
  private:
   void bind_weights();
@@ -155,6 +156,9 @@ class CpuDecoderModel final : public Model {
   /// The attention block of layer l: qkv projection, q/k norms, RoPE, cache write, attention;
   /// leaves the attention output in ws_.attn.
   void attention(int l, const ForwardBatch& batch);
+  /// Copies the residual stream (with the pending sublayer output added) to hidden_states_ for
+  /// each batch.hidden_layers entry equal to `layer`.
+  void keep_hidden(const ForwardBatch& batch, int layer);
 
   ModelConfig config_;
   ModelDefinition def_;
@@ -169,6 +173,7 @@ class CpuDecoderModel final : public Model {
   bool pending_ = false;  // ws_.hidden holds a sublayer output not yet added to the residual
   std::unique_ptr<KVCacheStorage> kv_;
   std::vector<float> logits_;
+  std::vector<float> hidden_states_;  // [hidden_layers, T, hidden]
 };
 
 void CpuDecoderModel::bind_weights() {
@@ -254,6 +259,17 @@ void CpuDecoderModel::attention(int l, const ForwardBatch& batch) {
   ops::paged_attention(ctx_, p);
 }
 
+void CpuDecoderModel::keep_hidden(const ForwardBatch& batch, int layer) {
+  const int64_t T = batch.num_tokens(), h = def_.hidden_size;
+  for (size_t i = 0; i < batch.hidden_layers.size(); ++i) {
+    if (batch.hidden_layers[i] != layer) continue;
+    float* dst = hidden_states_.data() + static_cast<int64_t>(i) * T * h;
+    const float* r = ws_.residual.as<float>();
+    const float* x = ws_.hidden.as<float>();
+    for (int64_t e = 0; e < T * h; ++e) dst[e] = pending_ ? r[e] + x[e] : r[e];
+  }
+}
+
 std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
   PAGODA_CHECK(kv_ != nullptr, "forward before init_kv_cache");
   const ModelDefinition& d = def_;
@@ -268,6 +284,12 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
   ops::embedding(ctx_, ids, embed_tokens_, residual);
   if (d.embed_scale != 1.0f) ops::scale(ctx_, residual, d.embed_scale);
   pending_ = false;
+  for (const int32_t l : batch.hidden_layers) {
+    PAGODA_CHECK(l >= -1 && l < static_cast<int>(d.layers.size()), "hidden layer {} of {}", l,
+                 d.layers.size());
+  }
+  hidden_states_.resize(batch.hidden_layers.size() * static_cast<size_t>(T * h));
+  keep_hidden(batch, -1);
   for (size_t l = 0; l < d.layers.size(); ++l) {
     const LayerDef& def = d.layers[l];
     const LayerWeights& w = layers_[l];
@@ -292,6 +314,7 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
     w.down->apply(ctx_, gate, hidden);
     if (w.post_mlp_norm) ops::rms_norm(ctx_, hidden, w.post_mlp_norm->tensor, d.norm_eps, hidden);
     pending_ = true;
+    keep_hidden(batch, static_cast<int>(l));
   }
   // Only the rows whose logits are wanted go through the final norm and the LM head.
   const int64_t L = static_cast<int64_t>(batch.logits_indices.size());

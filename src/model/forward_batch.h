@@ -19,6 +19,9 @@ struct ForwardBatch {
   std::span<const int64_t>
       slot_mapping;  // [num_tokens], cache slot for each token's K/V (-1: skip)
   std::span<const int32_t> logits_indices;  // rows whose next-token logits are wanted
+  // Layers whose output hidden states Model::hidden_states() returns for every token (-1: the
+  // embeddings, l: the residual stream after layer l).
+  std::span<const int32_t> hidden_layers;
 
   [[nodiscard]] int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   [[nodiscard]] int num_seqs() const { return static_cast<int>(seq_lens.size()); }

@@ -99,6 +99,9 @@ class Model {
     std::fill(tokens.begin(), tokens.end(), -1);
     return forward(batch);
   }
+  /// The hidden states of the last forward's batch.hidden_layers: [layers, num_tokens, hidden]
+  /// fp32, valid until the next forward (empty when none were asked for).
+  [[nodiscard]] virtual std::span<float> hidden_states() { return {}; }
   /// Starts forward_sample(batch, draws) and returns while the device still computes, so that the
   /// caller's host work (emitting the previous step's tokens) overlaps it; finish_step() then
   /// waits and returns what forward_sample would. The batch's spans must stay valid until then;

@@ -53,6 +53,13 @@ __global__ void affine_kernel(void* x, DType d, int64_t n, float scale, float of
   }
 }
 
+__global__ void add_kernel(const void* a, const void* b, void* out, DType d, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    store_float(out, d, i, load_as_float(a, d, i) + load_as_float(b, d, i));
+  }
+}
+
 __global__ void softcap_kernel(void* x, DType d, int64_t n, float cap) {
   const float inv = 1.0f / cap;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
@@ -86,6 +93,13 @@ cudaError_t affine(void* x, DType dtype, int64_t count, float scale, float offse
                    cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
   affine_kernel<<<grid_for(count), 256, 0, stream>>>(x, dtype, count, scale, offset);
+  return cudaGetLastError();
+}
+
+cudaError_t add(const void* a, const void* b, void* out, DType dtype, int64_t count,
+                cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  add_kernel<<<grid_for(count), 256, 0, stream>>>(a, b, out, dtype, count);
   return cudaGetLastError();
 }
 

@@ -24,6 +24,10 @@ cudaError_t fill_uniform(void* dst, DType dtype, int64_t count, uint64_t seed, f
 cudaError_t affine(void* x, DType dtype, int64_t count, float scale, float offset,
                    cudaStream_t stream);
 
+/// out[i] = a[i] + b[i] (dtype bf16 or f16, computed in fp32, rounded once); out may alias a or b.
+cudaError_t add(const void* a, const void* b, void* out, DType dtype, int64_t count,
+                cudaStream_t stream);
+
 /// x[i] = cap * tanh(x[i] / cap) in place (computed in fp32), cap > 0: Gemma-2's logit soft-cap.
 cudaError_t softcap(void* x, DType dtype, int64_t count, float cap, cudaStream_t stream);
 

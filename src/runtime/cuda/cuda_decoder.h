@@ -74,6 +74,9 @@ class CudaDecoderModel final : public Model {
     return options_.cuda_graphs ? DecodeGraphs::buckets(max_num_seqs) : std::vector<int>{};
   }
   std::optional<std::pair<size_t, size_t>> device_memory() const override;
+  std::span<float> hidden_states() override {
+    return {static_cast<float*>(host_hidden_), hidden_elems_};
+  }
 
  private:
   StepInputs stage_inputs(const ForwardBatch& batch, int table_width);
@@ -82,6 +85,11 @@ class CudaDecoderModel final : public Model {
   void run_kernels(const StepInputs& in, const cuda::AttentionPlan& plan, int64_t T, int S,
                    int64_t L);
   void attention_input(int l, const StepInputs& in, int64_t T, bool fused, bool fused_rope);
+  /// Copies the residual stream (+ act_.hidden when a sublayer output is pending) into
+  /// hidden_dev_'s slice of each hidden_layers_ entry equal to `layer`.
+  void keep_hidden(int layer, int64_t T, bool pending);
+  /// Grows the hidden-state buffers for `elems` elements and enqueues their copy to the host.
+  void reserve_hidden(size_t elems);
   void linear(const void* x, int64_t m, const CudaLinear& w, void* y);
   void gemv_fused(const void* x, int64_t m, const CudaLinear& w, void* y,
                   const cuda::GemvFusion& f);
@@ -112,6 +120,13 @@ class CudaDecoderModel final : public Model {
   DeviceBuffer logits_dtype_, logits_f32_, gathered_;
   void* host_logits_ = nullptr;  // pinned [rows, vocab] fp32, returned by forward()
   DeviceSampler sampler_;        // rows drawn on the device
+  // Hidden states of the step's ForwardBatch::hidden_layers: [layers, T, hidden] in the activation
+  // dtype on the device, fp32 on the device and in pinned host memory.
+  std::vector<int32_t> hidden_layers_;
+  DeviceBuffer hidden_dev_, hidden_f32_;
+  void* host_hidden_ = nullptr;
+  size_t host_hidden_capacity_ = 0;  // elements
+  size_t hidden_elems_ = 0;          // of the last step
   size_t host_logits_elems_ = 0;
   cuda::AttentionLimits limits_;
   DeviceBuffer attention_workspace_;

@@ -13,6 +13,30 @@
 #include "runtime/cuda/host_phases.h"
 
 namespace pagoda {
+namespace {
+
+/// The tokens per sequence of a step that a decode graph can run: every sequence computes the same
+/// q tokens, q <= DecodeGraphs::kMaxTokensPerSeq, every token has a logits row in order, and no
+/// hidden states are asked for; 0 otherwise. Plain decodes have q = 1, speculative verification
+/// of k drafts q = 1 + k.
+int graph_tokens_per_seq(const ForwardBatch& b) {
+  const int64_t T = b.num_tokens();
+  const int S = b.num_seqs();
+  if (S == 0 || T % S != 0 || static_cast<int64_t>(b.logits_indices.size()) != T ||
+      T > DecodeGraphs::kMaxTokens || !b.hidden_layers.empty())
+    return 0;
+  const auto q = static_cast<int>(T / S);
+  if (q > DecodeGraphs::kMaxTokensPerSeq) return 0;
+  for (int s = 0; s <= S; ++s) {
+    if (b.query_start_loc[static_cast<size_t>(s)] != s * q) return 0;
+  }
+  for (int64_t r = 0; r < T; ++r) {
+    if (b.logits_indices[static_cast<size_t>(r)] != r) return 0;
+  }
+  return q;
+}
+
+}  // namespace
 
 void CudaActivations::reserve(int64_t tokens, const ModelDefinition& d, size_t esize) {
   if (tokens <= capacity) return;
@@ -90,6 +114,22 @@ CudaDecoderModel::~CudaDecoderModel() {
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   if (host_inputs_ != nullptr) cudaFreeHost(host_inputs_);
   if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
+  if (host_hidden_ != nullptr) cudaFreeHost(host_hidden_);
+}
+
+void CudaDecoderModel::reserve_hidden(size_t elems) {
+  const size_t es = dtype_size(dtype_);
+  if (hidden_dev_.size() < elems * es) {
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    hidden_dev_ = DeviceBuffer(elems * es);
+    hidden_f32_ = DeviceBuffer(elems * sizeof(float));
+  }
+  if (host_hidden_capacity_ < elems) {
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (host_hidden_ != nullptr) cudaFreeHost(host_hidden_);
+    PAGODA_CUDA_CHECK(cudaMallocHost(&host_hidden_, elems * sizeof(float)));
+    host_hidden_capacity_ = elems;
+  }
 }
 
 void CudaDecoderModel::init_kv_cache(int64_t num_blocks, int block_size) {
@@ -253,16 +293,12 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   const size_t es = dtype_size(dtype_);
   HostPhases phases;
 
-  // A decode-only step (one token per sequence, logits for each) replays a CUDA graph: the ~11
-  // kernels per layer then launch without host gaps. Its key fixes every size baked into the
-  // kernels' parameters: tokens, the padded block-table width and the attention grid.
-  bool graph = options_.cuda_graphs && T == S && L == T && T <= DecodeGraphs::kMaxTokens;
-  for (int s = 0; graph && s < S; ++s) {
-    graph =
-        b.query_start_loc[static_cast<size_t>(s) + 1] - b.query_start_loc[static_cast<size_t>(s)] ==
-            1 &&
-        b.logits_indices[static_cast<size_t>(s)] == s;
-  }
+  // A decode step (q tokens per sequence, logits for each: graph_tokens_per_seq) replays a CUDA
+  // graph: the ~11 kernels per layer then launch without host gaps. Its key fixes every size baked
+  // into the kernels' parameters: sequences, tokens per sequence, the padded block-table width and
+  // the attention grid.
+  const int tokens_per_seq = options_.cuda_graphs ? graph_tokens_per_seq(b) : 0;
+  bool graph = tokens_per_seq > 0;
   auto pow2 = [](int64_t x) {
     int64_t p = 1;
     while (p < x) p *= 2;
@@ -293,6 +329,13 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
     }
     graphs_.clear();
   }
+  hidden_layers_.assign(b.hidden_layers.begin(), b.hidden_layers.end());
+  hidden_elems_ = hidden_layers_.size() * static_cast<size_t>(T * c.hidden_size);
+  for (const int32_t l : hidden_layers_) {
+    PAGODA_CHECK(l >= -1 && l < static_cast<int>(c.layers.size()), "hidden layer {} of {}", l,
+                 c.layers.size());
+  }
+  if (hidden_elems_ > 0) reserve_hidden(hidden_elems_);
   phases.mark();  // buffers
   const StepInputs in = stage_inputs(b, table_width);
 
@@ -338,7 +381,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   if (!graph) {
     run_kernels(in, plan, T, S, L);
   } else {
-    if (options_.cublaslt_tuning && !graphs_.captured(T)) {
+    if (options_.cublaslt_tuning && !graphs_.captured(S, tokens_per_seq)) {
       // A bucket's first capture (at start-up): the step runs once eagerly first, with cuBLASLt
       // timing its candidates for each new shape, so that the graph bakes in the fastest. The
       // step is a pure function of its inputs and the KV writes repeat the same values.
@@ -346,10 +389,17 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
       run_kernels(in, plan, T, S, L);
       blas_.tune_new_plans = false;
     }
-    graphs_.launch({T, table_width, plan.decode_grid}, stream_,
+    graphs_.launch({S, tokens_per_seq, table_width, plan.decode_grid}, stream_,
                    [&] { run_kernels(in, plan, T, S, L); });
   }
   phases.mark();  // kernels or graph
+  if (hidden_elems_ > 0) {
+    PAGODA_CUDA_CHECK(cuda::convert(hidden_dev_.get(), dtype_, hidden_f32_.get(), DType::kF32,
+                                    static_cast<int64_t>(hidden_elems_), stream_));
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_hidden_, hidden_f32_.get(),
+                                      hidden_elems_ * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream_));
+  }
   pending_.active = true;
   pending_.rows = real_rows;
   if (real_rows == 0) return true;
@@ -386,39 +436,36 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
 }
 
 /// Decode-step graphs are captured per batch-size bucket (1, 2, 4, 8, then multiples of 8 up to
-/// DecodeGraphs::kMaxTokens, as vLLM's capture sizes): a decode batch of T sequences runs as the
-/// bucket's size, the extra sequences being one token at position 0 that writes no KV (slot -1),
-/// reads the null block 0 and whose rows nobody samples. Without buckets every distinct T captured
-/// its own graph mid-serving (~ms each) as requests came and went.
+/// DecodeGraphs::kMaxTokens tokens, as vLLM's capture sizes) and tokens per sequence q: a batch of
+/// S sequences runs as the bucket's size, the extra sequences being q tokens at positions 0..q-1
+/// that write no KV (slot -1), read the null block 0 and whose rows nobody samples. Without
+/// buckets every distinct S captured its own graph mid-serving (~ms each) as requests came and
+/// went. Example: S = 3, q = 2 pads to 4 sequences: ids [a0 a1 b0 b1 c0 c1 0 0], positions of the
+/// padded sequence [0 1], query_start [0 2 4 6 8], seq_lens [.. .. .. 2].
 const ForwardBatch& CudaDecoderModel::pad_to_graph_bucket(const ForwardBatch& b) {
-  const int64_t T = b.num_tokens();
+  const int q = graph_tokens_per_seq(b);
+  if (q == 0) return b;
   const int S = b.num_seqs();
-  if (T != S || static_cast<int64_t>(b.logits_indices.size()) != T || T > DecodeGraphs::kMaxTokens)
-    return b;
-  for (int s = 0; s < S; ++s) {
-    if (b.query_start_loc[static_cast<size_t>(s) + 1] - b.query_start_loc[static_cast<size_t>(s)] !=
-            1 ||
-        b.logits_indices[static_cast<size_t>(s)] != s)
-      return b;
-  }
-  const int64_t bucket = DecodeGraphs::bucket(T);
-  if (bucket == T) return b;
+  const int64_t bucket = DecodeGraphs::bucket(S);
+  if (bucket == S || bucket * q > DecodeGraphs::kMaxTokens || q > block_size_) return b;
   const auto n = static_cast<size_t>(bucket);
+  const auto rows = n * static_cast<size_t>(q);
   const size_t width = static_cast<size_t>(std::max(b.max_blocks_per_seq, 1));
   padded_.ids.assign(b.token_ids.begin(), b.token_ids.end());
-  padded_.ids.resize(n, 0);
+  padded_.ids.resize(rows, 0);
   padded_.positions.assign(b.positions.begin(), b.positions.end());
-  padded_.positions.resize(n, 0);
+  for (size_t r = padded_.positions.size(); r < rows; ++r)
+    padded_.positions.push_back(static_cast<int32_t>(r % static_cast<size_t>(q)));
   padded_.query_start.resize(n + 1);
-  for (size_t i = 0; i <= n; ++i) padded_.query_start[i] = static_cast<int32_t>(i);
+  for (size_t i = 0; i <= n; ++i) padded_.query_start[i] = static_cast<int32_t>(i) * q;
   padded_.seq_lens.assign(b.seq_lens.begin(), b.seq_lens.end());
-  padded_.seq_lens.resize(n, 1);
+  padded_.seq_lens.resize(n, q);
   padded_.tables.assign(b.block_tables.begin(), b.block_tables.end());
   padded_.tables.resize(n * width, 0);  // block 0: the null block
   padded_.slots.assign(b.slot_mapping.begin(), b.slot_mapping.end());
-  padded_.slots.resize(n, -1);
-  padded_.rows.resize(n);
-  for (size_t i = 0; i < n; ++i) padded_.rows[i] = static_cast<int32_t>(i);
+  padded_.slots.resize(rows, -1);
+  padded_.rows.resize(rows);
+  for (size_t i = 0; i < rows; ++i) padded_.rows[i] = static_cast<int32_t>(i);
   padded_.batch =
       ForwardBatch{padded_.ids,    padded_.positions,       padded_.query_start, padded_.seq_lens,
                    padded_.tables, static_cast<int>(width), padded_.slots,       padded_.rows};

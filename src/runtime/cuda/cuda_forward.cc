@@ -96,6 +96,21 @@ void CudaDecoderModel::attention_input(int l, const StepInputs& in, int64_t T, b
   PAGODA_CUDA_CHECK(cuda::rope_and_cache(rp, stream_));
 }
 
+void CudaDecoderModel::keep_hidden(int layer, int64_t T, bool pending) {
+  const int64_t n = T * def_.hidden_size;
+  const size_t es = dtype_size(dtype_);
+  for (size_t i = 0; i < hidden_layers_.size(); ++i) {
+    if (hidden_layers_[i] != layer) continue;
+    void* dst = hidden_dev_.at(i * static_cast<size_t>(n) * es);
+    if (pending) {
+      PAGODA_CUDA_CHECK(cuda::add(act_.residual.get(), act_.hidden.get(), dst, dtype_, n, stream_));
+    } else {
+      PAGODA_CUDA_CHECK(cudaMemcpyAsync(dst, act_.residual.get(), static_cast<size_t>(n) * es,
+                                        cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
+}
+
 /// The kernel sequence of one step, from the embedding to the logits rows in logits_dtype_. It
 /// only launches work on stream_ (no allocation, no host synchronisation), so it can be captured.
 /// The residual stream lives in act_.residual; outside the fused path a sublayer's output waits in
@@ -124,6 +139,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
       cuda::embedding(in.ids, T, w_.embed.get(), d.vocab_size, h, residual, dtype_, stream_));
   if (embed_scale_ != 1.0f)
     PAGODA_CUDA_CHECK(cuda::affine(residual, dtype_, T * h, embed_scale_, 0.0f, stream_));
+  keep_hidden(-1, T, false);
   for (size_t l = 0; l < d.layers.size(); ++l) {
     const LayerDef& def = d.layers[l];
     const CudaLayerWeights& w = w_.layers[l];
@@ -162,6 +178,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
                  fusion(w.pre_mlp_norm, cuda::GemvEpilogue::kGatedSilu));
       gemv_fused(act_.act.get(), T, w.down, residual,
                  fusion(DeviceBuffer(), cuda::GemvEpilogue::kAccumulate));
+      keep_hidden(static_cast<int>(l), T, false);
       continue;
     }
     linear(act_.attn.get(), T, w.o, hidden);
@@ -185,6 +202,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
       PAGODA_CUDA_CHECK(
           cuda::rms_norm(hidden, w.post_mlp_norm.get(), T, h, eps, hidden, dtype_, stream_));
     }
+    keep_hidden(static_cast<int>(l), T, true);
   }
   if (L == 0) return;
   if (fused) {
