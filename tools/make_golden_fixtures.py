@@ -144,12 +144,13 @@ FIXTURES = [
      torch.float32, {}, [8, 110], {"perturb": True}),
     # Dynamic NTK. transformers rescales the base per forward pass once the sequence exceeds
     # max_position_embeddings, and uses the unscaled base below it; pagoda uses the unscaled base
-    # when max_model_len <= max_position_embeddings (as here: the default 128), which equals
+    # when max_model_len <= max_position_embeddings (the tests load this one with max_model_len
+    # 128; the engine's default would be vLLM's 128 * 2 and the NTK base at 256), which equals
     # transformers for every sequence that fits. Prompts + 24 greedy tokens stay <= 128.
     ("llama-dynamic-hd64", "LlamaConfig",
      base(hidden_size=128, num_attention_heads=2, num_key_value_heads=1, intermediate_size=256,
           max_position_embeddings=128, rope_scaling=dict(rope_type="dynamic", factor=2.0)),
-     torch.float32, {}, [6, 100], {"perturb": True, "max_seq_len": 128}),
+     torch.float32, {}, [6, 100], {"perturb": True, "max_model_len": 128, "max_seq_len": 128}),
 ]
 
 

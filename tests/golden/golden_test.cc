@@ -9,6 +9,7 @@
 // (bench/device/make_fixtures.sh) and list its directory in kTinyFixtures.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -32,7 +33,7 @@ using nlohmann::json;
 
 void check_cpu(const std::string& dir, Tolerance tol, int block_size) {
   ThreadPool pool(2);
-  auto model = load_model(dir, LoadOptions{}, pool);
+  auto model = load_model(dir, golden::fixture_load_options(dir), pool);
   check_model(*model, dir, tol, block_size);
 }
 
@@ -45,6 +46,24 @@ TEST(Golden, TinyArchitectures) {
   for (const char* name : golden::kTinyFixtures)
     check_cpu(kSource + "/tests/data/tiny/" + name, {1e-3, false}, 16);
 }
+
+// Phi-3, Gemma-2, YaRN and dynamic NTK (golden::kFamilyFixtures), one test per fixture, under the
+// tiny fixtures' rule; skipped while the fixture has not been generated yet.
+class GoldenFamily : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GoldenFamily, MatchesTransformers) {
+  const std::string dir = kSource + "/tests/data/tiny/" + GetParam();
+  if (!std::filesystem::exists(dir))
+    GTEST_SKIP() << dir << " not generated yet (bench/device/make_fixtures.sh)";
+  for (int block_size : {16, 5}) check_cpu(dir, {1e-3, false}, block_size);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenFamily, ::testing::ValuesIn(golden::kFamilyFixtures),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(Golden, Stories260KThroughTheEngineInOneBatch) {
   // All golden prompts submitted at once to the engine (continuous batching, chunked prefill with
