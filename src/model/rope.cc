@@ -197,12 +197,13 @@ RopeConfig parse_rope_config(const json& j, const std::string& source, int head_
     rope.attention_factor = scaling.optional_number("attention_factor", 1.0);
     if (!(*rope.attention_factor > 0)) top.fail(field("attention_factor"), "must be > 0");
   }
+  // The pre-extension length. Phi-3 keeps it at the top level, and transformers v5 gives that
+  // one priority over the scaling object's (standardize_rope_params).
   const auto original = [&](bool required) -> int64_t {
-    if (scaling.has("original_max_position_embeddings"))
-      return scaling.required_int("original_max_position_embeddings");
-    // Phi-3's v4 configs keep it at the top level.
     if (top.has("original_max_position_embeddings"))
       return top.required_int("original_max_position_embeddings");
+    if (scaling.has("original_max_position_embeddings"))
+      return scaling.required_int("original_max_position_embeddings");
     if (required) top.fail(field("original_max_position_embeddings"), "is missing");
     return max_position_embeddings;
   };
@@ -212,8 +213,7 @@ RopeConfig parse_rope_config(const json& j, const std::string& source, int head_
     rope.scaling = RopeScalingType::kLlama3;
     rope.low_freq_factor = scaling.optional_number("low_freq_factor", 1.0);
     rope.high_freq_factor = scaling.optional_number("high_freq_factor", 4.0);
-    rope.original_max_position_embeddings =
-        scaling.required_int("original_max_position_embeddings");
+    rope.original_max_position_embeddings = original(true);
     if (!(rope.high_freq_factor > rope.low_freq_factor))
       top.fail(field("high_freq_factor"), "must be greater than low_freq_factor");
   } else if (type == "dynamic") {

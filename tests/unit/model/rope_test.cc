@@ -240,6 +240,8 @@ TEST(Rope, LongRopeChoosesItsFactorsFromMaxModelLen) {
                       true);
   const RopeConfig r5 = parse(v5);
   EXPECT_EQ(r5.original_max_position_embeddings, 1024);
+  v5["original_max_position_embeddings"] = 2048;  // the top level wins, as in transformers v5
+  EXPECT_EQ(parse(v5).original_max_position_embeddings, 2048);
   EXPECT_FLOAT_EQ(rope_tables(r5, d, 0).attention_factor, 1.5f);
 }
 
