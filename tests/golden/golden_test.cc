@@ -19,6 +19,7 @@
 #include "../unit/model/test_checkpoint.h"
 #include "core/mapped_file.h"
 #include "golden_check.h"
+#include "model/config.h"
 #include "model/model.h"
 #include "pagoda/llm.h"
 #include "sampling/sampler.h"
@@ -55,6 +56,21 @@ TEST_P(GoldenFamily, MatchesTransformers) {
   const std::string dir = kSource + "/tests/data/tiny/" + GetParam();
   if (!std::filesystem::exists(dir))
     GTEST_SKIP() << dir << " not generated yet (bench/device/make_fixtures.sh)";
+  // First the RoPE tables alone: what transformers' rotary embedding last used (golden.json's
+  // rope_debug) against rope_tables at the fixture's max_model_len, so that a scaling that
+  // disagrees is named before the logits disagree.
+  const json golden = json::parse(read_text_file(dir + "/golden.json"));
+  if (golden.contains("rope_debug") && golden.at("rope_debug").contains("inv_freq")) {
+    const json& hf = golden.at("rope_debug");
+    const ModelConfig config = load_model_config(dir);
+    const RopeTables ours = rope_tables(config.rope, config.head_dim,
+                                        golden::fixture_load_options(dir).definition.max_model_len);
+    const auto theirs = hf.at("inv_freq").get<std::vector<double>>();
+    ASSERT_EQ(ours.inv_freq.size(), theirs.size()) << hf.at("rope_type");
+    for (size_t i = 0; i < theirs.size(); ++i)
+      EXPECT_NEAR(ours.inv_freq[i], theirs[i], 1e-6 * theirs[i]) << "inv_freq " << i;
+    EXPECT_NEAR(ours.attention_factor, hf.at("attention_scaling").get<double>(), 1e-6);
+  }
   for (int block_size : {16, 5}) check_cpu(dir, {1e-3, false}, block_size);
 }
 
