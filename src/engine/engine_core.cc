@@ -172,11 +172,15 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   }
   e.tokenizer = &tokenizer_;
 
-  max_model_len_ = args.max_model_len > 0 ? args.max_model_len : config.max_position_embeddings;
-  if (max_model_len_ > config.max_position_embeddings) {
+  // The model's context: max_position_embeddings, extended by the RoPE scalings that extend it
+  // (linear, dynamic, YaRN), as vLLM derives it.
+  const int64_t context = rope_context_length(config.rope);
+  max_model_len_ = args.max_model_len > 0 ? args.max_model_len : context;
+  if (max_model_len_ > context) {
     throw InvalidArgument(
-        fmt::format("--max-model-len {} exceeds the model's max_position_embeddings {}",
-                    max_model_len_, config.max_position_embeddings));
+        fmt::format("--max-model-len {} exceeds the model's context {} (max_position_embeddings{})",
+                    max_model_len_, context,
+                    context == config.max_position_embeddings ? "" : " with its RoPE scaling"));
   }
   if (args.block_size < 1 || args.block_size > 1024) {
     throw InvalidArgument(

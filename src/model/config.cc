@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <numbers>
 
 #include <nlohmann/json.hpp>
 
@@ -52,45 +51,6 @@ void parse_sliding_window(const json& j, const ConfigReader& r, ModelConfig& c) 
   }
 }
 
-RopeConfig parse_rope(const json& j, const std::string& source) {
-  RopeConfig rope;
-  ConfigReader top(j, source);
-  // transformers v5 nests everything under rope_parameters; v4 has rope_theta and rope_scaling.
-  const bool v5 = top.has("rope_parameters");
-  const json empty = json::object();
-  const json& scaling_json =
-      v5 ? j.at("rope_parameters") : (top.has("rope_scaling") ? j.at("rope_scaling") : empty);
-  const std::string scaling_field = v5 ? "rope_parameters" : "rope_scaling";
-  if (!scaling_json.is_object()) top.fail(scaling_field, "must be an object");
-  ConfigReader scaling(scaling_json, source);
-  rope.theta =
-      v5 ? scaling.optional_number("rope_theta", top.optional_number("rope_theta", 10000.0))
-         : top.optional_number("rope_theta", 10000.0);
-  if (!(rope.theta > 0)) top.fail(v5 ? "rope_parameters.rope_theta" : "rope_theta", "must be > 0");
-
-  std::string type =
-      scaling.optional_string("rope_type", scaling.optional_string("type", "default"));
-  if (type == "default" || type.empty()) return rope;
-  rope.factor = scaling.optional_number("factor", 1.0);
-  if (!(rope.factor >= 1.0)) top.fail(scaling_field + ".factor", "must be >= 1");
-  if (type == "linear") {
-    rope.scaling = RopeScalingType::kLinear;
-  } else if (type == "llama3") {
-    rope.scaling = RopeScalingType::kLlama3;
-    rope.low_freq_factor = scaling.optional_number("low_freq_factor", 1.0);
-    rope.high_freq_factor = scaling.optional_number("high_freq_factor", 4.0);
-    rope.original_max_position_embeddings =
-        scaling.required_int("original_max_position_embeddings");
-    if (!(rope.high_freq_factor > rope.low_freq_factor)) {
-      top.fail(scaling_field + ".high_freq_factor", "must be greater than low_freq_factor");
-    }
-  } else {
-    top.fail(scaling_field + ".rope_type",
-             fmt::format("'{}' is not supported (supported: default, linear, llama3)", type));
-  }
-  return rope;
-}
-
 // A config file's text as a JSON object, or InvalidArgument naming the file.
 json parse_json_object(const std::string& json_text, const std::string& source) {
   json j;
@@ -135,7 +95,7 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.max_position_embeddings = r.optional_int("max_position_embeddings", 2048, 1);
   c.rms_norm_eps = r.optional_number("rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be > 0");
-  c.rope = parse_rope(j, source);
+  c.rope = parse_rope_config(j, source, c.head_dim, c.max_position_embeddings);
   c.tie_word_embeddings = r.optional_bool("tie_word_embeddings", false);
   c.attention_bias = r.optional_bool("attention_bias", false);
   c.mlp_bias = r.optional_bool("mlp_bias", false);
@@ -186,45 +146,6 @@ ModelConfig load_model_config(const std::string& model_dir) {
   const std::string gen_path = (fs::path(model_dir) / "generation_config.json").string();
   if (fs::exists(gen_path)) apply_generation_config(read_text_file(gen_path), gen_path, config);
   return config;
-}
-
-std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim) {
-  // Mirrors transformers' float32 tensor arithmetic step by step, so that angles at long positions
-  // agree to the last bit as far as powf allows.
-  const int half = head_dim / 2;
-  std::vector<float> inv_freq(static_cast<size_t>(half));
-  const float base = static_cast<float>(rope.theta);
-  const float factor = static_cast<float>(rope.factor);
-  for (int i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    float f = 1.0f / std::pow(base, exponent);
-    if (rope.scaling == RopeScalingType::kLinear) {
-      f = f / factor;
-    } else if (rope.scaling == RopeScalingType::kLlama3) {
-      // Llama 3.1: keep high frequencies, divide low ones by factor, blend in between.
-      const float old_len = static_cast<float>(rope.original_max_position_embeddings);
-      const float low = static_cast<float>(rope.low_freq_factor);
-      const float high = static_cast<float>(rope.high_freq_factor);
-      const double low_freq_wavelen =
-          static_cast<double>(rope.original_max_position_embeddings) / rope.low_freq_factor;
-      const double high_freq_wavelen =
-          static_cast<double>(rope.original_max_position_embeddings) / rope.high_freq_factor;
-      const float wavelen = static_cast<float>(2 * std::numbers::pi) / f;
-      if (wavelen > low_freq_wavelen) {
-        f = f / factor;
-      } else if (!(wavelen < high_freq_wavelen)) {
-        const float smooth = (old_len / wavelen - low) / (high - low);
-        f = (1 - smooth) * f / factor + smooth * f;
-      }
-    }
-    inv_freq[static_cast<size_t>(i)] = f;
-  }
-  return inv_freq;
-}
-
-RopeTables rope_tables(const RopeConfig& rope, int head_dim, int64_t max_model_len) {
-  (void)max_model_len;
-  return RopeTables{rope_inv_freq(rope, head_dim), 1.0f};
 }
 
 }  // namespace pagoda

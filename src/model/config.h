@@ -10,22 +10,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/dtype.h"
+#include "model/rope.h"
 
 namespace pagoda {
-
-/// How rotary frequencies are rescaled for long contexts.
-enum class RopeScalingType : uint8_t { kNone, kLinear, kLlama3 };
-
-/// RoPE parameters; the two config dialects (top-level rope_theta + rope_scaling, or
-/// rope_parameters) both land here.
-struct RopeConfig {
-  double theta = 10000.0;
-  RopeScalingType scaling = RopeScalingType::kNone;
-  double factor = 1.0;
-  double low_freq_factor = 1.0;                  // llama3
-  double high_freq_factor = 4.0;                 // llama3
-  int64_t original_max_position_embeddings = 0;  // llama3
-};
 
 /// Defaults a checkpoint suggests for sampling (generation_config.json); unset fields stay empty.
 struct GenerationDefaults {
@@ -90,19 +77,5 @@ void apply_generation_config(const std::string& json_text, const std::string& so
 
 /// Reads config.json and, when present, generation_config.json from a model directory.
 [[nodiscard]] ModelConfig load_model_config(const std::string& model_dir);
-
-/// The per-pair RoPE inverse frequencies for head_dim, with the configured scaling applied,
-/// computed as transformers computes them (in float64, then rounded to float32).
-[[nodiscard]] std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim);
-
-/// What a model's rotary embedding needs: the inverse frequencies and the factor by which the
-/// scaling multiplies cos and sin (YaRN's and LongRoPE's mscale; 1 otherwise). Backends fold the
-/// factor into the attention scale: rotating q and k both by it multiplies q.k by its square.
-struct RopeTables {
-  std::vector<float> inv_freq;  // [head_dim / 2]
-  float attention_factor = 1.0f;
-};
-/// The tables for an engine serving up to max_model_len tokens (0: max_position_embeddings).
-[[nodiscard]] RopeTables rope_tables(const RopeConfig& rope, int head_dim, int64_t max_model_len);
 
 }  // namespace pagoda

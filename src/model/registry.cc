@@ -11,6 +11,8 @@ const ArchitectureRegistry& ArchitectureRegistry::global() {
     ArchitectureRegistry r;
     register_llama_family(r);
     register_qwen_family(r);
+    register_phi3_family(r);
+    register_gemma_family(r);
     return r;
   }();
   return registry;

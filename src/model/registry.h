@@ -15,8 +15,9 @@ namespace pagoda {
 
 /// What shapes a definition besides config.json: the engine's settings.
 struct DefinitionOptions {
-  /// The longest context the engine serves (--max-model-len); 0: max_position_embeddings. RoPE
-  /// scalings that depend on it (LongRoPE's long factors, dynamic NTK) read it.
+  /// The longest context the engine serves (--max-model-len); 0: the model's context
+  /// (rope_context_length). RoPE scalings that depend on it (LongRoPE's long factors, dynamic
+  /// NTK) read it.
   int64_t max_model_len = 0;
 };
 
@@ -50,5 +51,7 @@ class ArchitectureRegistry {
 // One registration function per family file in model/arch/.
 void register_llama_family(ArchitectureRegistry& registry);  // Llama, Mistral
 void register_qwen_family(ArchitectureRegistry& registry);   // Qwen2, Qwen3
+void register_phi3_family(ArchitectureRegistry& registry);   // Phi-3
+void register_gemma_family(ArchitectureRegistry& registry);  // Gemma-2
 
 }  // namespace pagoda

@@ -168,8 +168,11 @@ TEST(ModelConfig, RopeFrequencies) {
   rope.factor = 4.0;
   EXPECT_FLOAT_EQ(rope_inv_freq(rope, 8)[1], f[1] / 4.0f);
   // llama3: the highest frequencies are kept, the lowest divided by factor.
-  RopeConfig l3{500000.0, RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
-  RopeConfig plain{500000.0};
+  RopeConfig l3, plain;
+  l3.theta = plain.theta = 500000.0;
+  l3.scaling = RopeScalingType::kLlama3;
+  l3.factor = 8.0;
+  l3.original_max_position_embeddings = 8192;
   const auto scaled = rope_inv_freq(l3, 128), base = rope_inv_freq(plain, 128);
   EXPECT_FLOAT_EQ(scaled[0], base[0]);
   EXPECT_FLOAT_EQ(scaled[63], base[63] / 8.0f);
@@ -187,8 +190,10 @@ TEST(ModelConfig, ErrorsNameTheFileAndField) {
   j["num_key_value_heads"] = 3;
   EXPECT_NE(error_of(j).find("num_key_value_heads"), std::string::npos);
   j = minimal();
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_NE(error_of(j).find("'yarn' is not supported"), std::string::npos);
+  j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 4.0}};
+  EXPECT_NE(error_of(j).find("rope_scaling.rope_type' 'ntk-by-parts' is not supported"),
+            std::string::npos)
+      << error_of(j);
   j = minimal();
   // The activation is the family's to check (model/arch/), when it builds its definition.
   j["hidden_act"] = "gelu";
