@@ -90,6 +90,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_option("--scheduling-policy", f.args.scheduling_policy, "fcfs or priority")
       ->check(CLI::IsMember({"fcfs", "priority"}));
   cmd->add_flag("--enforce-eager", f.args.enforce_eager, "no CUDA graphs (GPU)");
+  cmd->add_option("--distributed-executor-backend", f.args.distributed_executor_backend,
+                  "uni: the model on the engine's thread (default); mp: in a worker process")
+      ->check(CLI::IsMember({"uni", "mp"}));
 
   // vLLM's flags that launch scripts carry (see EngineFlags).
   auto* vllm = "vLLM compatibility";

@@ -21,7 +21,7 @@ struct ForwardBatch {
   std::span<const int32_t> logits_indices;  // rows whose next-token logits are wanted
   // Layers whose output hidden states Model::hidden_states() returns for every token (-1: the
   // embeddings, l: the residual stream after layer l).
-  std::span<const int32_t> hidden_layers;
+  std::span<const int32_t> hidden_layers = {};
 
   [[nodiscard]] int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   [[nodiscard]] int num_seqs() const { return static_cast<int>(seq_lens.size()); }
