@@ -9,7 +9,7 @@
 #    then new.
 # Logs go to $OUT/; a summary is printed last.
 #
-#   git archive BASE > .device/base.tar      # here, before the device call
+#   git archive BASE CMakeLists.txt cmake src include bench > .device/base.tar   # here, first
 #   bench/device/ab_engine.sh [--skip-serve]  (carry .device: tools/prepare_device.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,7 +23,7 @@ rm -rf /tmp/ab-base-src && mkdir -p /tmp/ab-base-src
 tar -C /tmp/ab-base-src -xf .device/base.tar
 mkdir -p /tmp/ab-base-src/.device && cp -r .device/deps /tmp/ab-base-src/.device/
 { cmake -S . -B /tmp/ab-new "${flags[@]}" && ninja -C /tmp/ab-new pagoda bench_decode &&
-  cmake -S /tmp/ab-base-src -B /tmp/ab-base "${flags[@]}" &&
+  cmake -S /tmp/ab-base-src -B /tmp/ab-base "${flags[@]}" -DPAGODA_BUILD_TESTS=OFF &&
   ninja -C /tmp/ab-base pagoda bench_decode; } >"$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -20; echo "ab_engine.sh: FAIL: build"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
