@@ -4,13 +4,18 @@
 // variables once, at start-up (src/cli/runtime_env.cc), and passes them down: nothing below the
 // command line reads the environment.
 #include <cstdint>
+#include <string>
 
 namespace pagoda {
 
 struct RuntimeOptions {
   // GPU model.
-  bool cuda_graphs = true;            // PAGODA_ENFORCE_EAGER=1 (or --enforce-eager) turns them off
-  bool cublaslt_tuning = true;        // PAGODA_CUBLASLT_TUNING=0: the heuristic's first algorithm
+  bool cuda_graphs = true;      // PAGODA_ENFORCE_EAGER=1 (or --enforce-eager) turns them off
+  bool cublaslt_tuning = true;  // PAGODA_CUBLASLT_TUNING=0: the heuristic's first algorithm
+  // Where the timed cuBLASLt choices persist between start-ups ("": nowhere). The command line's
+  // default is $XDG_CACHE_HOME/pagoda/cublaslt-tuning.json (~/.cache/...);
+  // PAGODA_CUBLASLT_TUNING_CACHE=FILE moves it, =0 turns it off.
+  std::string cublaslt_tuning_cache;
   bool device_sampling = true;        // PAGODA_HOST_SAMPLING=1: every row is sampled on the host
   bool gemv_fusion = true;            // PAGODA_DISABLE_GEMV_FUSION=1: no fused small-step GEMVs
   int gemv_mma_max_m = -1;            // PAGODA_GEMV_MMA_MAX_M (0..16); -1: the kernel's default

@@ -37,6 +37,18 @@ RuntimeOptions runtime_options_from_env(RuntimeOptions o) {
   o.attention_min_split_keys = static_cast<int>(
       env_int("PAGODA_ATTENTION_MIN_SPLIT_KEYS", o.attention_min_split_keys, 64, 1 << 20));
   o.dependent_launch = env_flag("PAGODA_PDL", o.dependent_launch);
+  if (const char* cache = std::getenv("PAGODA_CUBLASLT_TUNING_CACHE");
+      cache != nullptr && *cache != '\0') {
+    o.cublaslt_tuning_cache = std::string_view(cache) == "0" ? "" : cache;
+  } else if (o.cublaslt_tuning_cache.empty()) {
+    const char* xdg = std::getenv("XDG_CACHE_HOME");
+    const char* home = std::getenv("HOME");
+    if (xdg != nullptr && *xdg != '\0') {
+      o.cublaslt_tuning_cache = std::string(xdg) + "/pagoda/cublaslt-tuning.json";
+    } else if (home != nullptr && *home != '\0') {
+      o.cublaslt_tuning_cache = std::string(home) + "/.cache/pagoda/cublaslt-tuning.json";
+    }
+  }
   o.load_pinned = env_flag("PAGODA_LOAD_PINNED", o.load_pinned);
   o.load_buffers = static_cast<int>(env_int("PAGODA_LOAD_BUFFERS", o.load_buffers, 1, 256));
   o.load_buffer_mib =

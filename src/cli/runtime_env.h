@@ -17,7 +17,8 @@ namespace pagoda {
 /// `base` with every knob the environment sets (PAGODA_ENFORCE_EAGER, PAGODA_CUBLASLT_TUNING,
 /// PAGODA_HOST_SAMPLING, PAGODA_DISABLE_GEMV_FUSION, PAGODA_GEMV_MMA_MAX_M / _ROWS / _STEPS,
 /// PAGODA_ATTENTION_MIN_SPLIT_KEYS, PAGODA_PDL, PAGODA_LOAD_PINNED, PAGODA_LOAD_BUFFERS,
-/// PAGODA_LOAD_BUFFER_MIB); InvalidArgument naming a variable out of its range.
+/// PAGODA_LOAD_BUFFER_MIB, PAGODA_CUBLASLT_TUNING_CACHE, else the XDG cache directory for the
+/// tuning cache); InvalidArgument naming a variable out of its range.
 [[nodiscard]] RuntimeOptions runtime_options_from_env(RuntimeOptions base = {});
 
 }  // namespace pagoda

@@ -74,6 +74,9 @@ class Model {
     (void)max_num_seqs;
     return {};
   }
+  /// Start-up is over (the decode graphs are captured): the model may persist what its warm-up
+  /// learned (the GPU model saves its timed cuBLASLt choices).
+  virtual void end_warm_up() {}
   /// Copies whole KV blocks in every layer (copy-on-write of forked sequences), in order.
   virtual void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) = 0;
   /// A block's K and V in every layer as kv_cache_spec().block_bytes(block_size) bytes

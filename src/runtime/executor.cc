@@ -30,7 +30,9 @@ void InProcessExecutor::init_kv_cache(int64_t num_blocks, int block_size) {
 }
 
 int InProcessExecutor::capture_graphs(int max_num_seqs) {
-  return capture_decode_graphs(*model_, max_num_seqs);
+  const int graphs = capture_decode_graphs(*model_, max_num_seqs);
+  model_->end_warm_up();
+  return graphs;
 }
 
 void InProcessExecutor::launch(StepPlan plan) {

@@ -4,6 +4,7 @@
 // (the kernel sequence of a step: the definition's blocks, fused for small steps).
 #include <cuda_runtime.h>
 
+#include <string>
 #include <vector>
 
 #include "kernels/cuda/linear.h"
@@ -74,6 +75,7 @@ class CudaDecoderModel final : public Model {
     return options_.cuda_graphs ? DecodeGraphs::buckets(max_num_seqs) : std::vector<int>{};
   }
   std::optional<std::pair<size_t, size_t>> device_memory() const override;
+  void end_warm_up() override;
   std::span<float> hidden_states() override {
     return {static_cast<float*>(host_hidden_), hidden_elems_};
   }
@@ -106,6 +108,7 @@ class CudaDecoderModel final : public Model {
   int num_sms_ = 132;
   cudaStream_t stream_ = nullptr;
   cuda::BlasContext blas_;
+  std::string device_signature_;  // GPU model, SMs and cuBLASLt version: the tuning cache's key
   CudaWeights w_;
   DeviceBuffer inv_freq_;  // [head_dim / 2] fp32
   float embed_scale_ = 1.0f;

@@ -11,6 +11,7 @@
 #include "runtime/cuda/cuda_decoder.h"
 #include "runtime/cuda/cuda_decoder_model.h"
 #include "runtime/cuda/host_phases.h"
+#include "runtime/cuda/tuning_cache.h"
 
 namespace pagoda {
 namespace {
@@ -76,6 +77,12 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
   blas_.gemv_mma_tuning.row_groups = options_.gemv_mma_rows;
   blas_.gemv_mma_tuning.steps_in_flight = options_.gemv_mma_steps;
   PAGODA_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+  cudaDeviceProp prop{};
+  PAGODA_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  device_signature_ = fmt::format("{}/sm{}{}/{}sm/cublasLt{}", prop.name, prop.major, prop.minor,
+                                  num_sms_, cublasLtGetVersion());
+  cuda::blas_add_tuned_choices(&blas_,
+                               TuningCache(options_.cublaslt_tuning_cache).load(device_signature_));
   PAGODA_CHECK(!def_.layers.empty(), "{}: a model without layers", def_.architecture);
   const AttentionDef& a = def_.layers[0].attention;
   for (const LayerDef& l : def_.layers) {
@@ -130,6 +137,12 @@ void CudaDecoderModel::reserve_hidden(size_t elems) {
     PAGODA_CUDA_CHECK(cudaMallocHost(&host_hidden_, elems * sizeof(float)));
     host_hidden_capacity_ = elems;
   }
+}
+
+void CudaDecoderModel::end_warm_up() {
+  if (cuda::blas_timed_shapes(blas_) == 0) return;  // nothing new learned
+  TuningCache(options_.cublaslt_tuning_cache)
+      .save(device_signature_, cuda::blas_tuned_choices(blas_));
 }
 
 void CudaDecoderModel::init_kv_cache(int64_t num_blocks, int block_size) {
