@@ -117,10 +117,17 @@ struct EngineCore::Impl {
   void complete_step();
   void emit_pending();
   void fail_all(const std::string& error);
+  /// An error while processing one request fails that request alone: its completions end with
+  /// the error (held-back text is dropped) and its KV blocks are freed; the others go on.
+  void fail_request(const std::string& id, const std::string& what);
+  /// The test-only fault hook (EngineArgs::fault_hook) at `stage` of request `id`.
+  void fault_point(RequestStage stage, const std::string& id) const {
+    if (args.fault_hook) args.fault_hook(stage, id);
+  }
   void emit_token(kv::RequestId id, const SampledToken& token, bool length_finished);
   void finish(kv::RequestId id, FinishReason reason, std::string stop_reason, std::string error,
-              RequestOutput out);
-  void abort_request(const std::string& id, const std::string& error);
+              RequestOutput out, bool flush_text = true);
+  void abort_request(const std::string& id, const std::string& error, bool flush_text = true);
   void publish_stats();
 };
 
@@ -390,11 +397,22 @@ void EngineCore::Impl::fail_all(const std::string& error) {
   for (const std::string& id : ids) abort_request(id, error);
 }
 
+void EngineCore::Impl::fail_request(const std::string& id, const std::string& what) {
+  spdlog::error("engine: request {} failed: {}", id, what);
+  abort_request(id, fmt::format("engine error: {}", what), /*flush_text=*/false);
+}
+
 void EngineCore::Impl::emit_pending() {
   for (auto& [id, token] : to_emit) {
     const bool length = std::find(to_emit_length_finished.begin(), to_emit_length_finished.end(),
                                   id) != to_emit_length_finished.end();
-    emit_token(id, token, length);
+    try {
+      emit_token(id, token, length);
+    } catch (const std::exception& e) {
+      if (auto it = completions.find(id); it != completions.end()) {
+        fail_request(std::string(it->second.request->id), e.what());
+      }
+    }
   }
   to_emit.clear();
   to_emit_length_finished.clear();
@@ -403,24 +421,28 @@ void EngineCore::Impl::emit_pending() {
 void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt) {
   request->prompt = std::move(prompt);
   const kv::RequestId kv_id = next_kv_id++;
-  std::string salt = request->cache_salt;
-  // Prompt log-probabilities need every prompt position computed, so such a request reads no
-  // cached blocks: a salt of its own keeps it apart (vLLM skips the cache for them too).
-  if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
-  auto r = std::make_unique<scheduler::Request>(kv_id, request->prompt, request->params.max_tokens,
-                                                request->priority, salt);
-  Completion c{request, 0,
-               RequestSampler(request->params, model->config().eos_token_ids, seed_source()),
-               std::nullopt, StopChecker(request->params.stop)};
-  c.device_seed = request->params.seed.value_or(seed_source());
-  c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids,
-                             model->config().vocab_size);
-  if (tokenizer->has_value()) {
-    c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
-  }
   try {
-    scheduler->add_request(std::move(r));
-  } catch (const Error& e) {
+    fault_point(RequestStage::kAdmit, request->id);
+    std::string salt = request->cache_salt;
+    // Prompt log-probabilities need every prompt position computed, so such a request reads no
+    // cached blocks: a salt of its own keeps it apart (vLLM skips the cache for them too).
+    if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
+    auto r = std::make_unique<scheduler::Request>(
+        kv_id, request->prompt, request->params.max_tokens, request->priority, salt);
+    Completion c{request, 0,
+                 RequestSampler(request->params, model->config().eos_token_ids, seed_source()),
+                 std::nullopt, StopChecker(request->params.stop)};
+    c.device_seed = request->params.seed.value_or(seed_source());
+    c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids,
+                               model->config().vocab_size);
+    if (tokenizer->has_value()) {
+      c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
+    }
+    scheduler->add_request(std::move(r));  // the last step that may throw: nothing to undo
+    request->completion_ids.push_back(kv_id);
+    requests[request->id] = request;
+    completions.emplace(kv_id, std::move(c));
+  } catch (const std::exception& e) {
     RequestOutput failed;
     failed.request_id = request->id;
     failed.finish_reason = FinishReason::kAbort;
@@ -429,11 +451,7 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
     request->stream->close();
     std::lock_guard lock(mutex);
     live_ids.erase(request->id);
-    return;
   }
-  request->completion_ids.push_back(kv_id);
-  requests[request->id] = request;
-  completions.emplace(kv_id, std::move(c));
 }
 
 void EngineCore::Impl::launch_step() {
@@ -445,17 +463,27 @@ void EngineCore::Impl::launch_step() {
   }
   std::vector<SequenceStep> steps;
   steps.reserve(out.scheduled.size());
+  std::vector<std::pair<std::string, std::string>> failed;  // request id, what
   for (const auto& s : out.scheduled) {
     const scheduler::Request* r = scheduler->get(s.id);
     PAGODA_CHECK(r != nullptr, "scheduled request {} is unknown", s.id);
     ActiveRequest& a = *completions.at(s.id).request;
-    if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
-    const bool prompt_logits =
-        a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
-    steps.push_back(
-        {r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens, kv_manager->block_table(s.id),
-         s.samples, prompt_logits,
-         s.samples ? device_draw(completions.at(s.id), *r, prompt_logits) : DeviceDraw{}});
+    try {
+      fault_point(RequestStage::kSchedule, a.id);
+      if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
+      const bool prompt_logits =
+          a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
+      steps.push_back(
+          {r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens,
+           kv_manager->block_table(s.id), s.samples, prompt_logits,
+           s.samples ? device_draw(completions.at(s.id), *r, prompt_logits) : DeviceDraw{}});
+    } catch (const std::exception& e) {
+      // The step still computes its tokens, unsampled (the blocks they fill may be in the prefix
+      // cache already); the request fails once the step is launched, like an abort in flight.
+      failed.emplace_back(a.id, e.what());
+      steps.push_back({r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens,
+                       kv_manager->block_table(s.id), false, false, DeviceDraw{}});
+    }
     if (s.num_computed_tokens < r->num_prompt_tokens()) {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
@@ -467,6 +495,7 @@ void EngineCore::Impl::launch_step() {
   times.launch_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   in_flight = std::move(out);
+  for (const auto& [id, what] : failed) fail_request(id, what);
 }
 
 void EngineCore::Impl::complete_step() {
@@ -486,19 +515,23 @@ void EngineCore::Impl::complete_step() {
     if (logits.first_token_row[i] < 0 || !live(out.scheduled[i].id)) continue;
     const auto& s = out.scheduled[i];
     ActiveRequest& a = *completions.at(s.id).request;
-    const int k = *a.params.prompt_logprobs;
-    a.prompt_logprobs.resize(a.prompt.size());
-    std::vector<float> lp(static_cast<size_t>(logits.vocab));
-    for (int j = 0; j < s.num_new_tokens; ++j) {
-      const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
-      if (target >= a.prompt.size()) break;
-      log_softmax(logits.row(logits.first_token_row[i] + j), lp);
-      TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
-      if (k > 0) {
-        for (const TokenLogprob& alt : top_k_entries(lp, k))
-          t.top.emplace_back(alt.token, alt.logprob);
+    try {
+      const int k = *a.params.prompt_logprobs;
+      a.prompt_logprobs.resize(a.prompt.size());
+      std::vector<float> lp(static_cast<size_t>(logits.vocab));
+      for (int j = 0; j < s.num_new_tokens; ++j) {
+        const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
+        if (target >= a.prompt.size()) break;
+        log_softmax(logits.row(logits.first_token_row[i] + j), lp);
+        TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
+        if (k > 0) {
+          for (const TokenLogprob& alt : top_k_entries(lp, k))
+            t.top.emplace_back(alt.token, alt.logprob);
+        }
+        a.prompt_logprobs[target] = std::move(t);
       }
-      a.prompt_logprobs[target] = std::move(t);
+    } catch (const std::exception& e) {
+      fail_request(std::string(a.id), e.what());
     }
   }
 
@@ -518,25 +551,32 @@ void EngineCore::Impl::complete_step() {
     }
   }
   std::vector<SampledToken> tokens(to_sample.size());
+  // A row whose draw throws fails its request after the loop (the pool's threads only record it).
+  std::vector<std::optional<std::string>> sample_errors(to_sample.size());
   auto sample_rows = [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       const size_t i = to_sample[static_cast<size_t>(j)];
       const kv::RequestId id = out.scheduled[i].id;
       Completion& c = completions.at(id);  // distinct per row: no two threads share a sampler
-      const scheduler::Request* r = scheduler->get(id);
-      const int32_t drawn = logits.tokens[static_cast<size_t>(logits.sample_row[i])];
-      if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
-        SampledToken& t = tokens[static_cast<size_t>(j)];
-        t.token = drawn;
-        if (c.request->params.logprobs) {
-          const DrawnLogprobs& lp = logits.logprobs[static_cast<size_t>(logits.sample_row[i])];
-          t.logprob = lp.logprob;
-          for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
+      try {
+        fault_point(RequestStage::kSample, c.request->id);
+        const scheduler::Request* r = scheduler->get(id);
+        const int32_t drawn = logits.tokens[static_cast<size_t>(logits.sample_row[i])];
+        if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
+          SampledToken& t = tokens[static_cast<size_t>(j)];
+          t.token = drawn;
+          if (c.request->params.logprobs) {
+            const DrawnLogprobs& lp = logits.logprobs[static_cast<size_t>(logits.sample_row[i])];
+            t.logprob = lp.logprob;
+            for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
+          }
+          continue;
         }
-        continue;
+        tokens[static_cast<size_t>(j)] = c.sampler.sample(
+            logits.row(logits.sample_row[i]), r->prompt_token_ids(), r->output_token_ids());
+      } catch (const std::exception& e) {
+        sample_errors[static_cast<size_t>(j)] = e.what();
       }
-      tokens[static_cast<size_t>(j)] = c.sampler.sample(
-          logits.row(logits.sample_row[i]), r->prompt_token_ids(), r->output_token_ids());
     }
   };
   // Rows drawn on the device only need copying: waking the pool for them would cost more than the
@@ -549,10 +589,17 @@ void EngineCore::Impl::complete_step() {
   } else {
     sample_rows(0, static_cast<int64_t>(to_sample.size()));
   }
+  for (size_t j = 0; j < to_sample.size(); ++j) {
+    const auto it = completions.find(out.scheduled[to_sample[j]].id);
+    if (sample_errors[j] && it != completions.end()) {
+      fail_request(std::string(it->second.request->id), *sample_errors[j]);
+    }
+  }
   std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
   std::vector<std::pair<kv::RequestId, SampledToken>> sampled;
   for (size_t j = 0; j < to_sample.size(); ++j) {
     const kv::RequestId id = out.scheduled[to_sample[j]].id;
+    if (!live(id)) continue;  // failed above, itself or another completion of its request
     new_tokens.push_back({id, {tokens[j].token}});
     sampled.emplace_back(id, std::move(tokens[j]));
   }
@@ -562,33 +609,42 @@ void EngineCore::Impl::complete_step() {
   // n > 1: each further completion samples its own first token from the parent's logits (its
   // own seed) and shares the parent's prompt blocks.
   for (auto& [parent_id, row] : fork_rows) {
+    if (!live(parent_id)) continue;
     std::shared_ptr<ActiveRequest> a = completions.at(parent_id).request;
     a->forked = true;
-    for (int index = 1; index < a->params.n; ++index) {
-      SamplingParams child_params = a->params;
-      if (child_params.seed) child_params.seed = *child_params.seed + static_cast<uint64_t>(index);
-      Completion child{a, index,
-                       RequestSampler(child_params, model->config().eos_token_ids, seed_source()),
-                       std::nullopt, StopChecker(a->params.stop)};
-      child.device_seed = child_params.seed.value_or(seed_source());
-      child.draw_inputs = DrawInputs(child_params, a->prompt, model->config().eos_token_ids,
-                                     model->config().vocab_size);
-      if (tokenizer->has_value()) {
-        child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
+    try {
+      for (int index = 1; index < a->params.n; ++index) {
+        SamplingParams child_params = a->params;
+        if (child_params.seed)
+          child_params.seed = *child_params.seed + static_cast<uint64_t>(index);
+        Completion child{a, index,
+                         RequestSampler(child_params, model->config().eos_token_ids, seed_source()),
+                         std::nullopt, StopChecker(a->params.stop)};
+        child.device_seed = child_params.seed.value_or(seed_source());
+        child.draw_inputs = DrawInputs(child_params, a->prompt, model->config().eos_token_ids,
+                                       model->config().vocab_size);
+        if (tokenizer->has_value()) {
+          child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
+        }
+        fault_point(RequestStage::kSample, a->id);
+        std::vector<float> child_row = row;
+        SampledToken t = child.sampler.sample(child_row, a->prompt, {});
+        const kv::RequestId child_id = next_kv_id++;
+        auto r = std::make_unique<scheduler::Request>(
+            child_id, a->prompt, a->params.max_tokens, a->priority,
+            scheduler->get(parent_id) ? std::string(scheduler->get(parent_id)->cache_salt())
+                                      : a->cache_salt);
+        r->append_output_tokens(std::span<const int32_t>(&t.token, 1));
+        a->completion_ids.push_back(child_id);
+        completions.emplace(child_id, std::move(child));
+        // With max_tokens 1 the first token is the child's last: it never runs a step (the
+        // scheduler would refuse it), and emitting that token finishes it.
+        if (a->params.max_tokens > 1) (void)scheduler->fork_request(parent_id, std::move(r));
+        ++generation_tokens;
+        sampled.emplace_back(child_id, std::move(t));
       }
-      std::vector<float> child_row = row;
-      SampledToken t = child.sampler.sample(child_row, a->prompt, {});
-      const kv::RequestId child_id = next_kv_id++;
-      auto r = std::make_unique<scheduler::Request>(
-          child_id, a->prompt, a->params.max_tokens, a->priority,
-          scheduler->get(parent_id) ? std::string(scheduler->get(parent_id)->cache_salt())
-                                    : a->cache_salt);
-      r->append_output_tokens(std::span<const int32_t>(&t.token, 1));
-      a->completion_ids.push_back(child_id);
-      completions.emplace(child_id, std::move(child));
-      (void)scheduler->fork_request(parent_id, std::move(r));
-      ++generation_tokens;
-      sampled.emplace_back(child_id, std::move(t));
+    } catch (const std::exception& e) {
+      fail_request(std::string(a->id), e.what());
     }
   }
 
@@ -625,6 +681,7 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
     out.prompt_logprobs.resize(a.prompt.size());
     a.prompt_logprobs_sent = true;
   }
+  fault_point(RequestStage::kStopCheck, a.id);
   const bool min_reached = c.num_output_tokens >= p.min_tokens;
   const auto& eos = model->config().eos_token_ids;
   const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token.token) != eos.end();
@@ -633,7 +690,11 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
   // The token that ends the completion is not part of its text (vLLM's detokenizer leaves it out
   // too): with skip_special_tokens=false every chat answer would end in "<|im_end|>".
   const bool ends_on_token = min_reached && (is_eos || is_stop_token);
-  if (c.detok && !ends_on_token) out.text = c.stop.add(c.detok->add(token.token), min_reached);
+  if (c.detok && !ends_on_token) {
+    fault_point(RequestStage::kDetokenize, a.id);
+    out.text = c.stop.add(c.detok->add(token.token), min_reached);
+  }
+  fault_point(RequestStage::kEmit, a.id);
   if (c.stop.matched()) {
     finish(id, FinishReason::kStop, *c.stop.matched(), "", std::move(out));
   } else if (min_reached && (is_eos || is_stop_token)) {
@@ -647,7 +708,7 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
 }
 
 void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string stop_reason,
-                              std::string error, RequestOutput out) {
+                              std::string error, RequestOutput out, bool flush_text) {
   auto it = completions.find(id);
   if (it == completions.end()) return;
   Completion& c = it->second;
@@ -656,7 +717,7 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
                                : reason == FinishReason::kLength ? RequestStatus::kFinishedLength
                                                                  : RequestStatus::kFinishedAborted;
   scheduler->finish_request(id, status);  // frees its KV blocks now (no-op if already finished)
-  if (c.detok && !c.stop.matched()) {
+  if (flush_text && c.detok && !c.stop.matched()) {
     // The text held back for a possible stop string or an incomplete character comes out now,
     // unless the rest completes a stop string.
     out.text += c.stop.add(c.detok->flush());
@@ -685,7 +746,8 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
   }
 }
 
-void EngineCore::Impl::abort_request(const std::string& id, const std::string& error) {
+void EngineCore::Impl::abort_request(const std::string& id, const std::string& error,
+                                     bool flush_text) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
   std::shared_ptr<ActiveRequest> a = it->second;
@@ -695,7 +757,9 @@ void EngineCore::Impl::abort_request(const std::string& id, const std::string& e
       static_cast<int>(std::count_if(a->completion_ids.begin(), a->completion_ids.end(),
                                      [&](kv::RequestId k) { return completions.count(k) == 0; }));
   const std::vector<kv::RequestId> ids = a->completion_ids;
-  for (kv::RequestId k : ids) finish(k, FinishReason::kAbort, "", error, RequestOutput{});
+  for (kv::RequestId k : ids) {
+    finish(k, FinishReason::kAbort, "", error, RequestOutput{}, flush_text);
+  }
 }
 
 void EngineCore::Impl::publish_stats() {
