@@ -290,7 +290,8 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--shutdown-timeout", opts->shutdown_timeout,
                   "seconds requests in flight may take after SIGINT/SIGTERM (default 30)");
   cmd->add_option("--keep-alive-timeout", opts->keep_alive_timeout,
-                  "seconds an idle connection stays open between requests (default 5)");
+                  "seconds clients may keep an idle connection (default 5), advertised as "
+                  "Keep-Alive: timeout=N; the server closes it a minute later");
   cmd->add_option("--metrics-prefix", opts->metrics_prefix,
                   "metric name prefix on /metrics: pagoda (default) or vllm")
       ->check(CLI::IsMember({"pagoda", "vllm", "pagoda:", "vllm:"}));

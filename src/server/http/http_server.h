@@ -17,12 +17,17 @@ struct HttpServerOptions {
   std::string host = "127.0.0.1";
   uint16_t port = 8000;  // 0: any free port (read it back from port())
   int num_io_threads = 2;
-  int backlog = 4096;                                   // pending connections the kernel may queue
-  size_t max_request_body = size_t{1} << 20;            // larger bodies get 413
-  uint32_t max_header_bytes = 64 * 1024;                // larger headers get 431
-  std::chrono::milliseconds request_timeout{30'000};    // to send a whole request
-  std::chrono::milliseconds keep_alive_timeout{5'000};  // idle between requests
-  std::chrono::milliseconds write_timeout{30'000};      // for one write to the client
+  int backlog = 4096;                                 // pending connections the kernel may queue
+  size_t max_request_body = size_t{1} << 20;          // larger bodies get 413
+  uint32_t max_header_bytes = 64 * 1024;              // larger headers get 431
+  std::chrono::milliseconds request_timeout{30'000};  // to send a whole request
+  // How long clients are told they may keep an idle connection (Keep-Alive: timeout=N). The
+  // server closes it only keep_alive_grace later: a client whose timers run late (a busy event
+  // loop) must never send a request on a connection that the server has just closed. A request
+  // that has begun to arrive by then gets request_timeout.
+  std::chrono::milliseconds keep_alive_timeout{5'000};
+  std::chrono::milliseconds keep_alive_grace{60'000};
+  std::chrono::milliseconds write_timeout{30'000};  // for one write to the client
   ErrorBodyFn error_body = openai_style_error;
 };
 

@@ -142,6 +142,7 @@ class Session : public std::enable_shared_from_this<Session> {
 
   Phase phase_ = Phase::kReading;
   bool first_request_ = true;
+  bool idle_ = false;                   // reading, under the keep-alive timeout (no request yet)
   bool counted_ = false;                // counted in server_->num_active
   bool open_ = false;                   // counted in server_->num_open
   std::shared_ptr<Session> self_hold_;  // alive while a request is answered, whatever is pending

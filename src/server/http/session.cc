@@ -156,9 +156,12 @@ void Session::read_next() {
   parser_->body_limit(server_->options.max_request_body);
   parser_->header_limit(server_->options.max_header_bytes);
   // A new connection has the whole request timeout to send its first request; a kept-alive one
-  // may idle for the keep-alive timeout before the next request's header is complete.
+  // may idle for the keep-alive timeout (and the grace after it) before its next request begins,
+  // and that request then has the request timeout (on_read_timeout).
+  idle_ = !first_request_;
   arm(read_timer_,
-      first_request_ ? server_->options.request_timeout : server_->options.keep_alive_timeout,
+      first_request_ ? server_->options.request_timeout
+                     : server_->options.keep_alive_timeout + server_->options.keep_alive_grace,
       &Session::on_read_timeout);
   bhttp::async_read_header(
       socket_, buffer_, *parser_,
@@ -171,8 +174,10 @@ void Session::on_header(error_code ec) {
     on_read_error(ec);
     return;
   }
-  if (!first_request_)
+  if (idle_) {
+    idle_ = false;
     arm(read_timer_, server_->options.request_timeout, &Session::on_read_timeout);
+  }
   auto expect = parser_->get()[bhttp::field::expect];
   if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
     net::async_write(socket_, net::buffer(kContinue.data(), kContinue.size()),
@@ -323,6 +328,7 @@ void Session::do_send(uint64_t seq, HttpResponse response) {
   head.content_length = static_cast<long long>(response.body.size());
   head.keep_alive = keep_alive_;
   head.http10 = http10_;
+  head.keep_alive_seconds = keep_alive_header_seconds(server_->options.keep_alive_timeout);
   body_complete_ = true;
   std::string bytes = serialize_head(head);
   if (response.body.size() <= 16 * 1024) {
@@ -349,6 +355,7 @@ void Session::do_start_stream(uint64_t seq, int status, std::string content_type
   head.content_length = -1;
   head.keep_alive = keep_alive_;
   head.http10 = http10_;
+  head.keep_alive_seconds = keep_alive_header_seconds(server_->options.keep_alive_timeout);
   enqueue(serialize_head(head));
 }
 
@@ -522,6 +529,17 @@ void Session::disarm(net::steady_timer& timer) {
 }
 
 void Session::on_read_timeout() {
+  if (phase_ == Phase::kReading && idle_) {
+    // The keep-alive time is over, but if the next request has begun to arrive (bytes read, or
+    // waiting in the socket: a busy server may not have read them yet), closing now would drop
+    // it under the client. It gets the request timeout instead.
+    error_code ec;
+    if (buffer_.size() > 0 || socket_.available(ec) > 0) {
+      idle_ = false;
+      arm(read_timer_, server_->options.request_timeout, &Session::on_read_timeout);
+      return;
+    }
+  }
   if (phase_ == Phase::kReading) {
     spdlog::debug("http: {} timed out sending a request", remote_);
     close_quietly();
