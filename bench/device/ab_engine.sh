@@ -27,7 +27,7 @@ mkdir -p /tmp/ab-base-src/.device && cp -r .device/deps /tmp/ab-base-src/.device
   ninja -C /tmp/ab-base pagoda bench_decode; } >"$out/build.log" 2>&1 ||
   { grep -E "error" "$out/build.log" | head -20; echo "ab_engine.sh: FAIL: build"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
-cfg=.device/configs/llama-3.1-8b
+cfg=configs/llama-3.1-8b
 for b in base new new base; do
   /tmp/ab-$b/bench/model/bench_decode $cfg --device cuda --dtype bfloat16 --batches 1,16,64 \
     --steps 64 --context 512 --prefill 512 2>&1 | grep -E "^(\| [0-9]|prefill:)" |
@@ -45,7 +45,7 @@ serve_and_bench() {  # which, name, serve flags..., -- bench flags...
   while [ "$1" != "--" ]; do serve_flags+=("$1"); shift; done; shift
   bench=("$@")
   /tmp/ab-$which/pagoda serve "$cfg" --load-format dummy --dtype bfloat16 --port 8123 \
-    --tokenizer .device/tokenizers/llama3 "${serve_flags[@]}" >"$out/serve_${which}_$name.log" 2>&1 &
+    --tokenizer tests/data/tokenizers/llama3 "${serve_flags[@]}" >"$out/serve_${which}_$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 120); do curl -sf http://127.0.0.1:8123/health >/dev/null 2>&1 && break; sleep 0.5; done
   timeout 240 /tmp/ab-new/pagoda bench serve --base-url http://127.0.0.1:8123 --tokenizer "$cfg" \

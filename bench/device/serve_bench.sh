@@ -4,7 +4,7 @@
 # (512 in / 128 out at concurrency 64; 1000 in / 1000 out saturated), then writes a real 16 GB bf16
 # checkpoint with torch and times process start to first token from it (page cache warm): once
 # without a cuBLASLt tuning cache, twice with the one the first run saved. The server
-# detokenizes with the Llama 3 tokenizer (.device/tokenizers/llama3), so that streamed chunks carry
+# detokenizes with the Llama 3 tokenizer (tests/data/tokenizers/llama3), so that streamed chunks carry
 # text and the client can time the tokens.
 #
 #   bench/device/serve_bench.sh [--skip-ttft | --ttft-only]   (carry .device: tools/prepare_device.sh)
@@ -24,7 +24,7 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPA
   { grep -E "error" "$out/build.log" | head; echo "build failed"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 pagoda=$build/pagoda
-config=.device/configs/llama-3.1-8b
+config=configs/llama-3.1-8b
 
 serve_and_bench() {  # name, serve flags..., -- bench flags...
   local name=$1; shift
@@ -32,7 +32,7 @@ serve_and_bench() {  # name, serve flags..., -- bench flags...
   while [ "$1" != "--" ]; do serve+=("$1"); shift; done; shift
   bench=("$@")
   "$pagoda" serve "$config" --load-format dummy --dtype bfloat16 --port 8123 \
-    --tokenizer .device/tokenizers/llama3 "${serve[@]}" \
+    --tokenizer tests/data/tokenizers/llama3 "${serve[@]}" \
     >"$out/serve_$name.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 120); do curl -sf http://127.0.0.1:8123/health >/dev/null 2>&1 && break; sleep 0.5; done

@@ -5,9 +5,9 @@
 //   bench_decode [CONFIG_DIR] [--device cpu|cuda] [--dtype bfloat16] [--batches 1,16]
 //                [--steps 16] [--context 64] [--prefill 512]
 //
-// Default CONFIG_DIR: ../shared/configs/llama-3.2-1b. On cuda the bound printed is the H200's
-// measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens (batch
-// 1) and reports tokens/s.
+// Default CONFIG_DIR: the repository's configs/llama-3.2-1b. On cuda the bound printed is the
+// H200's measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens
+// (batch 1) and reports tokens/s.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,7 +59,7 @@ double measure_read_bandwidth(pagoda::ThreadPool& pool) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = std::string(PAGODA_SHARED_DIR) + "/configs/llama-3.2-1b";
+  std::string dir = std::string(PAGODA_SOURCE_DIR) + "/configs/llama-3.2-1b";
   std::string dtype_name = "bfloat16";
   std::vector<int> batches{1, 16};
   int steps = 16, context = 64, prefill = 0;

@@ -11,6 +11,16 @@
 
 namespace pagoda {
 
+/// The per-request stages of the engine loop, as the fault-injection hook names them.
+enum class RequestStage {
+  kAdmit,       // queued into the scheduler
+  kSchedule,    // the step's bookkeeping for one scheduled request (its inputs, its draw)
+  kSample,      // drawing its next token (may run on the engine's pool threads)
+  kDetokenize,  // turning its new token into text
+  kStopCheck,   // EOS, stop tokens, stop strings, lengths
+  kEmit,        // pushing the update to its stream
+};
+
 /// How an engine is built: the model, its weights and the limits of the KV cache and scheduler.
 struct EngineArgs {
   std::string model;                    // Hugging Face model directory
@@ -43,6 +53,10 @@ struct EngineArgs {
   int num_speculative_tokens = 0;
   /// Called with the fraction of the weights loaded (0..1) during the constructor; may be empty.
   std::function<void(double)> load_progress;
+  /// For tests only (fault injection); empty otherwise. Called with a request's id at each of its
+  /// stages in the engine loop: what it throws fails that request alone, as a real error there
+  /// would. Called on the engine thread, and for kSample on the pool's threads too.
+  std::function<void(RequestStage, const std::string& request_id)> fault_hook;
 };
 
 }  // namespace pagoda

@@ -1,4 +1,5 @@
 #include "engine/engine_core.h"
+#include "engine/engine_impl.h"
 
 #include <algorithm>
 #include <chrono>
@@ -21,119 +22,8 @@
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace pagoda {
-namespace {
 
 using scheduler::RequestStatus;
-
-/// A request as the engine tracks it: parameters, output channel, and its n completions.
-struct ActiveRequest {
-  std::string id;
-  SamplingParams params;
-  std::vector<int32_t> prompt;
-  int priority = 0;
-  std::string cache_salt;
-  std::shared_ptr<OutputStream> stream;
-  std::vector<kv::RequestId> completion_ids;  // index -> kv id (grows when forks happen)
-  int num_unfinished = 1;
-  bool forked = false;
-  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
-  bool prompt_logprobs_sent = false;
-  std::chrono::steady_clock::time_point submitted;                       // submit() was called
-  std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
-};
-
-/// One of a request's completions: its sampler, detokenizer and stop strings.
-struct Completion {
-  std::shared_ptr<ActiveRequest> request;
-  int index = 0;
-  RequestSampler sampler;
-  std::optional<StreamingDetokenizer> detok;
-  StopChecker stop;
-  int num_output_tokens = 0;
-  int num_cached_tokens = 0;
-  uint64_t device_seed = 0;  // the seed of draws made on the model's device
-  DrawInputs draw_inputs{};  // the sparse processor lists of those draws
-};
-
-/// How a completion's next token is drawn: on the model's device (processors, truncations and
-/// log-probabilities included; only the token and its log-probabilities come back) unless it needs
-/// the raw row on the host: the first token of an n > 1 request, which its forks sample too, and
-/// rows of a step with prompt log-probabilities. A model without a device sampler (the CPU model)
-/// returns every row, and the CPU sampler draws it.
-DeviceDraw device_draw(Completion& c, const scheduler::Request& r, bool prompt_logits) {
-  const SamplingParams& p = c.request->params;
-  if ((p.n > 1 && !c.request->forked) || prompt_logits) return DeviceDraw{};
-  return c.draw_inputs.draw(p, c.device_seed, r.output_token_ids());
-}
-
-TokenLogprobs to_token_logprobs(const SampledToken& t) {
-  TokenLogprobs out{t.token, t.logprob, {}};
-  for (const TokenLogprob& alt : t.top_logprobs) out.top.emplace_back(alt.token, alt.logprob);
-  return out;
-}
-
-}  // namespace
-
-struct EngineCore::Impl {
-  EngineArgs args;
-  // Made first: the worker-process executor forks before the engine has threads of its own.
-  std::unique_ptr<Executor> executor;
-  std::unique_ptr<ThreadPool> pool;  // host sampling
-  std::unique_ptr<kv::KVCacheManager> kv_manager;
-  std::unique_ptr<scheduler::Scheduler> scheduler;
-  StepPlanner planner;
-  const std::optional<Tokenizer>* tokenizer = nullptr;
-
-  // Shared with client threads.
-  mutable std::mutex mutex;
-  std::condition_variable wake;
-  std::deque<std::pair<std::shared_ptr<ActiveRequest>, std::vector<int32_t>>> incoming;
-  std::vector<std::string> aborts;
-  std::unordered_map<std::string, bool> live_ids;  // ids submitted and not yet finished
-  bool stopping = false;
-  EngineStats stats;
-  uint64_t next_request_number = 0;
-
-  // Engine-thread state.
-  std::unordered_map<std::string, std::shared_ptr<ActiveRequest>> requests;
-  std::unordered_map<kv::RequestId, Completion> completions;
-  kv::RequestId next_kv_id = 1;
-  std::mt19937_64 seed_source;
-  int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
-  std::thread thread;
-
-  explicit Impl(const EngineArgs& a) : args(a), seed_source(a.seed) {}
-  [[nodiscard]] const ModelConfig& config() const { return executor->config(); }
-
-  // The step the device is running (launched, not yet completed) and the tokens of the step
-  // before it, emitted while the device runs.
-  std::optional<scheduler::SchedulerOutput> in_flight;
-  struct Emit {
-    kv::RequestId id;
-    SampledToken token;
-    bool length_finished;  // the request's last token before max_tokens
-  };
-  std::vector<Emit> to_emit;
-  EngineStats::StepTimes times;
-  bool completing_decode_step = false;  // the step in flight computes one token per request
-
-  void loop();
-  void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
-  void launch_step();
-  void complete_step();
-  void record_prompt_logprobs(const scheduler::ScheduledRequest& s, StepResult& result,
-                              int32_t first_row);
-  /// Asks the speculative proposer for the next step's drafts of the requests that just sampled.
-  void propose_drafts(const scheduler::SchedulerOutput& out);
-  [[nodiscard]] bool live_completion(kv::RequestId id) const { return completions.count(id) != 0; }
-  void emit_pending();
-  void fail_all(const std::string& error);
-  void emit_token(kv::RequestId id, const SampledToken& token, bool length_finished);
-  void finish(kv::RequestId id, FinishReason reason, std::string stop_reason, std::string error,
-              RequestOutput out);
-  void abort_request(const std::string& id, const std::string& error);
-  void publish_stats();
-};
 
 EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(args)) {
   namespace fs = std::filesystem;
@@ -413,31 +303,48 @@ void EngineCore::Impl::fail_all(const std::string& error) {
   for (const std::string& id : ids) abort_request(id, error);
 }
 
+void EngineCore::Impl::fail_request(const std::string& id, const std::string& what) {
+  spdlog::error("engine: request {} failed: {}", id, what);
+  abort_request(id, fmt::format("engine error: {}", what), /*flush_text=*/false);
+}
+
 void EngineCore::Impl::emit_pending() {
-  for (Emit& e : to_emit) emit_token(e.id, e.token, e.length_finished);
+  for (Emit& e : to_emit) {
+    try {
+      emit_token(e.id, e.token, e.length_finished);
+    } catch (const std::exception& ex) {
+      if (auto it = completions.find(e.id); it != completions.end()) {
+        fail_request(std::string(it->second.request->id), ex.what());
+      }
+    }
+  }
   to_emit.clear();
 }
 
 void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt) {
   request->prompt = std::move(prompt);
   const kv::RequestId kv_id = next_kv_id++;
-  std::string salt = request->cache_salt;
-  // Prompt log-probabilities need every prompt position computed, so such a request reads no
-  // cached blocks: a salt of its own keeps it apart (vLLM skips the cache for them too).
-  if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
-  auto r = std::make_unique<scheduler::Request>(kv_id, request->prompt, request->params.max_tokens,
-                                                request->priority, salt);
-  Completion c{request, 0, RequestSampler(request->params, config().eos_token_ids, seed_source()),
-               std::nullopt, StopChecker(request->params.stop)};
-  c.device_seed = request->params.seed.value_or(seed_source());
-  c.draw_inputs =
-      DrawInputs(request->params, request->prompt, config().eos_token_ids, config().vocab_size);
-  if (tokenizer->has_value()) {
-    c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
-  }
   try {
-    scheduler->add_request(std::move(r));
-  } catch (const Error& e) {
+    fault_point(RequestStage::kAdmit, request->id);
+    std::string salt = request->cache_salt;
+    // Prompt log-probabilities need every prompt position computed, so such a request reads no
+    // cached blocks: a salt of its own keeps it apart (vLLM skips the cache for them too).
+    if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
+    auto r = std::make_unique<scheduler::Request>(
+        kv_id, request->prompt, request->params.max_tokens, request->priority, salt);
+    Completion c{request, 0, RequestSampler(request->params, config().eos_token_ids, seed_source()),
+                 std::nullopt, StopChecker(request->params.stop)};
+    c.device_seed = request->params.seed.value_or(seed_source());
+    c.draw_inputs =
+        DrawInputs(request->params, request->prompt, config().eos_token_ids, config().vocab_size);
+    if (tokenizer->has_value()) {
+      c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
+    }
+    scheduler->add_request(std::move(r));  // the last step that may throw: nothing to undo
+    request->completion_ids.push_back(kv_id);
+    requests[request->id] = request;
+    completions.emplace(kv_id, std::move(c));
+  } catch (const std::exception& e) {
     RequestOutput failed;
     failed.request_id = request->id;
     failed.finish_reason = FinishReason::kAbort;
@@ -446,11 +353,7 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
     request->stream->close();
     std::lock_guard lock(mutex);
     live_ids.erase(request->id);
-    return;
   }
-  request->completion_ids.push_back(kv_id);
-  requests[request->id] = request;
-  completions.emplace(kv_id, std::move(c));
 }
 
 void EngineCore::Impl::launch_step() {
@@ -461,24 +364,33 @@ void EngineCore::Impl::launch_step() {
     return;
   }
   StepPlan plan = planner.plan(out, *scheduler, *kv_manager);
+  std::vector<std::pair<std::string, std::string>> failed;  // request id, what
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const scheduler::ScheduledRequest& s = out.scheduled[i];
     const scheduler::Request* r = scheduler->get(s.id);
     Completion& c = completions.at(s.id);
     ActiveRequest& a = *c.request;
-    if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
     // The rows of a step (runtime/step.h): every new token's with prompt log-probabilities (their
     // logits come back), else the sampled token's and one per draft it verifies.
-    const bool prompt_logits =
-        a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
     std::vector<RowDraw>& rows = plan.seqs[i].rows;
-    if (prompt_logits) rows.resize(static_cast<size_t>(s.num_new_tokens));
-    if (s.samples && !prompt_logits) {
-      const RowDraw draw = RowDraw::from(device_draw(c, *r, false));
-      for (int j = 0; j <= s.num_spec_tokens; ++j) {
-        rows.push_back(draw);
-        rows.back().counter += static_cast<uint64_t>(j);
+    try {
+      fault_point(RequestStage::kSchedule, a.id);
+      if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
+      const bool prompt_logits =
+          a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
+      if (prompt_logits) rows.resize(static_cast<size_t>(s.num_new_tokens));
+      if (s.samples && !prompt_logits) {
+        const RowDraw draw = RowDraw::from(device_draw(c, *r, false));
+        for (int j = 0; j <= s.num_spec_tokens; ++j) {
+          rows.push_back(draw);
+          rows.back().counter += static_cast<uint64_t>(j);
+        }
       }
+    } catch (const std::exception& e) {
+      // The step still computes its tokens, unsampled (the blocks they fill may be in the prefix
+      // cache already); the request fails once the step is launched, like an abort in flight.
+      failed.emplace_back(a.id, e.what());
+      rows.clear();
     }
     if (s.num_computed_tokens < r->num_prompt_tokens()) {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
@@ -491,190 +403,7 @@ void EngineCore::Impl::launch_step() {
   times.launch_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   in_flight = std::move(out);
-}
-
-void EngineCore::Impl::record_prompt_logprobs(const scheduler::ScheduledRequest& s,
-                                              StepResult& result, int32_t first_row) {
-  // Row j of a chunk predicts prompt token num_computed + j + 1.
-  ActiveRequest& a = *completions.at(s.id).request;
-  const int k = *a.params.prompt_logprobs;
-  a.prompt_logprobs.resize(a.prompt.size());
-  std::vector<float> lp(static_cast<size_t>(result.vocab));
-  for (int j = 0; j < s.num_new_tokens; ++j) {
-    const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
-    if (target >= a.prompt.size()) break;
-    log_softmax(result.row(first_row + j), lp);
-    TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
-    if (k > 0) {
-      for (const TokenLogprob& alt : top_k_entries(lp, k))
-        t.top.emplace_back(alt.token, alt.logprob);
-    }
-    a.prompt_logprobs[target] = std::move(t);
-  }
-}
-
-void EngineCore::Impl::complete_step() {
-  const scheduler::SchedulerOutput out = std::move(*in_flight);
-  in_flight.reset();
-  const auto wait_start = std::chrono::steady_clock::now();
-  StepResult result = executor->wait();
-  times.device_wait_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  ++num_steps;
-  // Rows of requests that finished while the step ran (an emitted EOS or stop string, an abort)
-  // are dropped: their completions are gone and the scheduler no longer runs them.
-  auto live = [&](kv::RequestId id) { return completions.count(id) != 0; };
-  PAGODA_CHECK(result.seqs.size() == out.scheduled.size(), "a result of {} sequences for {}",
-               result.seqs.size(), out.scheduled.size());
-
-  // Prompt log-probabilities, then sampling. A request's sampled rows are its last 1 + k rows
-  // (k drafts): row j's token is accepted, and the next row read, while it equals draft j.
-  std::vector<size_t> to_sample;
-  std::vector<std::pair<kv::RequestId, std::vector<float>>> fork_rows;
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    const scheduler::ScheduledRequest& s = out.scheduled[i];
-    if (!live(s.id)) continue;
-    const SequenceResult& r = result.seqs[i];
-    const Completion& c = completions.at(s.id);
-    const bool prompt_logits = c.request->params.prompt_logprobs.has_value() &&
-                               static_cast<int>(r.tokens.size()) == s.num_new_tokens &&
-                               s.num_computed_tokens < scheduler->get(s.id)->num_prompt_tokens();
-    if (prompt_logits) record_prompt_logprobs(s, result, r.first_row);
-    if (!s.samples) continue;
-    to_sample.push_back(i);
-    if (c.request->params.n > 1 && !c.request->forked) {
-      const std::span<float> row =
-          result.row(r.first_row + static_cast<int32_t>(r.tokens.size()) - 1);
-      fork_rows.emplace_back(s.id, std::vector<float>(row.begin(), row.end()));
-    }
-  }
-  // Each request has its own sampler and RNG, so requests are sampled in parallel on the engine's
-  // pool (a 128k-vocabulary row costs ~0.5 ms; 64 of them one after the other would outlast a GPU
-  // step).
-  std::vector<std::vector<SampledToken>> tokens(to_sample.size());
-  auto sample_rows = [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      const size_t i = to_sample[static_cast<size_t>(j)];
-      const scheduler::ScheduledRequest& s = out.scheduled[i];
-      const SequenceResult& r = result.seqs[i];
-      Completion& c = completions.at(s.id);  // distinct per row: no two threads share a sampler
-      const scheduler::Request* req = scheduler->get(s.id);
-      const auto drafts = req->spec_token_ids();
-      std::vector<int32_t> output(req->output_token_ids().begin(), req->output_token_ids().end());
-      const auto num_rows = static_cast<int>(r.tokens.size());
-      const int first = num_rows - 1 - s.num_spec_tokens;  // the first sampled row
-      for (int row = first; row < num_rows; ++row) {
-        SampledToken t;
-        const int32_t drawn = r.tokens[static_cast<size_t>(row)];
-        if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
-          t.token = drawn;
-          if (c.request->params.logprobs) {
-            const DrawnLogprobs& lp = r.logprobs[static_cast<size_t>(row)];
-            t.logprob = lp.logprob;
-            for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
-          }
-        } else {
-          t = c.sampler.sample(result.row(r.first_row + row), req->prompt_token_ids(), output);
-        }
-        const int draft = row - first;
-        const bool accepted = draft < s.num_spec_tokens &&
-                              static_cast<size_t>(draft) < drafts.size() &&
-                              t.token == drafts[static_cast<size_t>(draft)];
-        output.push_back(t.token);
-        tokens[static_cast<size_t>(j)].push_back(std::move(t));
-        if (!accepted) break;
-      }
-    }
-  };
-  // Rows drawn on the device only need copying: waking the pool for them would cost more than the
-  // work (this runs while the device idles between steps).
-  const bool any_host_row = std::any_of(to_sample.begin(), to_sample.end(), [&](size_t i) {
-    const SequenceResult& r = result.seqs[i];
-    return std::any_of(r.tokens.begin(), r.tokens.end(), [](int32_t t) { return t < 0; });
-  });
-  if (any_host_row) {
-    pool->parallel_for(static_cast<int64_t>(to_sample.size()), 4, sample_rows);
-  } else {
-    sample_rows(0, static_cast<int64_t>(to_sample.size()));
-  }
-  std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
-  std::vector<Emit> sampled;
-  for (size_t j = 0; j < to_sample.size(); ++j) {
-    const kv::RequestId id = out.scheduled[to_sample[j]].id;
-    std::vector<int32_t> ids;
-    for (SampledToken& t : tokens[j]) {
-      ids.push_back(t.token);
-      sampled.push_back({id, std::move(t), false});
-    }
-    new_tokens.emplace_back(id, std::move(ids));
-  }
-  const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
-  generation_tokens += static_cast<int64_t>(sampled.size());
-
-  // n > 1: each further completion samples its own first token from the parent's logits (its
-  // own seed) and shares the parent's prompt blocks.
-  for (auto& [parent_id, row] : fork_rows) {
-    std::shared_ptr<ActiveRequest> a = completions.at(parent_id).request;
-    a->forked = true;
-    for (int index = 1; index < a->params.n; ++index) {
-      SamplingParams child_params = a->params;
-      if (child_params.seed) child_params.seed = *child_params.seed + static_cast<uint64_t>(index);
-      Completion child{a, index,
-                       RequestSampler(child_params, config().eos_token_ids, seed_source()),
-                       std::nullopt, StopChecker(a->params.stop)};
-      child.device_seed = child_params.seed.value_or(seed_source());
-      child.draw_inputs =
-          DrawInputs(child_params, a->prompt, config().eos_token_ids, config().vocab_size);
-      if (tokenizer->has_value()) {
-        child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
-      }
-      std::vector<float> child_row = row;
-      SampledToken t = child.sampler.sample(child_row, a->prompt, {});
-      const kv::RequestId child_id = next_kv_id++;
-      auto r = std::make_unique<scheduler::Request>(
-          child_id, a->prompt, a->params.max_tokens, a->priority,
-          scheduler->get(parent_id) ? std::string(scheduler->get(parent_id)->cache_salt())
-                                    : a->cache_salt);
-      r->append_output_tokens(std::span<const int32_t>(&t.token, 1));
-      a->completion_ids.push_back(child_id);
-      completions.emplace(child_id, std::move(child));
-      (void)scheduler->fork_request(parent_id, std::move(r));
-      ++generation_tokens;
-      sampled.push_back({child_id, std::move(t), false});
-    }
-  }
-  // A request that reached max_tokens finishes with the last of its tokens.
-  for (const kv::RequestId id : length_finished) {
-    for (auto it = sampled.rbegin(); it != sampled.rend(); ++it) {
-      if (it->id == id) {
-        it->length_finished = true;
-        break;
-      }
-    }
-  }
-  propose_drafts(out);
-
-  // Emitted by the loop once the next step is launched.
-  to_emit = std::move(sampled);
-}
-
-void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
-  if (!args.speculative_proposer || args.num_speculative_tokens <= 0) return;
-  for (const scheduler::ScheduledRequest& s : out.scheduled) {
-    scheduler::Request* r = scheduler->get_mutable(s.id);
-    if (r == nullptr || !s.samples || !live_completion(s.id)) continue;
-    // Drafts are verified by comparing tokens (complete_step), which is exact for greedy draws
-    // whose distribution does not depend on the tokens before them in the step.
-    const SamplingParams& p = completions.at(s.id).request->params;
-    const bool history_free = p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-                              p.frequency_penalty == 0.0f && p.bad_words_token_ids.empty() &&
-                              r->num_output_tokens() >= p.min_tokens;
-    if (!p.greedy() || !history_free || p.n > 1 || p.prompt_logprobs) continue;
-    std::vector<int32_t> drafts = args.speculative_proposer(r->all_token_ids());
-    if (drafts.size() > static_cast<size_t>(args.num_speculative_tokens))
-      drafts.resize(static_cast<size_t>(args.num_speculative_tokens));
-    r->set_spec_token_ids(std::move(drafts));
-  }
+  for (const auto& [id, what] : failed) fail_request(id, what);
 }
 
 void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
@@ -705,6 +434,7 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
     out.prompt_logprobs.resize(a.prompt.size());
     a.prompt_logprobs_sent = true;
   }
+  fault_point(RequestStage::kStopCheck, a.id);
   const bool min_reached = c.num_output_tokens >= p.min_tokens;
   const auto& eos = config().eos_token_ids;
   const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token.token) != eos.end();
@@ -713,7 +443,11 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
   // The token that ends the completion is not part of its text (vLLM's detokenizer leaves it out
   // too): with skip_special_tokens=false every chat answer would end in "<|im_end|>".
   const bool ends_on_token = min_reached && (is_eos || is_stop_token);
-  if (c.detok && !ends_on_token) out.text = c.stop.add(c.detok->add(token.token), min_reached);
+  if (c.detok && !ends_on_token) {
+    fault_point(RequestStage::kDetokenize, a.id);
+    out.text = c.stop.add(c.detok->add(token.token), min_reached);
+  }
+  fault_point(RequestStage::kEmit, a.id);
   if (c.stop.matched()) {
     finish(id, FinishReason::kStop, *c.stop.matched(), "", std::move(out));
   } else if (min_reached && (is_eos || is_stop_token)) {
@@ -727,7 +461,7 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
 }
 
 void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string stop_reason,
-                              std::string error, RequestOutput out) {
+                              std::string error, RequestOutput out, bool flush_text) {
   auto it = completions.find(id);
   if (it == completions.end()) return;
   Completion& c = it->second;
@@ -737,7 +471,7 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
                                                                  : RequestStatus::kFinishedAborted;
   scheduler->finish_request(id, status);  // frees its KV blocks now (no-op if already finished)
   planner.forget(id);                     // and the executor forgets its block table
-  if (c.detok && !c.stop.matched()) {
+  if (flush_text && c.detok && !c.stop.matched()) {
     // The text held back for a possible stop string or an incomplete character comes out now,
     // unless the rest completes a stop string.
     out.text += c.stop.add(c.detok->flush());
@@ -766,7 +500,8 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
   }
 }
 
-void EngineCore::Impl::abort_request(const std::string& id, const std::string& error) {
+void EngineCore::Impl::abort_request(const std::string& id, const std::string& error,
+                                     bool flush_text) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
   std::shared_ptr<ActiveRequest> a = it->second;
@@ -776,7 +511,9 @@ void EngineCore::Impl::abort_request(const std::string& id, const std::string& e
       static_cast<int>(std::count_if(a->completion_ids.begin(), a->completion_ids.end(),
                                      [&](kv::RequestId k) { return completions.count(k) == 0; }));
   const std::vector<kv::RequestId> ids = a->completion_ids;
-  for (kv::RequestId k : ids) finish(k, FinishReason::kAbort, "", error, RequestOutput{});
+  for (kv::RequestId k : ids) {
+    finish(k, FinishReason::kAbort, "", error, RequestOutput{}, flush_text);
+  }
 }
 
 void EngineCore::Impl::publish_stats() {

@@ -45,26 +45,26 @@ TEST(ModelConfig, Defaults) {
   EXPECT_TRUE(c.eos_token_ids.empty());
 }
 
-TEST(ModelConfig, SharedConfigsInV4DialectLoad) {
+TEST(ModelConfig, RepoConfigsInV4DialectLoad) {
   for (const char* name : {"llama-3.1-8b", "llama-3.2-1b", "llama-3.1-70b", "mistral-7b-v0.3",
                            "qwen2.5-7b", "qwen3-8b"}) {
-    const std::string path = std::string(PAGODA_SHARED_DIR) + "/configs/" + name + "/config.json";
+    const std::string path = std::string(PAGODA_SOURCE_DIR) + "/configs/" + name + "/config.json";
     const ModelConfig c = parse_model_config(read_text_file(path), path);
     EXPECT_EQ(c.dtype, DType::kBF16) << name;
     EXPECT_GT(c.rope.theta, 0) << name;
     EXPECT_FALSE(c.eos_token_ids.empty()) << name;
   }
-  const std::string p8b = std::string(PAGODA_SHARED_DIR) + "/configs/llama-3.1-8b/config.json";
+  const std::string p8b = std::string(PAGODA_SOURCE_DIR) + "/configs/llama-3.1-8b/config.json";
   const ModelConfig llama = parse_model_config(read_text_file(p8b), p8b);
   EXPECT_EQ(llama.rope.scaling, RopeScalingType::kLlama3);
   EXPECT_EQ(llama.rope.factor, 8.0);
   EXPECT_EQ(llama.rope.original_max_position_embeddings, 8192);
   EXPECT_EQ(llama.rope.theta, 500000.0);
   EXPECT_EQ(llama.eos_token_ids, (std::vector<int32_t>{128001, 128008, 128009}));
-  const std::string pq = std::string(PAGODA_SHARED_DIR) + "/configs/qwen3-8b/config.json";
+  const std::string pq = std::string(PAGODA_SOURCE_DIR) + "/configs/qwen3-8b/config.json";
   const ModelConfig qwen3 = parse_model_config(read_text_file(pq), pq);
   EXPECT_EQ(qwen3.head_dim, 128);
-  const std::string pq2 = std::string(PAGODA_SHARED_DIR) + "/configs/qwen2.5-7b/config.json";
+  const std::string pq2 = std::string(PAGODA_SOURCE_DIR) + "/configs/qwen2.5-7b/config.json";
   EXPECT_EQ(parse_model_config(read_text_file(pq2), pq2).sliding_window,
             0);  // use_sliding_window false
 }
