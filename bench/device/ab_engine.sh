@@ -10,13 +10,15 @@
 # Logs go to $OUT/; a summary is printed last.
 #
 #   git archive BASE CMakeLists.txt cmake src include bench > .device/base.tar   # here, first
-#   bench/device/ab_engine.sh [--skip-serve]  (carry .device: tools/prepare_device.sh)
+#   bench/device/ab_engine.sh [--skip-serve | --prefill-only]  (carry .device: tools/prepare_device.sh)
+# --prefill-only: six alternations of the 512-token prefill alone (bench_decode at batch 1).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
 mkdir -p "$out"
-serve=1
+serve=1 prefill_only=0
 [ "${1:-}" = "--skip-serve" ] && serve=0
+[ "${1:-}" = "--prefill-only" ] && serve=0 prefill_only=1
 start=$(date +%s)
 . bench/device/device_env.sh
 rm -rf /tmp/ab-base-src && mkdir -p /tmp/ab-base-src
@@ -28,6 +30,15 @@ mkdir -p /tmp/ab-base-src/.device && cp -r .device/deps /tmp/ab-base-src/.device
   { grep -E "error" "$out/build.log" | head -20; echo "ab_engine.sh: FAIL: build"; exit 1; }
 echo "build: $(( $(date +%s) - start )) s"
 cfg=configs/llama-3.1-8b
+if [ $prefill_only -eq 1 ]; then
+  for b in base new base new base new new base new base base new; do
+    /tmp/ab-$b/bench/model/bench_decode $cfg --device cuda --dtype bfloat16 --batches 1 \
+      --steps 4 --context 64 --prefill 512 2>&1 | grep -E "^prefill:" | sed "s|^|$b: |" \
+      >>"$out/prefill.txt"
+  done
+  sort -s -k1,1 "$out/prefill.txt"
+  exit 0
+fi
 for b in base new new base; do
   /tmp/ab-$b/bench/model/bench_decode $cfg --device cuda --dtype bfloat16 --batches 1,16,64 \
     --steps 64 --context 512 --prefill 512 2>&1 | grep -E "^(\| [0-9]|prefill:)" |
