@@ -1,7 +1,8 @@
 // Structured outputs on the 128k Llama-3 vocabulary: grammar compile time (OpenAI strict-mode
 // style schemas and a 100-property schema) and the token-mask cost per generated token, measured
 // on valid documents tokenized by the Llama-3 tokenizer. Prints figures; not a test.
-// Usage: bench_structured [shared_dir] [threads]   (threads for the compile pool, default 1)
+// Usage: bench_structured [tokenizers_dir] [threads]   (defaults: the repository's
+// tests/data/tokenizers; 1 thread for the compile pool)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -134,10 +135,10 @@ double percentile(std::vector<double> v, double p) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string shared = argc > 1 ? argv[1] : PAGODA_SHARED_DIR;
+  const std::string tokenizers =
+      argc > 1 ? std::string(argv[1]) : std::string(PAGODA_SOURCE_DIR) + "/tests/data/tokenizers";
   const int threads = argc > 2 ? std::stoi(argv[2]) : 1;
-  const pagoda::Tokenizer tok =
-      pagoda::Tokenizer::load(shared + "/tokenizers/llama3/tokenizer.json");
+  const pagoda::Tokenizer tok = pagoda::Tokenizer::load(tokenizers + "/llama3/tokenizer.json");
   auto t0 = Clock::now();
   const std::vector<int32_t> eos = tok.eos_ids();
   const auto vocab = pagoda::structured::Vocabulary::from_tokenizer(tok, 128256, eos);

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/runtime_env.h"
 #include "core/status.h"
 #include "kv/memory_size.h"
 
@@ -52,6 +53,7 @@ EngineArgs EngineFlags::to_engine_args() const {
     }
   }
   a.enable_prefix_caching = !no_prefix_caching;
+  a.runtime = runtime_options_from_env(a.runtime);
   return a;
 }
 
@@ -88,6 +90,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_option("--scheduling-policy", f.args.scheduling_policy, "fcfs or priority")
       ->check(CLI::IsMember({"fcfs", "priority"}));
   cmd->add_flag("--enforce-eager", f.args.enforce_eager, "no CUDA graphs (GPU)");
+  cmd->add_option("--distributed-executor-backend", f.args.distributed_executor_backend,
+                  "uni: the model on the engine's thread (default); mp: in a worker process")
+      ->check(CLI::IsMember({"uni", "mp"}));
 
   // vLLM's flags that launch scripts carry (see EngineFlags).
   auto* vllm = "vLLM compatibility";

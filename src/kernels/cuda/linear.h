@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cuda/kv_cache.h"
@@ -55,6 +56,24 @@ inline constexpr int kTuneCandidates = 8;
 
 [[nodiscard]] cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes = 32u << 20);
 void blas_context_destroy(BlasContext* ctx);
+
+/// A shape's timed choice: the index of the fastest among the heuristic's first kTuneCandidates
+/// algorithms for (m, n, k, dtype, bias). The heuristic's list depends only on the shape, the GPU
+/// and the cuBLASLt version, so the index stays valid where those match: a choice saved after one
+/// start-up (runtime/cuda/tuning_cache.h) spares the next one the timing.
+struct TunedChoice {
+  int64_t m = 0, n = 0, k = 0;
+  int dtype = 0;  // static_cast<int>(DType)
+  bool bias = false;
+  int candidate = 0;
+  bool operator==(const TunedChoice&) const = default;
+};
+/// Choices to use, without timing, for shapes met later (replacing earlier ones of the same key).
+void blas_add_tuned_choices(BlasContext* ctx, const std::vector<TunedChoice>& choices);
+/// Every choice the context knows: given, or timed so far.
+[[nodiscard]] std::vector<TunedChoice> blas_tuned_choices(const BlasContext& ctx);
+/// How many shapes this context has timed (tests: a warm start times none).
+[[nodiscard]] int blas_timed_shapes(const BlasContext& ctx);
 
 /// y[m, n] = sum_k x[m, k] * w[n, k] + bias[n], accumulated in fp32, rounded once to dtype.
 /// x: [m, k] row-major; w: [n, k] row-major (a torch nn.Linear weight); bias: [n] or null;

@@ -15,7 +15,7 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
     return cudaErrorInvalidValue;
   // The fast kernel needs its tile shapes and 16-byte rows of q; the general one takes the rest.
   // A plan made for a general shape has no splits, so the fast kernel may still run it.
-  if (!attention_fast_kernel_supports(L.head_dim, L.block_size) ||
+  if (!attention_fast_kernel_supports(L.head_dim, L.block_size) || params.softcap > 0 ||
       params.num_heads / L.num_kv_heads > kAttentionTileRows || params.q_stride % 8 != 0 ||
       !aligned16(params.q))
     return paged_attention_general(params, stream);

@@ -48,6 +48,8 @@ struct PagedAttentionParams {
   int max_blocks_per_seq = 0;
   int sliding_window = 0;  // 0: unlimited
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
+  float softcap = 0.0f;    // > 0: scores s = scale * q.k become softcap * tanh(s / softcap)
+                           // (Gemma-2; the general kernel runs such launches)
   KVCacheLayout layout;    // head_dim 1..256, block_size >= 1 (fast kernel: see above)
   DType dtype = DType::kBF16;
 };

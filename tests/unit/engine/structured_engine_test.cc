@@ -185,5 +185,23 @@ TEST(EngineStructured, BadConstraintsAreRejectedAtSubmit) {
   EXPECT_NE(error(two).find("exactly one of"), std::string::npos);
 }
 
+TEST(EngineStructured, WorkerProcessGivesTheSameConstrainedOutputs) {
+  // The masks travel in the plan (RowDraw::allowed, through the step codec to the worker).
+  std::vector<std::string> texts[2];
+  for (int mp = 0; mp < 2; ++mp) {
+    EngineArgs args = engine_test::small_engine();
+    if (mp == 1) args.distributed_executor_backend = "mp";
+    LLM llm(args);
+    for (const engine_test::ConstraintCase& c : engine_test::constraint_cases()) {
+      SamplingParams p = engine_test::greedy(60);
+      p.ignore_eos = false;
+      p.structured_outputs = c.params;
+      texts[mp].push_back(
+          llm.generate({PromptInput{"Once upon a time", {}}}, p)[0].outputs[0].text);
+    }
+  }
+  EXPECT_EQ(texts[0], texts[1]);
+}
+
 }  // namespace
 }  // namespace pagoda
