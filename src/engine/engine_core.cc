@@ -389,9 +389,11 @@ void EngineCore::Impl::launch_step() {
       if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
       const bool prompt_logits =
           a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
-      if (prompt_logits) rows.resize(static_cast<size_t>(s.num_new_tokens));
-      if (s.samples && !prompt_logits) {
-        const RowDraw draw = RowDraw::from(device_draw(c, *r, false));
+      if (prompt_logits) {
+        rows.resize(static_cast<size_t>(s.num_new_tokens));
+        if (s.samples) rows.back() = RowDraw::from(device_draw(c, *r));
+      } else if (s.samples) {
+        const RowDraw draw = RowDraw::from(device_draw(c, *r));
         for (int j = 0; j <= s.num_spec_tokens; ++j) {
           rows.push_back(draw);
           rows.back().counter += static_cast<uint64_t>(j);

@@ -65,12 +65,13 @@ struct Completion {
 
 /// How a completion's next token is drawn: on the model's device (processors, truncations and
 /// log-probabilities included; only the token and its log-probabilities come back) unless it needs
-/// the raw row on the host: the first token of an n > 1 request, which its forks sample too, and
-/// rows of a step with prompt log-probabilities. A model without a device sampler (the CPU model)
-/// returns every row, and the CPU sampler draws it.
-inline DeviceDraw device_draw(Completion& c, const scheduler::Request& r, bool prompt_logits) {
+/// the raw row on the host: the first token of an n > 1 request, which its forks sample too. (A
+/// row whose logits also come back, the last of a prompt with prompt log-probabilities, is drawn
+/// on the device all the same.) A model without a device sampler (the CPU model) returns every
+/// row, and the CPU sampler draws it.
+inline DeviceDraw device_draw(Completion& c, const scheduler::Request& r) {
   const SamplingParams& p = c.request->params;
-  if ((p.n > 1 && !c.request->forked) || prompt_logits) return DeviceDraw{};
+  if (p.n > 1 && !c.request->forked) return DeviceDraw{};
   return c.draw_inputs.draw(p, c.device_seed, r.output_token_ids());
 }
 

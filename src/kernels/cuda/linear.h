@@ -87,6 +87,20 @@ void blas_add_tuned_choices(BlasContext* ctx, const std::vector<TunedChoice>& ch
 cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
                    int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream);
 
+/// The element types of a product's input, weight and output.
+struct LinearTypes {
+  DType x = DType::kBF16;
+  DType w = DType::kBF16;
+  DType y = DType::kBF16;
+};
+/// linear() with the three types separate. Equal types run linear(); a bf16 or f16 product with an
+/// fp32 output and no bias (an LM head writing fp32 logits) runs cuBLASLt with fp32 accumulation
+/// and one rounding to fp32; other combinations are cudaErrorNotSupported until a weight format
+/// brings its kernel (model/linear.h).
+cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
+                   int64_t n, const void* bias, void* y, const LinearTypes& types,
+                   cudaStream_t stream);
+
 // Measured on the H200 (docs/benchmarks.md): our CUDA-core GEMV beats cuBLASLt at m = 1 on every
 // Llama-8B shape (up to 100% of HBM bandwidth) and loses from m = 2-4 on. linear() routes m <= this
 // to the GEMV; linear_gemv itself still accepts m up to 16.
@@ -124,6 +138,7 @@ struct GemvRope {
   void* value_cache = nullptr;            // KVCacheLayout, dtype
   KVCacheLayout layout;
   int num_heads = 0;
+  DType cache_dtype = DType::kBF16;  // today it must be the GEMV's dtype (else NotSupported)
 };
 struct GemvFusion {
   // Non-null: x is RMS-normalised first, y = (x / rms(x) * norm_weight) w^T, with

@@ -9,6 +9,7 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
                             const AttentionLimits& limits, void* workspace, cudaStream_t stream) {
   const KVCacheLayout& L = params.layout;
   if (params.num_tokens <= 0) return cudaSuccess;
+  if (params.kv_dtype != params.dtype) return cudaErrorNotSupported;
   if (L.num_kv_heads <= 0 || params.num_heads % L.num_kv_heads != 0 ||
       L.head_dim != limits.head_dim || params.num_tokens > limits.max_tokens ||
       (params.dtype != DType::kBF16 && params.dtype != DType::kF16))

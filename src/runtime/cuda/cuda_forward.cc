@@ -12,8 +12,8 @@
 namespace pagoda {
 
 void CudaDecoderModel::linear(const void* x, int64_t m, const CudaLinear& w, void* y) {
-  PAGODA_CUDA_CHECK(
-      cuda::linear(blas_, x, m, w.in, w.weight.get(), w.out, w.bias.get(), y, dtype_, stream_));
+  PAGODA_CUDA_CHECK(cuda::linear(blas_, x, m, w.in, w.weight.get(), w.out, w.bias.get(), y,
+                                 cuda::LinearTypes{dtype_, w.dtype, dtype_}, stream_));
 }
 
 cuda::GemvFusion CudaDecoderModel::fusion(const DeviceBuffer& norm_weight,
@@ -60,6 +60,7 @@ void CudaDecoderModel::attention_input(int l, const StepInputs& in, int64_t T, b
       f.rope.value_cache = values_[static_cast<size_t>(l)].get();
       f.rope.layout = layout_;
       f.rope.num_heads = a.num_heads;
+      f.rope.cache_dtype = kv_spec_.dtype;
     }
     gemv_fused(act_.residual.get(), T, w.qkv, qkv, f);
   } else {
@@ -88,6 +89,7 @@ void CudaDecoderModel::attention_input(int l, const StepInputs& in, int64_t T, b
   rp.num_heads = a.num_heads;
   rp.layout = layout_;
   rp.dtype = dtype_;
+  rp.cache_dtype = kv_spec_.dtype;
   if (a.q_norm) {  // per-head RMSNorm of q and k, inside the RoPE kernel (Qwen3)
     rp.q_norm = w.q_norm.get();
     rp.k_norm = w.k_norm.get();
@@ -166,6 +168,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
     ap.softcap = a.softcap;
     ap.layout = layout_;
     ap.dtype = dtype_;
+    ap.kv_dtype = kv_spec_.dtype;
     PAGODA_CUDA_CHECK(
         cuda::paged_attention(ap, plan, limits_, attention_workspace_.get(), stream_));
 

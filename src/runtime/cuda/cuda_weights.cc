@@ -77,6 +77,7 @@ class Uploader {
                  def.name);
     CudaLinear l;
     l.format = def.format;
+    l.dtype = dtype_;
     l.out = def.out();
     l.in = def.in;
     l.weight = alloc(l.out * l.in);

@@ -21,6 +21,7 @@ namespace pagoda {
 /// empty) in the activation dtype.
 struct CudaLinear {
   WeightFormat format = WeightFormat::kDense;
+  DType dtype = DType::kBF16;  // of the weight (and bias)
   int64_t out = 0;
   int64_t in = 0;
   DeviceBuffer weight;

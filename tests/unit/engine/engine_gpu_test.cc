@@ -15,6 +15,7 @@
 // Workload (engine_test_util.h) through an engine built with gpu_engine() and compare with
 // expect_close against the requests run alone.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -298,6 +299,35 @@ TEST(EngineGpu, StructuredOutputsOnTheDeviceSampler) {
     }
   }
   EXPECT_GE(stopped, 10);
+}
+
+// A seeded sampled request draws its tokens on the device whether or not it asks for prompt
+// log-probabilities (their rows come back as logits in the same step), so both give the same
+// tokens; the prompt log-probabilities are there and finite.
+TEST(EngineGpu, PromptLogprobsKeepTheDeviceDraw) {
+  REQUIRE_GPU();
+  EngineCore engine(gpu_engine(2048, false));
+  std::vector<int32_t> tokens[2];
+  for (const int with_prompt_logprobs : {0, 1}) {
+    EngineRequest r;
+    r.prompt_token_ids = {1, 403, 407, 260, 500, 33};
+    r.params.temperature = 0.9f;
+    r.params.seed = 1234;
+    r.params.max_tokens = 12;
+    r.params.ignore_eos = true;
+    if (with_prompt_logprobs) r.params.prompt_logprobs = 3;
+    const GenerateResult out = collect_result(*engine.submit(std::move(r)));
+    tokens[with_prompt_logprobs] = out.outputs.at(0).token_ids;
+    if (with_prompt_logprobs) {
+      ASSERT_EQ(out.prompt_logprobs.size(), 6u);
+      EXPECT_FALSE(out.prompt_logprobs[0].has_value());
+      for (size_t i = 1; i < out.prompt_logprobs.size(); ++i) {
+        ASSERT_TRUE(out.prompt_logprobs[i].has_value()) << i;
+        EXPECT_TRUE(std::isfinite(out.prompt_logprobs[i]->logprob)) << i;
+      }
+    }
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
 }
 
 }  // namespace
