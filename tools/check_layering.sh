@@ -14,10 +14,11 @@ declare -A allowed=(
   [sampling]="core sampling"
   [template]="core template"
   [tokenizer]="core tokenizer"
+  [structured]="core tokenizer structured"
   [runtime]="core kernels/cpu kernels/cuda ops model kv scheduler runtime"
-  [engine]="core kernels/cpu ops model kv scheduler sampling tokenizer template runtime engine"
-  [server]="core kv scheduler sampling tokenizer template engine server"
-  [cli]="core kernels/cpu ops model kv scheduler sampling tokenizer template runtime engine server cli"
+  [engine]="core kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine"
+  [server]="core kv scheduler sampling tokenizer template structured engine server"
+  [cli]="core kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine server cli"
 )
 status=0
 for layer in "${!allowed[@]}"; do

@@ -40,6 +40,7 @@ struct ServeBenchOptions {
   uint64_t seed = 0;
   std::string api_key;
   double temperature = 0;
+  std::string extra_body;  // a JSON object merged into every request (e.g. structured outputs)
   int num_threads = 0;
   double timeout_s = 3600;
 };
@@ -117,6 +118,7 @@ Dataset make_random_dataset(const ServeBenchOptions& o, const std::string& model
       for (int64_t& id : ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab));
       body["prompt"] = ids;
     }
+    if (!o.extra_body.empty()) body.update(json::parse(o.extra_body));
     d.requests.push_back({o.endpoint, body.dump()});
     d.input_lens.push_back(input_len);
   }
@@ -328,6 +330,13 @@ void register_bench_serve_command(CLI::App& bench, int& exit_code) {
   cmd->add_option("--api-key", o->api_key, "sent as Authorization: Bearer")
       ->envname("OPENAI_API_KEY");
   cmd->add_option("--temperature", o->temperature, "sampling temperature")->capture_default_str();
+  cmd->add_option("--extra-body", o->extra_body,
+                  "a JSON object merged into every request body, e.g. "
+                  "'{\"guided_json\": {...}}'")
+      ->check([](const std::string& text) -> std::string {
+        const json j = json::parse(text, nullptr, false);
+        return j.is_object() ? "" : "--extra-body must be a JSON object";
+      });
   cmd->add_option("--num-client-threads", o->num_threads,
                   "threads reading the streams (default: up to 4)");
   cmd->add_option("--request-timeout", o->timeout_s, "seconds of silence before a request fails")

@@ -14,6 +14,8 @@
 #include "model/config.h"
 #include "pagoda/llm.h"
 #include "sampling/params_json.h"
+#include "server/openai/api_error.h"
+#include "server/openai/structured_request.h"
 
 namespace pagoda::cli {
 namespace {
@@ -125,7 +127,7 @@ int run_jsonl(const GenerateOptions& o, EngineCore& engine) {
   std::string line;
   int line_number = 0;
   static const std::set<std::string> kRequestFields = {"prompt", "prompt_token_ids", "priority",
-                                                       "cache_salt"};
+                                                       "cache_salt", "structured_outputs"};
   while (std::getline(in, line)) {
     ++line_number;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
@@ -166,6 +168,21 @@ int run_jsonl(const GenerateOptions& o, EngineCore& engine) {
       if (!j["cache_salt"].is_string())
         throw InvalidArgument(where + "field 'cache_salt' must be a string");
       r.cache_salt = j["cache_salt"].get<std::string>();
+    }
+    if (j.contains("structured_outputs")) {
+      // As the server reads it, from the line parsed again keeping key order (a schema's
+      // property order is the output's).
+      const auto ordered = nlohmann::ordered_json::parse(line);
+      nlohmann::ordered_json only = nlohmann::ordered_json::object();
+      only["structured_outputs"] = ordered["structured_outputs"];
+      try {
+        if (auto so = openai::read_structured_outputs(only)) {
+          openai::check_structured_outputs(so->params, so->param);
+          r.params.structured_outputs = std::move(so->params);
+        }
+      } catch (const openai::ApiException& e) {
+        throw InvalidArgument(where + e.what());
+      }
     }
     try {
       SamplingParams params = r.params;

@@ -9,6 +9,7 @@
 #include "core/logging.h"
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/constrained_decoding.h"
 #include "engine/draw_inputs.h"
 #include "engine/step_planner.h"
 #include "engine/stop_checker.h"
@@ -19,6 +20,8 @@
 #include "sampling/bad_words.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
+#include "structured/grammar_compiler.h"
+#include "structured/vocabulary.h"
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace pagoda {
@@ -192,6 +195,12 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
         });
   }
   r.params.validate(config.vocab_size);
+  std::optional<RequestConstraint> constraint;
+  if (r.params.structured_outputs) {
+    if (!tokenizer_) throw InvalidArgument("structured_outputs: needs the model's tokenizer");
+    constraint = resolve_constraint(*r.params.structured_outputs,
+                                    impl_->grammar_compiler(*tokenizer_), *tokenizer_, prompt);
+  }
   if (!r.params.stop.empty() && !tokenizer_)
     throw InvalidArgument("stop: strings need a tokenizer; use stop_token_ids");
   const int64_t total = static_cast<int64_t>(prompt.size()) + r.params.max_tokens;
@@ -209,6 +218,7 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
   request->stream = std::make_shared<OutputStream>();
   request->num_unfinished = request->params.n;
   request->submitted = std::chrono::steady_clock::now();
+  request->constraint = std::move(constraint);
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->stopping) throw Unavailable("the engine is shutting down");
@@ -337,6 +347,7 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
     c.device_seed = request->params.seed.value_or(seed_source());
     c.draw_inputs =
         DrawInputs(request->params, request->prompt, config().eos_token_ids, config().vocab_size);
+    if (request->constraint) c.constraint.decoding.emplace(*request->constraint);
     if (tokenizer->has_value()) {
       c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
     }
@@ -398,6 +409,7 @@ void EngineCore::Impl::launch_step() {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
   }
+  fill_masks(out, plan);
   completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
                                        [](const auto& s) { return s.num_new_tokens == 1; });
   const auto launch_start = std::chrono::steady_clock::now();
@@ -408,11 +420,39 @@ void EngineCore::Impl::launch_step() {
   for (const auto& [id, what] : failed) fail_request(id, what);
 }
 
+void EngineCore::Impl::fill_masks(const scheduler::SchedulerOutput& out, StepPlan& plan) {
+  // Structured outputs: each constrained row's mask of its next token, on the pool when there
+  // are several (a mask costs microseconds; one whose position was not seen before, tens). A
+  // constrained request has one sampled row (no drafts are proposed for it).
+  std::vector<size_t> constrained;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (!out.scheduled[i].samples || plan.seqs[i].rows.empty()) continue;
+    if (completions.at(out.scheduled[i].id).constraint.active()) constrained.push_back(i);
+  }
+  auto fill = [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      const size_t i = constrained[static_cast<size_t>(j)];
+      const std::span<const uint32_t> mask =
+          completions.at(out.scheduled[i].id).constraint.compute_mask();
+      plan.seqs[i].rows.back().allowed.assign(mask.begin(), mask.end());
+    }
+  };
+  if (constrained.size() >= 8) {
+    pool->parallel_for(static_cast<int64_t>(constrained.size()), 4, fill);
+  } else {
+    fill(0, static_cast<int64_t>(constrained.size()));
+  }
+}
+
 void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
                                   bool length_finished) {
   auto it = completions.find(id);
   if (it == completions.end()) return;
   Completion& c = it->second;
+  if (!c.constraint.error.empty()) {  // the token broke the grammar: it is not part of the text
+    finish(id, FinishReason::kAbort, "", c.constraint.error, RequestOutput{});
+    return;
+  }
   ActiveRequest& a = *c.request;
   const SamplingParams& p = a.params;
   ++c.num_output_tokens;
@@ -455,6 +495,10 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
   } else if (min_reached && (is_eos || is_stop_token)) {
     finish(id, FinishReason::kStop, is_stop_token ? std::to_string(token.token) : "", "",
            std::move(out));
+  } else if (c.constraint.completed) {
+    // The grammar's text is complete and only its end may follow: stop now (one step sooner
+    // than drawing the end token, and also below min_tokens or with ignore_eos).
+    finish(id, FinishReason::kStop, "", "", std::move(out));
   } else if (length_finished || c.num_output_tokens >= p.max_tokens) {
     finish(id, FinishReason::kLength, "", "", std::move(out));
   } else {

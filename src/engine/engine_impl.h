@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/constrained_decoding.h"
 #include "engine/draw_inputs.h"
 #include "engine/engine_core.h"
 #include "engine/step_planner.h"
@@ -24,6 +25,8 @@
 #include "runtime/executor.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
+#include "structured/grammar_compiler.h"
+#include "structured/vocabulary.h"
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace pagoda {
@@ -43,6 +46,7 @@ struct ActiveRequest {
   bool prompt_logprobs_sent = false;
   std::chrono::steady_clock::time_point submitted;                       // submit() was called
   std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
+  std::optional<RequestConstraint> constraint;                           // structured outputs
 };
 
 /// One of a request's completions: its sampler, detokenizer and stop strings.
@@ -54,8 +58,9 @@ struct Completion {
   StopChecker stop;
   int num_output_tokens = 0;
   int num_cached_tokens = 0;
-  uint64_t device_seed = 0;  // the seed of draws made on the model's device
-  DrawInputs draw_inputs{};  // the sparse processor lists of those draws
+  uint64_t device_seed = 0;           // the seed of draws made on the model's device
+  DrawInputs draw_inputs{};           // the sparse processor lists of those draws
+  CompletionConstraint constraint{};  // structured outputs
 };
 
 /// How a completion's next token is drawn: on the model's device (processors, truncations and
@@ -103,6 +108,19 @@ struct EngineCore::Impl {
   std::mt19937_64 seed_source;
   int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
   std::thread thread;
+  // Structured outputs: made on the first constrained request (the token bytes of a 128k
+  // vocabulary take ~0.1 s), shared by every request after it; thread-safe.
+  std::mutex grammars_mutex;
+  std::unique_ptr<structured::GrammarCompiler> grammars;
+  structured::GrammarCompiler& grammar_compiler(const Tokenizer& tok) {
+    std::lock_guard lock(grammars_mutex);
+    if (!grammars) {
+      grammars =
+          std::make_unique<structured::GrammarCompiler>(structured::Vocabulary::from_tokenizer(
+              tok, static_cast<int32_t>(config().vocab_size), config().eos_token_ids));
+    }
+    return *grammars;
+  }
 
   explicit Impl(const EngineArgs& a) : args(a), seed_source(a.seed) {}
   [[nodiscard]] const ModelConfig& config() const { return executor->config(); }
@@ -122,6 +140,8 @@ struct EngineCore::Impl {
   void loop();
   void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
   void launch_step();
+  /// The structured-output masks of a plan's constrained rows (RowDraw::allowed).
+  void fill_masks(const scheduler::SchedulerOutput& out, StepPlan& plan);
   void complete_step();
   void record_prompt_logprobs(const scheduler::ScheduledRequest& s, StepResult& result,
                               int32_t first_row);

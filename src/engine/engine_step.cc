@@ -106,11 +106,17 @@ void EngineCore::Impl::complete_step() {
   }
   std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
   std::vector<Emit> sampled;
+  // The forks' grammars start where the parent's was before its first token.
+  std::unordered_map<kv::RequestId, CompletionConstraint> fork_constraints;
+  for (const auto& [parent_id, row] : fork_rows) {
+    if (live(parent_id)) fork_constraints.emplace(parent_id, completions.at(parent_id).constraint);
+  }
   for (size_t j = 0; j < to_sample.size(); ++j) {
     const kv::RequestId id = out.scheduled[to_sample[j]].id;
     if (!live(id)) continue;  // failed above, itself or another completion of its request
     std::vector<int32_t> ids;
     for (SampledToken& t : tokens[j]) {
+      completions.at(id).constraint.accept(t.token);  // the next launch's mask needs it
       ids.push_back(t.token);
       sampled.push_back({id, std::move(t), false});
     }
@@ -140,8 +146,10 @@ void EngineCore::Impl::complete_step() {
           child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
         }
         fault_point(RequestStage::kSample, a->id);
+        child.constraint = fork_constraints.at(parent_id);
         std::vector<float> child_row = row;
-        SampledToken t = child.sampler.sample(child_row, a->prompt, {});
+        SampledToken t = child.sampler.sample(child_row, a->prompt, {}, child.constraint.allowed());
+        child.constraint.accept(t.token);
         const kv::RequestId child_id = next_kv_id++;
         auto r = std::make_unique<scheduler::Request>(
             child_id, a->prompt, a->params.max_tokens, a->priority,
@@ -197,7 +205,9 @@ void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, Ste
         for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
       }
     } else {
-      t = c.sampler.sample(result.row(r.first_row + row), req->prompt_token_ids(), output);
+      // A constrained request has no drafts: its one row has the mask computed at launch.
+      t = c.sampler.sample(result.row(r.first_row + row), req->prompt_token_ids(), output,
+                           row == first ? c.constraint.allowed() : std::span<const uint32_t>());
     }
     const int draft = row - first;
     const bool accepted = draft < s.num_spec_tokens && static_cast<size_t>(draft) < drafts.size() &&
@@ -216,6 +226,8 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
     // Drafts are verified by comparing tokens (complete_step), which is exact for greedy draws
     // whose distribution does not depend on the tokens before them in the step.
     const SamplingParams& p = completions.at(s.id).request->params;
+    // A grammar would have to verify drafts too: constrained requests get none.
+    if (completions.at(s.id).constraint.decoding) continue;
     const bool history_free = p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
                               p.frequency_penalty == 0.0f && p.bad_words_token_ids.empty() &&
                               r->num_output_tokens() >= p.min_tokens;

@@ -42,6 +42,9 @@ struct DeviceDraw {
   std::span<const DrawPenaltyToken> penalty_tokens;       // distinct tokens
   std::span<const std::pair<int32_t, float>> logit_bias;  // distinct tokens
   std::span<const int32_t> masked;                        // logits set to -inf (min_tokens)
+  // Structured outputs: [ceil(vocab / 32)] words, bit (id % 32) of word (id / 32) set for the
+  // tokens that may be drawn (the others' logits become -inf); empty: no such mask.
+  std::span<const uint32_t> allowed;
   int num_logprobs = -1;  // -1: none; 0: the chosen token's; N <= 20: and the top N (raw model)
 };
 

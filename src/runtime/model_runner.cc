@@ -21,6 +21,7 @@ RowDraw RowDraw::from(const DeviceDraw& d) {
   r.penalty_tokens.assign(d.penalty_tokens.begin(), d.penalty_tokens.end());
   r.logit_bias.assign(d.logit_bias.begin(), d.logit_bias.end());
   r.masked.assign(d.masked.begin(), d.masked.end());
+  r.allowed.assign(d.allowed.begin(), d.allowed.end());
   return r;
 }
 
@@ -38,6 +39,7 @@ DeviceDraw RowDraw::view() const {
   d.penalty_tokens = penalty_tokens;
   d.logit_bias = logit_bias;
   d.masked = masked;
+  d.allowed = allowed;
   d.num_logprobs = num_logprobs;
   return d;
 }

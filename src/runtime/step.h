@@ -35,6 +35,7 @@ struct RowDraw {
   std::vector<DrawPenaltyToken> penalty_tokens;
   std::vector<std::pair<int32_t, float>> logit_bias;
   std::vector<int32_t> masked;
+  std::vector<uint32_t> allowed;  // structured outputs: [ceil(vocab / 32)] bitmask, or empty
 
   /// A copy of `d` (its spans copied).
   [[nodiscard]] static RowDraw from(const DeviceDraw& d);

@@ -23,6 +23,7 @@ void write_row(Writer& w, const RowDraw& d) {
   w.put_vector(d.penalty_tokens);
   w.put_pair_vector(d.logit_bias);
   w.put_vector(d.masked);
+  w.put_vector(d.allowed);
 }
 
 RowDraw read_row(Reader& r) {
@@ -41,6 +42,7 @@ RowDraw read_row(Reader& r) {
   d.penalty_tokens = r.get_vector<DrawPenaltyToken>();
   d.logit_bias = r.get_pair_vector<int32_t, float>();
   d.masked = r.get_vector<int32_t>();
+  d.allowed = r.get_vector<uint32_t>();
   return d;
 }
 

@@ -35,12 +35,27 @@ std::vector<TokenLogprob> top_k_entries(std::span<const float> values, int k) {
   return out;
 }
 
+void apply_token_bitmask(std::span<float> logits, std::span<const uint32_t> allowed) {
+  PAGODA_CHECK(allowed.size() == (logits.size() + 31) / 32, "a bitmask of {} words for {} logits",
+               allowed.size(), logits.size());
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  for (size_t w = 0; w < allowed.size(); ++w) {
+    const uint32_t bits = allowed[w];
+    if (bits == ~0u) continue;
+    const size_t end = std::min(logits.size(), (w + 1) * 32);
+    for (size_t i = w * 32; i < end; ++i) {
+      if (!((bits >> (i & 31)) & 1u)) logits[i] = kNegInf;
+    }
+  }
+}
+
 RequestSampler::RequestSampler(const SamplingParams& params, std::vector<int32_t> eos_ids,
                                uint64_t fallback_seed)
     : params_(params), eos_ids_(std::move(eos_ids)), rng_(params.seed.value_or(fallback_seed)) {}
 
 void RequestSampler::apply_processors(std::span<float> logits, std::span<const int32_t> prompt,
-                                      std::span<const int32_t> output) {
+                                      std::span<const int32_t> output,
+                                      std::span<const uint32_t> allowed) {
   const auto vocab = static_cast<int32_t>(logits.size());
   auto in_vocab = [&](int32_t t) { return t >= 0 && t < vocab; };
   if (params_.repetition_penalty != 1.0f) {
@@ -99,6 +114,7 @@ void RequestSampler::apply_processors(std::span<float> logits, std::span<const i
       if (in_vocab(t)) logits[static_cast<size_t>(t)] = kNegInf;
     }
   }
+  if (!allowed.empty()) apply_token_bitmask(logits, allowed);
 }
 
 int32_t truncate_candidates(std::span<const float> logits, const SamplingParams& params,
@@ -173,7 +189,8 @@ int32_t RequestSampler::draw(std::span<const float> logits) {
 }
 
 SampledToken RequestSampler::sample(std::span<float> logits, std::span<const int32_t> prompt,
-                                    std::span<const int32_t> output) {
+                                    std::span<const int32_t> output,
+                                    std::span<const uint32_t> allowed) {
   SampledToken result;
   std::vector<float> logprobs;
   if (params_.logprobs) {
@@ -182,7 +199,7 @@ SampledToken RequestSampler::sample(std::span<float> logits, std::span<const int
     log_softmax(logits, logprobs);
     if (*params_.logprobs > 0) result.top_logprobs = top_k_entries(logprobs, *params_.logprobs);
   }
-  apply_processors(logits, prompt, output);
+  apply_processors(logits, prompt, output, allowed);
   result.token = draw(logits);
   if (params_.logprobs) result.logprob = logprobs[static_cast<size_t>(result.token)];
   return result;

@@ -38,6 +38,9 @@ void log_softmax(std::span<const float> logits, std::span<float> out);
                                           const SamplingParams& params, std::vector<int32_t>& order,
                                           std::vector<float>& probs);
 
+/// Sets the logits of tokens whose bit is clear in allowed [ceil(logits.size() / 32)] to -inf.
+void apply_token_bitmask(std::span<float> logits, std::span<const uint32_t> allowed);
+
 /// One request's sampler. Its random stream belongs to the request alone, so a seeded request
 /// draws the same numbers whatever else runs in the batch.
 class RequestSampler {
@@ -47,13 +50,15 @@ class RequestSampler {
                  uint64_t fallback_seed);
 
   /// Samples from logits (modified in place by the processors). prompt and output are the token
-  /// history that penalties look at.
+  /// history that penalties look at. allowed, when not empty, is a structured-output bitmask
+  /// [ceil(vocab / 32)] (bit id % 32 of word id / 32): the logits of other tokens become -inf.
   [[nodiscard]] SampledToken sample(std::span<float> logits, std::span<const int32_t> prompt,
-                                    std::span<const int32_t> output);
+                                    std::span<const int32_t> output,
+                                    std::span<const uint32_t> allowed = {});
 
  private:
   void apply_processors(std::span<float> logits, std::span<const int32_t> prompt,
-                        std::span<const int32_t> output);
+                        std::span<const int32_t> output, std::span<const uint32_t> allowed);
   [[nodiscard]] int32_t draw(std::span<const float> logits);
 
   SamplingParams params_;

@@ -13,6 +13,12 @@ namespace {
 
 }  // namespace
 
+int StructuredOutputsParams::num_constraints() const {
+  return static_cast<int>(json.has_value()) + static_cast<int>(regex.has_value()) +
+         static_cast<int>(choice.has_value()) + static_cast<int>(grammar.has_value()) +
+         static_cast<int>(json_object) + static_cast<int>(structural_tag.has_value());
+}
+
 std::vector<int32_t> SamplingParams::disallowed_tokens(int64_t vocab_size) const {
   std::vector<int32_t> out;
   if (!allowed_token_ids) return out;
@@ -85,6 +91,16 @@ void SamplingParams::validate(int64_t vocab_size) const {
                fmt::format("token id {} is outside the vocabulary [0, {})", token, vocab_size));
       }
     }
+  }
+  if (structured_outputs) {
+    const StructuredOutputsParams& so = *structured_outputs;
+    if (so.num_constraints() != 1) {
+      reject("structured_outputs",
+             fmt::format("must set exactly one of json, regex, choice, grammar, json_object and "
+                         "structural_tag, got {}",
+                         so.num_constraints()));
+    }
+    if (so.choice && so.choice->empty()) reject("structured_outputs", "choice must not be empty");
   }
   if (max_tokens < 1) reject("max_tokens", fmt::format("must be >= 1, got {}", max_tokens));
   if (min_tokens < 0 || min_tokens > max_tokens) {

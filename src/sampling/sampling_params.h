@@ -8,6 +8,29 @@
 
 namespace pagoda {
 
+/// vLLM's structured_outputs: the generated text must follow exactly one constraint (the engine
+/// compiles it with src/structured; the server fills it from structured_outputs, guided_*,
+/// response_format and tool_choice).
+struct StructuredOutputsParams {
+  std::optional<std::string> json;  // a JSON Schema, as JSON text (key order kept)
+  std::optional<std::string> regex;
+  std::optional<std::vector<std::string>> choice;
+  std::optional<std::string> grammar;  // GBNF
+  bool json_object = false;
+  std::optional<std::string> structural_tag;      // vLLM's structural tag, as JSON text
+  bool disable_any_whitespace = false;            // JSON without whitespace but ", " and ": "
+  std::optional<std::string> whitespace_pattern;  // a regex for JSON whitespace
+  /// An object schema without additionalProperties allows none (unset or true, xgrammar's
+  /// reading) or any (false: JSON Schema's own default).
+  std::optional<bool> disable_additional_properties;
+  /// Reasoning models: the constraint starts after reasoning_end (e.g. "</think>"), unless the
+  /// prompt already closed its last reasoning_start. Empty: from the first token.
+  std::string reasoning_start, reasoning_end;
+
+  /// How many of json, regex, choice, grammar, json_object and structural_tag are set.
+  [[nodiscard]] int num_constraints() const;
+};
+
 /// How one request's tokens are chosen and when it stops.
 struct SamplingParams {
   static constexpr int kMaxLogprobs = 20;
@@ -38,6 +61,8 @@ struct SamplingParams {
   std::vector<std::vector<int32_t>> bad_words_token_ids;
   /// vLLM's allowed_token_ids: when set, every other token's logit is -inf.
   std::optional<std::vector<int32_t>> allowed_token_ids;
+  /// Structured outputs: a grammar the output must follow (nullopt: free text).
+  std::optional<StructuredOutputsParams> structured_outputs;
   /// The tokens of [0, vocab_size) that allowed_token_ids leaves out (empty when it is unset).
   [[nodiscard]] std::vector<int32_t> disallowed_tokens(int64_t vocab_size) const;
 

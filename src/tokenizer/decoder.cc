@@ -11,6 +11,13 @@
 
 namespace pagoda {
 
+void Decoder::token_bytes(std::string& token) const {
+  std::vector<std::string> one{std::move(token)};
+  decode_chain(one);
+  token.clear();
+  for (const auto& t : one) token += t;
+}
+
 namespace {
 
 namespace tj = tokenizer_json;
@@ -21,6 +28,9 @@ class SequenceDecoder final : public Decoder {
       : steps_(std::move(steps)) {}
   void decode_chain(std::vector<std::string>& tokens) const override {
     for (const auto& step : steps_) step->decode_chain(tokens);
+  }
+  void token_bytes(std::string& token) const override {
+    for (const auto& step : steps_) step->token_bytes(token);
   }
 
  private:
@@ -37,6 +47,10 @@ class ByteLevelDecoder final : public Decoder {
       if (!byte_level::unmap_token(token, bytes)) bytes.append(token);
     }
     tokens.assign(1, utf8::to_valid_lossy(bytes));
+  }
+  void token_bytes(std::string& token) const override {
+    std::string bytes;
+    if (byte_level::unmap_token(token, bytes)) token = std::move(bytes);
   }
 };
 
@@ -103,6 +117,9 @@ class ByteFallbackDecoder final : public Decoder {
     flush();
     tokens = std::move(out);
   }
+  void token_bytes(std::string& token) const override {
+    if (const auto byte = parse_byte_token(token)) token.assign(1, static_cast<char>(*byte));
+  }
 };
 
 class FuseDecoder final : public Decoder {
@@ -131,6 +148,9 @@ class StripDecoder final : public Decoder {
       token = std::string(view);
     }
   }
+  // Strip trims the ends of the fused text (or of each token where no Fuse comes first); in the
+  // middle of a text a token keeps its bytes.
+  void token_bytes(std::string& token) const override { (void)token; }
 
  private:
   std::string content_;
@@ -181,6 +201,13 @@ class WordPieceDecoder final : public Decoder {
       if (cleanup_) token = cleanup_tokenization(std::move(token));
     }
   }
+  void token_bytes(std::string& token) const override {
+    if (token.starts_with(prefix_)) {
+      token.erase(0, prefix_.size());
+    } else {
+      token.insert(token.begin(), ' ');
+    }
+  }
 
  private:
   std::string prefix_;
@@ -196,6 +223,7 @@ class BpeSuffixDecoder final : public Decoder {
       tokens[i] = replace_all(tokens[i], suffix_, i + 1 == tokens.size() ? "" : " ");
     }
   }
+  void token_bytes(std::string& token) const override { token = replace_all(token, suffix_, " "); }
 
  private:
   std::string suffix_;

@@ -13,6 +13,10 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   virtual void decode_chain(std::vector<std::string>& tokens) const = 0;
+  /// The bytes one token adds in the middle of a text: no UTF-8 repair and none of the changes
+  /// decoders make only at the start of a text (a stripped leading space). For matching grammars
+  /// over the vocabulary. The default runs decode_chain on the token alone.
+  virtual void token_bytes(std::string& token) const;
 };
 
 /// Builds the decoder described by j (Sequence, ByteLevel, Replace, ByteFallback, Fuse, Strip,

@@ -130,6 +130,12 @@ class MetaspaceDecoder final : public Decoder {
       tokens[i] = std::move(out);
     }
   }
+  void token_bytes(std::string& token) const override {
+    // As a token after the first: every replacement is a space.
+    std::vector<std::string> two{std::string(), std::move(token)};
+    decode_chain(two);
+    token = std::move(two[1]);
+  }
 
  private:
   MetaspaceOptions options_;

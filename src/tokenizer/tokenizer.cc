@@ -166,6 +166,14 @@ std::string Tokenizer::id_to_token(int32_t id) const {
   return "";
 }
 
+std::string Tokenizer::token_bytes(int32_t id) const {
+  std::string token = id_to_token(id);
+  if (token.empty()) return token;
+  if (!impl_->decoder) return " " + token;  // decode joins tokens with spaces
+  impl_->decoder->token_bytes(token);
+  return token;
+}
+
 bool Tokenizer::is_special(int32_t id) const {
   const AddedToken* added = impl_->added.find_id(id);
   return added != nullptr && added->special;

@@ -33,6 +33,11 @@ class Tokenizer {
   [[nodiscard]] std::optional<int32_t> token_to_id(std::string_view token) const;
   /// The raw vocabulary string of id (empty for an unused id); throws InvalidArgument out of range.
   [[nodiscard]] std::string id_to_token(int32_t id) const;
+  /// The bytes id adds to a decoded text when it follows other tokens: byte-level symbols and
+  /// byte-fallback tokens as their raw bytes (possibly part of a UTF-8 character), a sentencepiece
+  /// "▁" as a space (also at the start of a completion, which is decoded after the prompt). Empty
+  /// for an unused id; throws InvalidArgument out of range.
+  [[nodiscard]] std::string token_bytes(int32_t id) const;
   /// Whether id is an added token marked special (skipped by decode with skip_special_tokens).
   [[nodiscard]] bool is_special(int32_t id) const;
 

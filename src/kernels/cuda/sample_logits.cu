@@ -683,11 +683,19 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
 
   // Processors, in the CPU's order, on an fp32 copy of the row: repetition, then presence and
   // frequency (one thread per distinct token), then bias, then the min_tokens mask. The team
-  // copies the row; the root block applies the lists; the barriers publish the global writes.
-  const bool processed = p.penalty_count > 0 || p.bias_count > 0 || p.mask_count > 0;
+  // copies the row (a structured-output mask applies as it copies); the root block applies the
+  // lists; the barriers publish the global writes.
+  const uint32_t* allowed = p.allowed_row >= 0
+                                ? a.allowed + static_cast<int64_t>(p.allowed_row) * a.allowed_words
+                                : nullptr;
+  const bool processed =
+      p.penalty_count > 0 || p.bias_count > 0 || p.mask_count > 0 || allowed != nullptr;
   float* work = a.workspace + base;
   if (processed) {
-    FOR_EACH_TOKEN(t, vocab, v) work[v] = load_as_float(raw, dtype, base + v);
+    FOR_EACH_TOKEN(t, vocab, v) {
+      const bool ok = allowed == nullptr || ((allowed[v >> 5] >> (v & 31)) & 1u) != 0;
+      work[v] = ok ? load_as_float(raw, dtype, base + v) : -INFINITY;
+    }
     t.sync();
     if (t.is_root()) {
       for (int i = threadIdx.x; i < p.penalty_count; i += kThreads) {

@@ -41,7 +41,8 @@ struct SamplingRow {
   int32_t penalty_begin = 0, penalty_count = 0;  // into penalties
   int32_t bias_begin = 0, bias_count = 0;        // into biases
   int32_t mask_begin = 0, mask_count = 0;        // into masked: these logits become -inf
-  int32_t skip = 0;                              // 1: leave this row alone (outputs unwritten)
+  int32_t allowed_row = -1;  // >= 0: row of SampleLogitsArgs::allowed (a structured-output mask)
+  int32_t skip = 0;          // 1: leave this row alone (outputs unwritten)
   uint64_t seed = 0;
   uint64_t counter = 0;  // the request's token index: draws depend on (seed, counter) only
 };
@@ -56,6 +57,11 @@ struct SampleLogitsArgs {
   const PenaltyEntry* penalties = nullptr;  // the rows' penalty lists, concatenated
   const BiasEntry* biases = nullptr;        // the rows' bias lists, concatenated
   const int32_t* masked = nullptr;          // the rows' masked token lists, concatenated
+  // Structured outputs: [rows with a mask, allowed_words] bitmasks, bit (id % 32) of word
+  // (id / 32) set where the token may be drawn; the other logits become -inf (first, before the
+  // penalties: -inf stays -inf through them).
+  const uint32_t* allowed = nullptr;
+  int64_t allowed_words = 0;   // ceil(vocab / 32)
   float* workspace = nullptr;  // [rows, vocab] fp32: the processed logits of rows with processors
   int32_t* tokens = nullptr;   // [rows] the drawn token
   float* logprobs = nullptr;   // [rows] its raw log-probability (rows with num_logprobs >= 0)

@@ -35,7 +35,8 @@ bool DeviceSampler::launch(const void* logits, DType dtype, int64_t vocab,
                            std::span<const DeviceDraw> draws, float* workspace,
                            cudaStream_t stream) {
   const size_t rows = draws.size();
-  size_t num_penalties = 0, num_biases = 0, num_masked = 0;
+  size_t num_penalties = 0, num_biases = 0, num_masked = 0, num_allowed = 0;
+  const auto allowed_words = static_cast<size_t>((vocab + 31) / 32);
   bool any = false;
   for (const DeviceDraw& d : draws) {
     if (d.temperature < 0) continue;
@@ -43,6 +44,11 @@ bool DeviceSampler::launch(const void* logits, DType dtype, int64_t vocab,
     num_penalties += d.penalty_tokens.size();
     num_biases += d.logit_bias.size();
     num_masked += d.masked.size();
+    if (!d.allowed.empty()) {
+      PAGODA_CHECK(d.allowed.size() == allowed_words, "a token bitmask of {} words for vocab {}",
+                   d.allowed.size(), vocab);
+      ++num_allowed;
+    }
   }
   if (!any) return false;
   Layout l;
@@ -50,7 +56,8 @@ bool DeviceSampler::launch(const void* logits, DType dtype, int64_t vocab,
   l.penalties = align16(l.params + rows * sizeof(cuda::SamplingRow));
   l.biases = align16(l.penalties + num_penalties * sizeof(cuda::PenaltyEntry));
   l.masked = align16(l.biases + num_biases * sizeof(cuda::BiasEntry));
-  l.inputs_end = align16(l.masked + num_masked * sizeof(int32_t));
+  l.allowed = align16(l.masked + num_masked * sizeof(int32_t));
+  l.inputs_end = align16(l.allowed + num_allowed * allowed_words * sizeof(uint32_t));
   l.tokens = l.inputs_end;
   l.logprobs = align16(l.tokens + rows * sizeof(int32_t));
   l.top_tokens = align16(l.logprobs + rows * sizeof(float));
@@ -63,7 +70,8 @@ bool DeviceSampler::launch(const void* logits, DType dtype, int64_t vocab,
   auto* penalties = at<cuda::PenaltyEntry>(host_, l.penalties);
   auto* biases = at<cuda::BiasEntry>(host_, l.biases);
   auto* masked = at<int32_t>(host_, l.masked);
-  int32_t np = 0, nb = 0, nm = 0;
+  auto* allowed = at<uint32_t>(host_, l.allowed);
+  int32_t np = 0, nb = 0, nm = 0, na = 0;
   for (size_t r = 0; r < rows; ++r) {
     const DeviceDraw& d = draws[r];
     cuda::SamplingRow p;
@@ -92,6 +100,11 @@ bool DeviceSampler::launch(const void* logits, DType dtype, int64_t vocab,
         nm += static_cast<int32_t>(d.masked.size());
       }
       p.mask_count = nm - p.mask_begin;
+      if (!d.allowed.empty()) {
+        std::memcpy(allowed + static_cast<size_t>(na) * allowed_words, d.allowed.data(),
+                    allowed_words * sizeof(uint32_t));
+        p.allowed_row = na++;
+      }
     }
     params[r] = p;
   }
@@ -107,6 +120,8 @@ bool DeviceSampler::launch(const void* logits, DType dtype, int64_t vocab,
   a.penalties = at<cuda::PenaltyEntry>(dev, l.penalties);
   a.biases = at<cuda::BiasEntry>(dev, l.biases);
   a.masked = at<int32_t>(dev, l.masked);
+  a.allowed = at<uint32_t>(dev, l.allowed);
+  a.allowed_words = static_cast<int64_t>(allowed_words);
   a.workspace = workspace;
   a.tokens = at<int32_t>(dev, l.tokens);
   a.logprobs = at<float>(dev, l.logprobs);

@@ -35,7 +35,7 @@ class DeviceSampler {
 
  private:
   struct Layout {
-    size_t params = 0, penalties = 0, biases = 0, masked = 0, inputs_end = 0;
+    size_t params = 0, penalties = 0, biases = 0, masked = 0, allowed = 0, inputs_end = 0;
     size_t tokens = 0, logprobs = 0, top_tokens = 0, top_logprobs = 0, end = 0;
   };
   void reserve(size_t bytes, cudaStream_t stream);

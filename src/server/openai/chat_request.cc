@@ -7,9 +7,33 @@
 #include "server/openai/api_error.h"
 #include "server/openai/chat_prompt.h"
 #include "server/openai/json_body.h"
+#include "server/openai/reasoning_parser.h"
 #include "server/openai/request_common.h"
+#include "server/openai/structured_request.h"
 
 namespace pagoda::openai {
+namespace {
+
+bool has_strict_tool(const Json& tools) {
+  for (const Json& tool : tools) {
+    const Json& fn = tool.at("function");
+    if (fn.contains("strict") && fn["strict"] == Json(true)) return true;
+  }
+  return false;
+}
+
+// Whether a trigger of the tag is a special token of the model's tokenizer.
+bool trigger_is_special(const std::string& tag, const ServerContext& ctx) {
+  if (!ctx.tokenizer) return true;
+  for (const Json& trigger : Json::parse(tag).at("triggers")) {
+    const auto id = ctx.tokenizer->token_to_id(trigger.get<std::string>());
+    if (id && ctx.tokenizer->is_special(*id)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& ctx) {
   const Json body = parse_json_body(body_text);
   note_ignored_fields(body,
@@ -33,7 +57,16 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
                        "response_format",
                        "add_special_tokens",
                        "include_stop_str_in_output",
-                       "truncate_prompt_tokens"},
+                       "truncate_prompt_tokens",
+                       "structured_outputs",
+                       "guided_json",
+                       "guided_regex",
+                       "guided_choice",
+                       "guided_grammar",
+                       "guided_decoding_backend",
+                       "guided_whitespace_pattern",
+                       "logits_processors",
+                       "use_beam_search"},
                       "/v1/chat/completions");
   ChatRequest r;
   r.id = make_response_id("chatcmpl-");
@@ -66,10 +99,12 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   }
   r.include_stop_str_in_output =
       get_bool(body, "include_stop_str_in_output", "include_stop_str_in_output").value_or(false);
-  (void)get_bool(body, "parallel_tool_calls", "parallel_tool_calls");
+  // false: at most one call (enforced where the output is constrained: tool_choice "required").
+  const bool parallel_tool_calls =
+      get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
   const bool add_special_tokens =
       get_bool(body, "add_special_tokens", "add_special_tokens").value_or(false);
-  check_response_format(body);
+  std::optional<StructuredField> structured = read_structured_outputs(body);
   reject_unsupported_vllm_fields(body);
   const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
   read_request_extensions(body, e);
@@ -88,6 +123,58 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
     r.tool_parser = ctx.tool_parser;
     // vLLM's adjust_request: a marker that is a special token must survive detokenization.
     if (r.tool_parser->needs_special_tokens()) e.params.skip_special_tokens = false;
+  }
+  // tool_choice "required" or a named function: the output is the calls' JSON (vLLM's way),
+  // parsed into tool_calls whatever the server's tool parser.
+  const bool required =
+      conversation.tool_choice == "required" && !conversation.tool_choice_is_function;
+  if (conversation.tools && (required || conversation.tool_choice_is_function)) {
+    std::optional<StructuredOutputsParams> options;
+    if (structured && structured->params.num_constraints() == 0) {
+      options = std::move(structured->params);  // options for the calls' JSON
+      structured.reset();
+    }
+    if (structured) {
+      throw bad_request(fmt::format("'{}' cannot be combined with tool_choice \"required\" or a "
+                                    "named function, which constrain the output already",
+                                    structured->param),
+                        structured->param);
+    }
+    StructuredOutputsParams so;
+    Json schema = forced_tool_schema(*conversation.tools, required, conversation.tool_choice);
+    if (required && !parallel_tool_calls) schema["maxItems"] = 1;
+    so.json = schema.dump();
+    if (options) apply_options(*options, so);
+    check_structured_outputs(so, "tools");
+    structured = StructuredField{std::move(so), "tool_choice"};
+    r.forced_tool_parser = make_forced_tool_parser(
+        required ? std::nullopt : std::optional<std::string>(conversation.tool_choice));
+    r.tool_parser = r.forced_tool_parser.get();
+  }
+  // tool_choice "auto" with strict tools: a structural tag in the parser's format makes every
+  // call follow its tool's parameters while the rest of the text stays free. Not where another
+  // constraint is set, nor where the call marker is a special token (a grammar cannot write it).
+  if (r.tool_parser && !r.forced_tool_parser && !structured && conversation.tools &&
+      has_strict_tool(*conversation.tools)) {
+    if (std::optional<std::string> tag =
+            r.tool_parser->strict_calls_tag(conversation.tools->dump());
+        tag && !trigger_is_special(*tag, ctx)) {
+      StructuredOutputsParams so;
+      so.structural_tag = std::move(*tag);
+      check_structured_outputs(so, "tools");
+      structured = StructuredField{std::move(so), "tools"};
+    }
+  }
+  if (structured) {
+    if (structured->params.num_constraints() == 0) {  // options alone: a 400
+      check_structured_outputs(structured->params, structured->param);
+    }
+    // With a reasoning parser the constraint starts after the reasoning (vLLM's).
+    if (ctx.reasoning) {
+      structured->params.reasoning_start = ctx.reasoning->start_tag;
+      structured->params.reasoning_end = ctx.reasoning->end_tag;
+    }
+    e.params.structured_outputs = std::move(structured->params);
   }
   r.model = resolve_model(body, ctx);
   r.reasoning = ctx.reasoning;

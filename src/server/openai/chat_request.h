@@ -1,6 +1,7 @@
 #pragma once
 // POST /v1/chat/completions: the request body -> a rendered, tokenized EngineRequest.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,11 +24,14 @@ struct ChatRequest {
   int top_logprobs = 0;           // alternatives per token when logprobs
   bool include_stop_str_in_output = false;
   int n = 1;
-  std::string tool_choice;  // validated, not enforced on decoding (see chat_prompt.h)
+  std::string tool_choice;  // "none", "auto", "required" or the forced function's name
   /// Set when the output is parsed for tool calls: the server has a parser (ctx.tool_parser),
   /// the request offers tools and tool_choice is "auto". "none", "required" and a named function
   /// leave the output as content.
   const ToolParser* tool_parser = nullptr;
+  /// tool_choice "required" or a named function: the output is constrained to the calls' JSON and
+  /// this parser (tool_parser points to it) turns it into message.tool_calls.
+  std::shared_ptr<const ToolParser> forced_tool_parser;
   /// The server's reasoning format (ctx.reasoning), or null.
   const ReasoningFormat* reasoning = nullptr;
   std::string prompt_text;  // the rendered conversation (never log it at info level)

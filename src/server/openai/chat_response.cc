@@ -33,6 +33,7 @@ ChatResponseBuilder::ChatResponseBuilder(const ChatRequest& request, const Token
       params_(request.engine_request.params),
       tokenizer_(tokenizer),
       tool_parser_(request.tool_parser),
+      forced_tool_parser_(request.forced_tool_parser),
       reasoning_(request.reasoning),
       continuous_usage_(request.continuous_usage),
       choices_(static_cast<size_t>(std::max(1, request.n))),
@@ -169,7 +170,7 @@ std::vector<Json> ChatResponseBuilder::tool_call_chunks(Choice& c, const Request
     chunks.push_back(chunk(out.index, {{"tool_calls", Json::array({std::move(call)})}}, nullptr,
                            nullptr, nullptr));
   }
-  if (!tail.calls.empty()) finish_reason = "tool_calls";
+  if (!tail.calls.empty() && tool_parser_->finish_with_tool_calls()) finish_reason = "tool_calls";
   return chunks;
 }
 
@@ -204,7 +205,8 @@ void ChatResponseBuilder::add(const RequestOutput& out) {
         c.tool_calls = std::move(parsed.calls);
         c.content_null = !parsed.content;
         c.content = parsed.content.value_or("");
-        c.finish_reason = "tool_calls";  // vLLM's, even when max_tokens cut the output
+        // vLLM's, even when max_tokens cut the output
+        if (tool_parser_->finish_with_tool_calls()) c.finish_reason = "tool_calls";
       }
     }
   }

@@ -69,6 +69,7 @@ class ChatResponseBuilder {
   SamplingParams params_;
   const Tokenizer* tokenizer_;
   const ToolParser* tool_parser_;
+  std::shared_ptr<const ToolParser> forced_tool_parser_;  // keeps a request's own parser alive
   const ReasoningFormat* reasoning_;
   bool continuous_usage_;  // usage in every chunk (stream_options.continuous_usage_stats)
   std::vector<Choice> choices_;

@@ -5,6 +5,7 @@
 #include "server/openai/api_error.h"
 #include "server/openai/json_body.h"
 #include "server/openai/request_common.h"
+#include "server/openai/structured_request.h"
 
 namespace pagoda::openai {
 namespace {
@@ -107,9 +108,29 @@ void check_request_size(const Json& body, int n, const ServerContext& ctx) {
 CompletionRequest parse_completion_request(std::string_view body_text, const ServerContext& ctx) {
   const Json body = parse_json_body(body_text);
   note_ignored_fields(body,
-                      {"model", "prompt", "stream", "stream_options", "echo", "best_of", "suffix",
-                       "user", "priority", "cache_salt", "add_special_tokens",
-                       "include_stop_str_in_output", "response_format", "truncate_prompt_tokens"},
+                      {"model",
+                       "prompt",
+                       "stream",
+                       "stream_options",
+                       "echo",
+                       "best_of",
+                       "suffix",
+                       "user",
+                       "priority",
+                       "cache_salt",
+                       "add_special_tokens",
+                       "include_stop_str_in_output",
+                       "response_format",
+                       "truncate_prompt_tokens",
+                       "structured_outputs",
+                       "guided_json",
+                       "guided_regex",
+                       "guided_choice",
+                       "guided_grammar",
+                       "guided_decoding_backend",
+                       "guided_whitespace_pattern",
+                       "logits_processors",
+                       "use_beam_search"},
                       "/v1/completions");
   CompletionRequest r;
   r.id = make_response_id("cmpl-");
@@ -129,7 +150,10 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
   if (get_string(body, "suffix", "suffix")) {
     throw bad_request("'suffix' is not supported", "suffix");
   }
-  check_response_format(body);
+  if (std::optional<StructuredField> so = read_structured_outputs(body)) {
+    if (so->params.num_constraints() == 0) check_structured_outputs(so->params, so->param);
+    base.params.structured_outputs = std::move(so->params);
+  }
   reject_unsupported_vllm_fields(body);
   const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
   read_request_extensions(body, base);

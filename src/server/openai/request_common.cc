@@ -72,35 +72,15 @@ bool truncate_prompt(std::vector<int32_t>& ids, std::optional<int64_t> keep) {
   return true;
 }
 
-void check_response_format(const Json& body) {
-  const Json* format = find_field(body, "response_format");
-  if (!format) return;
-  if (!format->is_object())
-    throw bad_request("'response_format' must be an object", "response_format");
-  const std::optional<std::string> type = get_string(*format, "type", "response_format.type");
-  if (type.value_or("text") != "text") {
-    throw bad_request(fmt::format("response_format type '{}' is not supported", *type),
-                      "response_format");
-  }
-}
-
 void reject_unsupported_vllm_fields(const Json& body) {
-  static constexpr std::pair<std::string_view, std::string_view> kFields[] = {
-      {"guided_json", ": this engine has no guided decoding"},
-      {"guided_regex", ": this engine has no guided decoding"},
-      {"guided_choice", ": this engine has no guided decoding"},
-      {"guided_grammar", ": this engine has no guided decoding"},
-      {"structured_outputs", ": this engine has no guided decoding"},
-      {"logits_processors", ""},
-      {"use_beam_search", ""}};
   auto is_set = [](const Json& v) {
     return !(v.is_null() || (v.is_boolean() && !v.get<bool>()) ||
              ((v.is_array() || v.is_object()) && v.empty()) ||
              (v.is_string() && v.get_ref<const std::string&>().empty()));
   };
-  for (const auto& [field, why] : kFields) {
+  for (std::string_view field : {"logits_processors", "use_beam_search"}) {
     if (const Json* v = find_field(body, field); v && is_set(*v)) {
-      throw bad_request(fmt::format("'{}' is not supported{}", field, why), std::string(field));
+      throw bad_request(fmt::format("'{}' is not supported", field), std::string(field));
     }
   }
 }

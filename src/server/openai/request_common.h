@@ -1,7 +1,7 @@
 #pragma once
 // Field handling shared by the completions and chat parsers: model resolution, sampling fields,
-// vLLM's extensions (priority, cache_salt, user), stream_options, response_format, prompt
-// truncation, the context-length check.
+// vLLM's extensions (priority, cache_salt, user), stream_options, prompt truncation, the
+// context-length check.
 #include <cstdint>
 #include <initializer_list>
 #include <optional>
@@ -40,15 +40,10 @@ void check_context_length(int64_t prompt_tokens, int64_t max_tokens, const Serve
 /// Keeps the last `keep` ids of a longer prompt (vLLM truncates on the left); true when it cut.
 bool truncate_prompt(std::vector<int32_t>& ids, std::optional<int64_t> keep);
 
-/// response_format: absent or {"type": "text"}. This engine has no guided decoding, and asking
-/// for JSON output and silently getting free text would be worse than a 400.
-void check_response_format(const Json& body);
-
 /// vLLM request fields that change what is generated and that pagoda does not implement
-/// (guided decoding: guided_json, guided_regex, guided_choice, guided_grammar,
-/// structured_outputs; logits_processors; use_beam_search: true):
-/// a 400 naming the field when one is set, rather than an answer that silently ignores it. Null,
-/// false and empty values are accepted (some clients send every field).
+/// (logits_processors; use_beam_search: true): a 400 naming the field when one is set, rather than
+/// an answer that silently ignores it. Null, false and empty values are accepted (some clients
+/// send every field). Structured outputs are read by structured_request.h.
 void reject_unsupported_vllm_fields(const Json& body);
 
 /// 400 naming `param` for an id outside [0, vocab_size).

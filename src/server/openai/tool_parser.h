@@ -42,7 +42,28 @@ class ToolParser {
   /// Whether the call marker is a special token that the detokenizer must keep (vLLM's
   /// adjust_request sets skip_special_tokens=False for these parsers).
   [[nodiscard]] virtual bool needs_special_tokens() const { return false; }
+
+  /// Whether a choice with calls finishes with "tool_calls" (else with the engine's reason).
+  [[nodiscard]] virtual bool finish_with_tool_calls() const { return true; }
+
+  /// Strict tools under tool_choice "auto": a vLLM structural tag (JSON) under which text is
+  /// free and every call this format writes follows its tool's parameters (strict tools) or is
+  /// any JSON object (the others); nullopt when the format's marker is a special token, which a
+  /// grammar cannot produce. tools: the request's validated tools.
+  [[nodiscard]] virtual std::optional<std::string> strict_calls_tag(
+      const std::string& tools_json) const {
+    (void)tools_json;
+    return std::nullopt;
+  }
 };
+
+/// The structural tag of calls written as begin(name) + arguments + end, triggered by `trigger`:
+/// strict tools' arguments follow their parameters, other tools' are any JSON object.
+[[nodiscard]] std::string calls_structural_tag(const std::string& tools_json,
+                                               std::string_view trigger,
+                                               std::string_view begin_before_name,
+                                               std::string_view begin_after_name,
+                                               std::string_view end);
 
 /// The names --tool-call-parser accepts, sorted.
 [[nodiscard]] const std::vector<std::string>& tool_parser_names();
@@ -54,5 +75,8 @@ class ToolParser {
 [[nodiscard]] std::unique_ptr<ToolParser> make_hermes_tool_parser();
 [[nodiscard]] std::unique_ptr<ToolParser> make_llama3_json_tool_parser();
 [[nodiscard]] std::unique_ptr<ToolParser> make_mistral_tool_parser();
+/// The calls of an output constrained by tool_choice: "required" (nullopt) or a named function.
+[[nodiscard]] std::unique_ptr<ToolParser> make_forced_tool_parser(
+    std::optional<std::string> function_name);
 
 }  // namespace pagoda::openai

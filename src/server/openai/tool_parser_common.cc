@@ -115,4 +115,28 @@ std::string_view skip_space(std::string_view text) {
   return begin == std::string_view::npos ? std::string_view() : text.substr(begin);
 }
 
+std::string calls_structural_tag(const std::string& tools_json, std::string_view trigger,
+                                 std::string_view begin_before_name,
+                                 std::string_view begin_after_name, std::string_view end) {
+  const Json tools = Json::parse(tools_json);
+  Json structures = Json::array();
+  for (const Json& tool : tools) {
+    const Json& fn = tool.at("function");
+    const bool strict = fn.contains("strict") && fn["strict"] == Json(true);
+    Json schema = {{"type", "object"}, {"additionalProperties", true}};
+    if (strict && fn.contains("parameters") && fn["parameters"].is_object())
+      schema = fn["parameters"];
+    const std::string name = fn.at("name").get<std::string>();
+    structures.push_back({{"begin", std::string(begin_before_name) + Json(name).dump().substr(1) +
+                                        std::string(begin_after_name)},
+                          {"schema", std::move(schema)},
+                          {"end", std::string(end)}});
+  }
+  Json tag = Json::object();
+  tag["type"] = "structural_tag";
+  tag["structures"] = std::move(structures);
+  tag["triggers"] = Json::array({std::string(trigger)});
+  return tag.dump();
+}
+
 }  // namespace pagoda::openai

@@ -40,6 +40,11 @@ class HermesToolParser final : public ToolParser {
   }
 
   bool needs_special_tokens() const override { return true; }
+
+  std::optional<std::string> strict_calls_tag(const std::string& tools_json) const override {
+    return calls_structural_tag(tools_json, kStart, "<tool_call>\n{\"name\": \"",
+                                ", \"arguments\": ", "}\n</tool_call>");
+  }
 };
 
 }  // namespace

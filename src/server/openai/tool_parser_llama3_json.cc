@@ -49,6 +49,11 @@ class Llama3JsonToolParser final : public ToolParser {
     }
     return text.size();
   }
+
+  std::optional<std::string> strict_calls_tag(const std::string& tools_json) const override {
+    return calls_structural_tag(tools_json, "{\"name\": \"", "{\"name\": \"",
+                                ", \"parameters\": ", "}");
+  }
 };
 
 }  // namespace

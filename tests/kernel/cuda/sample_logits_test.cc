@@ -36,6 +36,7 @@ struct Case {
   SamplingParams params;
   std::vector<int32_t> prompt, output;
   uint64_t seed = 7, counter = 0;
+  std::vector<uint32_t> allowed;  // a structured-output bitmask [ceil(vocab / 32)], or empty
 };
 
 struct GpuResult {
@@ -99,6 +100,15 @@ GpuResult run_gpu(const std::vector<float>& logits, DType dt, int64_t vocab,
   std::vector<BiasEntry> biases;
   std::vector<int32_t> masked;
   for (const Case& c : cases) append_row(c, vocab, params, penalties, biases, masked);
+  std::vector<uint32_t> allowed;  // the rows' bitmasks, concatenated
+  for (size_t r = 0; r < cases.size(); ++r) {
+    if (cases[r].allowed.empty()) continue;
+    params[r].allowed_row =
+        static_cast<int32_t>(allowed.size() / static_cast<size_t>((vocab + 31) / 32));
+    allowed.insert(allowed.end(), cases[r].allowed.begin(), cases[r].allowed.end());
+  }
+  allowed.push_back(0);  // never empty
+  DeviceBuffer d_allowed = to_device(allowed);
   DeviceBuffer d_logits;
   if (dt == DType::kF32) {
     d_logits = to_device(logits);
@@ -124,6 +134,8 @@ GpuResult run_gpu(const std::vector<float>& logits, DType dt, int64_t vocab,
   a.penalties = d_pen.as<PenaltyEntry>();
   a.biases = d_bias.as<BiasEntry>();
   a.masked = d_mask.as<int32_t>();
+  a.allowed = d_allowed.as<uint32_t>();
+  a.allowed_words = (vocab + 31) / 32;
   a.workspace = work.as<float>();
   a.tokens = tokens.as<int32_t>();
   a.logprobs = lps.as<float>();
@@ -186,7 +198,7 @@ std::vector<float> cpu_processed(std::vector<float> row, const Case& c) {
   greedy.temperature = 0.0f;
   greedy.logprobs.reset();
   RequestSampler sampler(greedy, kEos, 0);
-  (void)sampler.sample(row, c.prompt, c.output);
+  (void)sampler.sample(row, c.prompt, c.output, c.allowed);
   return row;
 }
 
@@ -272,6 +284,54 @@ TEST(SampleLogits, ProcessorsAndGreedyMatchTheCpu) {
             ADD_FAILURE() << "vocab " << vocab << " row " << r << " token " << v << ": " << got
                           << " vs " << w;
             ++bad;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(SampleLogits, StructuredOutputBitmasksMatchTheCpu) {
+  REQUIRE_GPU();
+  std::mt19937 rng(23);
+  for (int64_t vocab : kVocabs) {
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      const auto words = static_cast<size_t>((vocab + 31) / 32);
+      std::vector<Case> cases;
+      for (int k = 0; k < 6; ++k) {
+        Case c;
+        c.params.temperature = k % 2 == 0 ? 0.0f : 1.0f;
+        c.params.top_p = k == 3 ? 0.9f : 1.0f;
+        c.params.top_k = k == 5 ? 5 : 0;
+        if (k == 4) c.params.repetition_penalty = 1.3f, c.prompt = {1, 2, 3};
+        c.seed = static_cast<uint64_t>(k);
+        c.allowed.assign(words, 0);
+        // One allowed token (k = 0), or about a tenth of the vocabulary.
+        const int64_t n = k == 0 ? 1 : std::max<int64_t>(1, vocab / 10);
+        for (int64_t i = 0; i < n; ++i) {
+          const auto id = static_cast<int64_t>(rng() % static_cast<uint32_t>(vocab));
+          c.allowed[static_cast<size_t>(id) >> 5] |= 1u << (id & 31);
+        }
+        cases.push_back(std::move(c));
+      }
+      const std::vector<float> logits =
+          random_logits(static_cast<int64_t>(cases.size()), vocab, dt, 9);
+      const GpuResult g = run_gpu_every_team(logits, dt, vocab, cases);
+      for (size_t r = 0; r < cases.size(); ++r) {
+        const Case& c = cases[r];
+        const int32_t t = g.tokens[r];
+        ASSERT_GE(t, 0);
+        EXPECT_TRUE((c.allowed[static_cast<size_t>(t) >> 5] >> (t & 31)) & 1u)
+            << "vocab " << vocab << " row " << r << " drew " << t;
+        const std::vector<float> want =
+            cpu_processed(row_of(logits, vocab, static_cast<int64_t>(r)), c);
+        if (c.params.greedy()) {
+          EXPECT_EQ(
+              t, static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin()));
+        }
+        for (int64_t v = 0; v < vocab; ++v) {
+          if (g.kept[static_cast<size_t>(static_cast<int64_t>(r) * vocab + v)]) {
+            ASSERT_TRUE((c.allowed[static_cast<size_t>(v) >> 5] >> (v & 31)) & 1u) << v;
           }
         }
       }

@@ -30,6 +30,7 @@
 #include "model/config.h"
 #include "pagoda/llm.h"
 #include "runtime/device_model.h"
+#include "structured_engine_cases.h"
 
 namespace pagoda {
 namespace {
@@ -262,6 +263,42 @@ TEST(EngineGpu, SpeculativeVerificationStepsMatchPlainDecoding) {
       EXPECT_EQ(st.kv_cache_usage, 0.0) << what;
     }
   }
+}
+
+TEST(EngineGpu, StructuredOutputsOnTheDeviceSampler) {
+  // Rows drawn on the GPU apply the grammar's bitmask in the sampler kernel: every completion
+  // that stops follows its constraint, greedy and sampled, with n > 1 (the first token of a fork
+  // is drawn on the host from the same mask) and log-probabilities.
+  REQUIRE_GPU();
+  EngineArgs args = gpu_engine(2048, true);
+  args.tokenizer = kStories;
+  LLM llm(args);
+  int stopped = 0;
+  for (const engine_test::ConstraintCase& c : engine_test::constraint_cases()) {
+    SCOPED_TRACE(c.name);
+    std::vector<PromptInput> prompts;
+    std::vector<SamplingParams> params;
+    for (int k = 0; k < 6; ++k) {
+      SamplingParams p;
+      p.max_tokens = 160;
+      p.temperature = k == 0 ? 0.0f : 1.0f;
+      p.seed = static_cast<uint64_t>(k);
+      p.n = k == 5 ? 3 : 1;
+      if (k == 4) p.logprobs = 2;
+      p.structured_outputs = c.params;
+      prompts.push_back(PromptInput{k % 2 ? "Once upon a time" : "The answer is", {}});
+      params.push_back(p);
+    }
+    for (const GenerateResult& r : llm.generate(prompts, params)) {
+      for (const CompletionOutput& o : r.outputs) {
+        EXPECT_TRUE(o.error.empty()) << o.error;
+        if (o.finish_reason != FinishReason::kStop) continue;
+        ++stopped;
+        EXPECT_TRUE(c.valid(o.text)) << o.text;
+      }
+    }
+  }
+  EXPECT_GE(stopped, 10);
 }
 
 // A seeded sampled request draws its tokens on the device whether or not it asks for prompt

@@ -30,6 +30,7 @@ StepPlan sample_plan() {
   d.penalty_tokens = {{3, 2, 1}, {4, 0, 1}};
   d.logit_bias = {{7, -100.0f}, {8, 2.5f}};
   d.masked = {1, 2};
+  d.allowed = {0xffffffffu, 0x5u, 0u};  // a structured-output bitmask of a 70-token vocabulary
   s.rows = {d, RowDraw{}};
   plan.seqs.push_back(s);
   s.id = 43;
@@ -74,6 +75,8 @@ TEST(StepCodec, PlansSurviveTheTrip) {
   EXPECT_EQ(d.penalty_tokens[1].in_prompt, 1);
   EXPECT_EQ(d.logit_bias, plan.seqs[0].rows[0].logit_bias);
   EXPECT_EQ(d.masked, plan.seqs[0].rows[0].masked);
+  EXPECT_EQ(d.allowed, plan.seqs[0].rows[0].allowed);
+  EXPECT_TRUE(s.rows[1].allowed.empty());
   EXPECT_EQ(s.rows[1].temperature, -1.0f);
   EXPECT_TRUE(back.seqs[1].rows.empty());
   EXPECT_EQ(back.block_copies, plan.block_copies);

@@ -274,3 +274,42 @@ TEST(SamplingParams, ValidationNamesTheParameter) {
 
 }  // namespace
 }  // namespace pagoda
+
+namespace pagoda {
+namespace {
+
+TEST(Sampler, StructuredOutputBitmaskAllowsOnlyItsTokens) {
+  // 40 tokens (two mask words): only 3, 17 and 33 may be drawn, greedy or sampled.
+  std::vector<float> base(40);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<float>(i % 7);
+  const std::vector<uint32_t> allowed = {(1u << 3) | (1u << 17), 1u << (33 - 32)};
+  for (float temperature : {0.0f, 1.0f}) {
+    SamplingParams p;
+    p.temperature = temperature;
+    p.seed = 5;
+    p.logprobs = 1;
+    RequestSampler sampler(p, {}, 0);
+    std::map<int32_t, int> seen;
+    for (int i = 0; i < 200; ++i) {
+      std::vector<float> row = base;
+      const SampledToken t = sampler.sample(row, {}, {}, allowed);
+      ++seen[t.token];
+      // Log-probabilities stay those of the raw row.
+      std::vector<float> raw(base.size());
+      log_softmax(base, raw);
+      EXPECT_FLOAT_EQ(t.logprob, raw[static_cast<size_t>(t.token)]);
+    }
+    for (const auto& [token, n] : seen) EXPECT_TRUE(token == 3 || token == 17 || token == 33);
+    if (temperature == 0.0f) {
+      EXPECT_EQ(seen.size(), 1u);
+      EXPECT_EQ(seen.begin()->first, 33);  // logits 3, 3 and 5: the largest allowed
+    } else {
+      EXPECT_EQ(seen.size(), 3u);
+    }
+  }
+  std::vector<float> row = base;
+  EXPECT_THROW(apply_token_bitmask(row, std::vector<uint32_t>(1)), Internal);  // wrong width
+}
+
+}  // namespace
+}  // namespace pagoda

@@ -68,20 +68,17 @@ TEST(ChatToolCallsTest, CallsOnlyLeaveContentNull) {
 
 TEST(ChatToolCallsTest, OutputStaysContentWhenNotParsed) {
   Fixture f;
-  // Malformed calls, tool_choice "none" or a named function, no tools, or no parser: plain text.
+  // Malformed calls, tool_choice "none", no tools, or no parser: plain text.
   Json choice = whole_response(f.request(""), "<tool_call>{oops</tool_call>")["choices"][0];
   EXPECT_EQ(choice["message"]["content"], "<tool_call>{oops</tool_call>");
   EXPECT_FALSE(choice["message"].contains("tool_calls"));
   EXPECT_EQ(choice["finish_reason"], "stop");
-  for (const char* extra :
-       {R"(, "tool_choice": "none")", R"(, "tool_choice": "required")",
-        R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})"}) {
-    const ChatRequest req = f.request(extra);
-    EXPECT_EQ(req.tool_parser, nullptr) << extra;
-    choice = whole_response(req, kCall)["choices"][0];
-    EXPECT_EQ(choice["message"]["content"], kCall);
-    EXPECT_EQ(choice["finish_reason"], "stop");
-  }
+  const ChatRequest none = f.request(R"(, "tool_choice": "none")");
+  EXPECT_EQ(none.tool_parser, nullptr);
+  EXPECT_FALSE(none.engine_request.params.structured_outputs);
+  choice = whole_response(none, kCall)["choices"][0];
+  EXPECT_EQ(choice["message"]["content"], kCall);
+  EXPECT_EQ(choice["finish_reason"], "stop");
   const ChatRequest no_tools =
       parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}]})", f.ctx);
   EXPECT_EQ(no_tools.tool_parser, nullptr);
@@ -90,6 +87,63 @@ TEST(ChatToolCallsTest, OutputStaysContentWhenNotParsed) {
       testing::context());
   EXPECT_EQ(no_parser.tool_parser, nullptr);
   EXPECT_TRUE(no_parser.engine_request.params.skip_special_tokens);
+}
+
+TEST(ChatToolCallsTest, RequiredAndNamedToolChoiceConstrainAndParseTheOutput) {
+  // Whatever the server's parser (here hermes, and none): the output is the calls' JSON.
+  for (const bool with_parser : {true, false}) {
+    Fixture f;
+    if (!with_parser) f.ctx.tool_parser = nullptr;
+    const ChatRequest required = f.request(R"(, "tool_choice": "required")");
+    ASSERT_NE(required.tool_parser, nullptr);
+    ASSERT_TRUE(required.engine_request.params.structured_outputs);
+    const Json schema = Json::parse(*required.engine_request.params.structured_outputs->json);
+    EXPECT_EQ(schema["type"], "array");
+    EXPECT_EQ(schema["minItems"], 1);
+    Json choice = whole_response(
+        required, R"([{"name": "get_weather", "parameters": {"city": "Zürich"}}])")["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "tool_calls");
+    EXPECT_TRUE(choice["message"]["content"].is_null());
+    ASSERT_EQ(choice["message"]["tool_calls"].size(), 1u);
+    EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"city": "Zürich"})");
+
+    const ChatRequest named =
+        f.request(R"(, "tool_choice": {"type": "function", "function": {"name": "get_weather"}})");
+    ASSERT_NE(named.tool_parser, nullptr);
+    const Json params = Json::parse(*named.engine_request.params.structured_outputs->json);
+    EXPECT_EQ(params["properties"]["city"]["type"], "string");
+    choice = whole_response(named, R"({"city":"Bern"})")["choices"][0];
+    EXPECT_EQ(choice["finish_reason"], "stop");  // vLLM and OpenAI: a forced function stops
+    EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["name"], "get_weather");
+    EXPECT_EQ(choice["message"]["tool_calls"][0]["function"]["arguments"], R"({"city": "Bern"})");
+    // Cut by max_tokens: the text stays content.
+    choice = whole_response(named, R"({"city": "Be)")["choices"][0];
+    EXPECT_EQ(choice["message"]["content"], R"({"city": "Be)");
+    EXPECT_FALSE(choice["message"].contains("tool_calls"));
+  }
+}
+
+TEST(ChatToolCallsTest, StrictToolsUnderAutoGetAStructuralTag) {
+  Fixture f;
+  f.ctx.max_model_len = 1 << 20;
+  const std::string strict_tools =
+      R"("tools": [{"type": "function", "function": {"name": "get_weather", "strict": true,
+         "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
+                        "required": ["city"], "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "other"}}])";
+  const ChatRequest r = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "Weather?"}], )" + strict_tools + "}", f.ctx);
+  ASSERT_TRUE(r.engine_request.params.structured_outputs);
+  const Json tag = Json::parse(*r.engine_request.params.structured_outputs->structural_tag);
+  EXPECT_EQ(tag["triggers"], Json::array({"<tool_call>"}));
+  EXPECT_EQ(tag["structures"][0]["begin"],
+            "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": ");
+  EXPECT_EQ(tag["structures"][0]["schema"]["required"], Json::array({"city"}));
+  EXPECT_EQ(tag["structures"][1]["schema"]["additionalProperties"], true);
+  EXPECT_EQ(tag["structures"][0]["end"], "}\n</tool_call>");
+  // Without strict tools, or with another constraint, there is no tag.
+  EXPECT_FALSE(f.request("").engine_request.params.structured_outputs);
 }
 
 TEST(ChatToolCallsTest, StreamSendsContentThenToolCallDeltas) {
