@@ -7,7 +7,11 @@
 # detokenizes with the Llama 3 tokenizer (tests/data/tokenizers/llama3), so that streamed chunks carry
 # text and the client can time the tokens.
 #
-#   bench/device/serve_bench.sh [--skip-ttft | --ttft-only]   (carry .device: tools/prepare_device.sh)
+# With --structured: only 512/128 at concurrency 64, unconstrained and then with every request
+# constrained by a JSON schema that cannot end within 128 tokens (issue 22's >= 95% target).
+#
+#   bench/device/serve_bench.sh [--skip-ttft | --ttft-only | --structured]
+#   (carry .device: tools/prepare_device.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
@@ -39,9 +43,21 @@ serve_and_bench() {  # name, serve flags..., -- bench flags...
   timeout 240 "$pagoda" bench serve --base-url http://127.0.0.1:8123 --tokenizer "$config" \
     --dataset random "${bench[@]}" >"$out/bench_$name.log" 2>&1
   echo "== $name: exit $?"
-  grep -E "Successful|Failed|Benchmark duration|Request throughput|Output token throughput|Total [Tt]oken throughput|Peak|Mean TTFT|Median TTFT|P99 TTFT|Mean TPOT|Mean ITL|Median E2E|P99 E2E" "$out/bench_$name.log"
+  grep -E "Successful|Failed|Total generated|Benchmark duration|Request throughput|Output token throughput|Total [Tt]oken throughput|Peak|Mean TTFT|Median TTFT|P99 TTFT|Mean TPOT|Mean ITL|Median E2E|P99 E2E" "$out/bench_$name.log"
   kill -TERM $pid; wait $pid; echo "serve exit: $?"
 }
+
+if [ "${1:-}" = "--structured" ]; then
+  c64=(--max-num-seqs 64 --max-num-batched-tokens 8192 --max-model-len 4096 --
+       --random-input-len 512 --random-output-len 128 --num-prompts 256 --max-concurrency 64)
+  for round in 1 2; do
+    serve_and_bench "c64_plain_$round" "${c64[@]}"
+    serve_and_bench "c64_json_$round" "${c64[@]}" --extra-body \
+      '{"guided_json": {"type": "array", "items": {"type": "integer"}, "minItems": 200}}'
+  done
+  echo "total: $(( $(date +%s) - start )) s"
+  exit 0
+fi
 
 if [ "${1:-}" != "--ttft-only" ]; then
   serve_and_bench c64 --max-num-seqs 64 --max-num-batched-tokens 8192 --max-model-len 4096 -- \
