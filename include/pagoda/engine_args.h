@@ -51,6 +51,10 @@ struct EngineArgs {
   /// pending min_tokens), for which this verification is exact. Gets the request's tokens.
   std::function<std::vector<int32_t>(std::span<const int32_t>)> speculative_proposer;
   int num_speculative_tokens = 0;
+  /// Structured outputs' jump-forward: up to this many tokens of the text a request's grammar
+  /// forces next are proposed as drafts of a greedy constrained request stepping alone, and kept
+  /// where the model draws them (outputs unchanged, fewer steps). 0: off.
+  int structured_outputs_jump_forward = 15;  // 1 + 15 rows: a decode graph (up to 16)
   /// Called with the fraction of the weights loaded (0..1) during the constructor; may be empty.
   std::function<void(double)> load_progress;
   /// For tests only (fault injection); empty otherwise. Called with a request's id at each of its

@@ -93,6 +93,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_option("--distributed-executor-backend", f.args.distributed_executor_backend,
                   "uni: the model on the engine's thread (default); mp: in a worker process")
       ->check(CLI::IsMember({"uni", "mp"}));
+  cmd->add_option("--structured-outputs-jump-forward", f.args.structured_outputs_jump_forward,
+                  "tokens of grammar-forced text a greedy constrained request may take per step "
+                  "when it runs alone (0: off)")
+      ->check(CLI::NonNegativeNumber);
 
   // vLLM's flags that launch scripts carry (see EngineFlags).
   auto* vllm = "vLLM compatibility";

@@ -61,15 +61,59 @@ ConstrainedDecoding::Result ConstrainedDecoding::accept(int32_t token) {
   return matcher_.completed() ? Result::kCompleted : Result::kContinue;
 }
 
+std::span<const uint32_t> CompletionConstraint::compute_masks(std::span<const int32_t> drafts) {
+  const std::span<const uint32_t> first = decoding->compute_mask();
+  draft_masks.resize(drafts.size());
+  if (drafts.empty()) return first;
+  ConstrainedDecoding ahead = *decoding;  // as if the drafts were accepted
+  for (size_t j = 0; j < drafts.size(); ++j) {
+    if (ahead.accept(drafts[j]) != ConstrainedDecoding::Result::kContinue) {
+      // forced_drafts() proposes only tokens that continue the text: never here.
+      draft_masks.resize(j);
+      break;
+    }
+    const std::span<const uint32_t> m = ahead.compute_mask();
+    draft_masks[j].assign(m.begin(), m.end());
+  }
+  return first;
+}
+
+std::span<const uint32_t> CompletionConstraint::allowed(size_t row) const {
+  if (!active()) return {};
+  if (row == 0) return decoding->mask();
+  return row - 1 < draft_masks.size() ? std::span<const uint32_t>(draft_masks[row - 1])
+                                      : std::span<const uint32_t>();
+}
+
+std::vector<int32_t> CompletionConstraint::forced_drafts(const Tokenizer& tokenizer,
+                                                         int max_drafts) {
+  std::vector<int32_t> drafts;
+  if (!active() || max_drafts <= 0) return drafts;
+  // Four bytes a token on average: enough text for max_drafts tokens without walking far.
+  const std::string text = decoding->forced_text(static_cast<size_t>(max_drafts) * 4);
+  if (text.empty()) return drafts;
+  ConstrainedDecoding ahead = *decoding;
+  for (const int32_t t : tokenizer.encode(text, /*add_special_tokens=*/false)) {
+    if (static_cast<int>(drafts.size()) == max_drafts) break;
+    // A tokenizer may add a prefix space or merge differently: keep what the grammar accepts.
+    if (ahead.accept(t) != ConstrainedDecoding::Result::kContinue) break;
+    drafts.push_back(t);
+  }
+  return drafts;
+}
+
 void CompletionConstraint::accept(int32_t token) {
   if (!decoding || completed || !error.empty()) return;
+  ++num_fed;
   switch (decoding->accept(token)) {
     case ConstrainedDecoding::Result::kContinue:
       break;
     case ConstrainedDecoding::Result::kCompleted:
       completed = true;
+      completed_at = num_fed;
       break;
     case ConstrainedDecoding::Result::kRejected:
+      error_at = num_fed;
       error = fmt::format(
           "structured outputs: token {} does not follow the grammar (no token the grammar allows "
           "could be drawn: allowed_token_ids, bad_words or min_tokens exclude them all)",

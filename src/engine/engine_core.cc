@@ -409,7 +409,12 @@ void EngineCore::Impl::launch_step() {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
   }
-  fill_masks(out, plan);
+  // The structured-output masks are computed while the device runs the forward pass (in-process
+  // executors) or just before the plan is sent (worker process); called inside launch() below.
+  const bool constrained = std::any_of(out.scheduled.begin(), out.scheduled.end(), [&](auto& s) {
+    return s.samples && completions.at(s.id).constraint.active();
+  });
+  if (constrained) plan.fill_late = [this, &out](StepPlan& p) { fill_masks(out, p); };
   completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
                                        [](const auto& s) { return s.num_new_tokens == 1; });
   const auto launch_start = std::chrono::steady_clock::now();
@@ -423,7 +428,8 @@ void EngineCore::Impl::launch_step() {
 void EngineCore::Impl::fill_masks(const scheduler::SchedulerOutput& out, StepPlan& plan) {
   // Structured outputs: each constrained row's mask of its next token, on the pool when there
   // are several (a mask costs microseconds; one whose position was not seen before, tens). A
-  // constrained request has one sampled row (no drafts are proposed for it).
+  // constrained request's drafts are jump-forward drafts (CompletionConstraint): its sampled rows
+  // are its last 1 + num_spec_tokens, row j with the mask after drafts 0..j-1.
   std::vector<size_t> constrained;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (!out.scheduled[i].samples || plan.seqs[i].rows.empty()) continue;
@@ -432,9 +438,17 @@ void EngineCore::Impl::fill_masks(const scheduler::SchedulerOutput& out, StepPla
   auto fill = [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
       const size_t i = constrained[static_cast<size_t>(j)];
-      const std::span<const uint32_t> mask =
-          completions.at(out.scheduled[i].id).constraint.compute_mask();
-      plan.seqs[i].rows.back().allowed.assign(mask.begin(), mask.end());
+      const scheduler::ScheduledRequest& s = out.scheduled[i];
+      CompletionConstraint& cc = completions.at(s.id).constraint;
+      const auto drafts = scheduler->get(s.id)->spec_token_ids().first(std::min(
+          static_cast<size_t>(s.num_spec_tokens), scheduler->get(s.id)->spec_token_ids().size()));
+      (void)cc.compute_masks(drafts);
+      std::vector<RowDraw>& rows = plan.seqs[i].rows;
+      const size_t first = rows.size() - 1 - static_cast<size_t>(s.num_spec_tokens);
+      for (size_t k = first; k < rows.size(); ++k) {
+        const std::span<const uint32_t> mask = cc.allowed(k - first);
+        rows[k].allowed.assign(mask.begin(), mask.end());
+      }
     }
   };
   if (constrained.size() >= 8) {
@@ -449,7 +463,10 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
   auto it = completions.find(id);
   if (it == completions.end()) return;
   Completion& c = it->second;
-  if (!c.constraint.error.empty()) {  // the token broke the grammar: it is not part of the text
+  // Tokens are fed to the grammar when drawn and emitted later, several per step with drafts:
+  // the one that broke the grammar is not part of the text; the one that completed it ends it.
+  const int index = c.num_output_tokens + 1;  // this token's, 1-based
+  if (!c.constraint.error.empty() && index >= c.constraint.error_at) {
     finish(id, FinishReason::kAbort, "", c.constraint.error, RequestOutput{});
     return;
   }
@@ -495,7 +512,7 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
   } else if (min_reached && (is_eos || is_stop_token)) {
     finish(id, FinishReason::kStop, is_stop_token ? std::to_string(token.token) : "", "",
            std::move(out));
-  } else if (c.constraint.completed) {
+  } else if (c.constraint.completed && index >= c.constraint.completed_at) {
     // The grammar's text is complete and only its end may follow: stop now (one step sooner
     // than drawing the end token, and also below min_tokens or with ignore_eos).
     finish(id, FinishReason::kStop, "", "", std::move(out));

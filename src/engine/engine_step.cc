@@ -205,9 +205,9 @@ void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, Ste
         for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
       }
     } else {
-      // A constrained request has no drafts: its one row has the mask computed at launch.
+      // A constrained row draws with the mask computed at launch (after the drafts before it).
       t = c.sampler.sample(result.row(r.first_row + row), req->prompt_token_ids(), output,
-                           row == first ? c.constraint.allowed() : std::span<const uint32_t>());
+                           c.constraint.allowed(static_cast<size_t>(row - first)));
     }
     const int draft = row - first;
     const bool accepted = draft < s.num_spec_tokens && static_cast<size_t>(draft) < drafts.size() &&
@@ -219,19 +219,29 @@ void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, Ste
 }
 
 void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
-  if (!args.speculative_proposer || args.num_speculative_tokens <= 0) return;
   for (const scheduler::ScheduledRequest& s : out.scheduled) {
     scheduler::Request* r = scheduler->get_mutable(s.id);
     if (r == nullptr || !s.samples || !live_completion(s.id)) continue;
     // Drafts are verified by comparing tokens (complete_step), which is exact for greedy draws
     // whose distribution does not depend on the tokens before them in the step.
-    const SamplingParams& p = completions.at(s.id).request->params;
-    // A grammar would have to verify drafts too: constrained requests get none.
-    if (completions.at(s.id).constraint.decoding) continue;
+    Completion& c = completions.at(s.id);
+    const SamplingParams& p = c.request->params;
     const bool history_free = p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
                               p.frequency_penalty == 0.0f && p.bad_words_token_ids.empty() &&
                               r->num_output_tokens() >= p.min_tokens;
     if (!p.greedy() || !history_free || p.n > 1 || p.prompt_logprobs) continue;
+    if (c.constraint.decoding) {
+      // Constrained: the grammar's forced text (jump-forward), never the proposer's drafts.
+      // Only while the request steps alone: a step whose sequences have different numbers of
+      // tokens cannot replay a decode graph.
+      if (args.structured_outputs_jump_forward > 0 && out.scheduled.size() == 1 &&
+          tokenizer->has_value()) {
+        r->set_spec_token_ids(
+            c.constraint.forced_drafts(**tokenizer, args.structured_outputs_jump_forward));
+      }
+      continue;
+    }
+    if (!args.speculative_proposer || args.num_speculative_tokens <= 0) continue;
     std::vector<int32_t> drafts = args.speculative_proposer(r->all_token_ids());
     if (drafts.size() > static_cast<size_t>(args.num_speculative_tokens))
       drafts.resize(static_cast<size_t>(args.num_speculative_tokens));

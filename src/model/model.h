@@ -112,10 +112,14 @@ class Model {
   /// caller's host work (emitting the previous step's tokens) overlaps it; finish_step() then
   /// waits and returns what forward_sample would. The batch's spans must stay valid until then;
   /// one step at a time. Returns false when this model computes synchronously: the caller then
-  /// calls forward_sample itself (the default).
-  virtual bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) {
+  /// calls forward_sample itself (the default). `queued`, when set, is called once the forward
+  /// pass is queued and before the draws are read: the caller may still change the draws' contents
+  /// (not their number) there, e.g. structured-output masks computed while the device runs.
+  virtual bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws,
+                          const std::function<void()>& queued = {}) {
     (void)batch;
     (void)draws;
+    (void)queued;
     return false;
   }
   /// Waits for the step start_step() launched; tokens, logprobs and the returned span as

@@ -1,6 +1,7 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <exception>
 
 #include "core/status.h"
 
@@ -122,8 +123,33 @@ void ModelRunner::launch(StepPlan plan) {
   hidden_layers_.assign(plan.hidden_layers.begin(), plan.hidden_layers.end());
   plan_ = std::move(plan);  // draws_ view its rows until wait()
   pending_ = std::move(out);
-  synchronous_ = !model_.start_step(batch(), draws_);
+  // Late rows (StepPlan::fill_late): filled once the forward pass is queued, then viewed again
+  // (draws_ holds the rows of every sequence in plan order, as built above).
+  // An exception there must not leave the model's step open: it is kept, the step drained, and
+  // rethrown.
+  std::exception_ptr late_error;
+  auto fill_late = [this, &late_error] {
+    if (!plan_.fill_late) return;
+    try {
+      auto fill = std::move(plan_.fill_late);
+      plan_.fill_late = nullptr;
+      fill(plan_);
+    } catch (...) {
+      late_error = std::current_exception();
+      return;
+    }
+    size_t k = 0;
+    for (const PlannedSequence& s : plan_.seqs) {
+      for (const RowDraw& row : s.rows) draws_[k++].allowed = row.allowed;
+    }
+  };
+  synchronous_ = !model_.start_step(batch(), draws_, fill_late);
+  fill_late();  // a synchronous model computes in wait(); nothing to do if it was called
   in_flight_ = true;
+  if (late_error) {
+    (void)wait();
+    std::rethrow_exception(late_error);
+  }
 }
 
 ForwardBatch ModelRunner::batch() const {

@@ -254,6 +254,10 @@ class ProcessExecutor final : public Executor {
 
   void launch(StepPlan plan) override {
     PAGODA_CHECK(!in_flight_, "launch while a step is in flight");
+    if (plan.fill_late) {  // no overlap across the process boundary: complete the rows first
+      plan.fill_late(plan);
+      plan.fill_late = nullptr;
+    }
     codec::Writer w;
     codec::write_plan(w, plan);
     send_message(fd_, Msg::kLaunch, w.bytes());

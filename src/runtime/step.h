@@ -12,6 +12,7 @@
 // not reach the prompt's end has no rows; a request with prompt log-probabilities has a row per
 // token, each of them returned as logits (temperature < 0).
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <utility>
 #include <vector>
@@ -65,6 +66,12 @@ struct StepPlan {
   // Layers whose output hidden states come back for every new token (EAGLE's inputs): layer l is
   // the residual stream after layer l, -1 the embeddings.
   std::vector<int32_t> hidden_layers;
+  // Fills the rows' structured-output masks (RowDraw::allowed) late: the in-process runner calls
+  // it once the forward pass is queued on the device and before the sampler reads the rows, so
+  // that the host computes the masks while the device computes the logits; an executor that
+  // sends the plan to another process calls it before encoding. Called once, on the thread that
+  // launches; empty: the rows are complete.
+  std::function<void(StepPlan&)> fill_late;
 };
 
 /// What a step produced for one sequence: per row, the token drawn on the device (-1: sample its

@@ -40,6 +40,27 @@ bool GrammarMatcher::can_accept_bytes(std::string_view bytes) {
   return !terminated_ && arena_.accepts(pos_, bytes);
 }
 
+std::string GrammarMatcher::forced_bytes(size_t max_bytes) {
+  // A position's frames are the scanning states it may be in; the bytes that may follow are the
+  // union of their byte edges. One byte, and no end of the text here: it is forced; advance by it
+  // (on copies; pos_ is unchanged) and look again.
+  std::string out;
+  if (terminated_) return out;
+  const Automaton& a = grammar_->automaton;
+  Position cur = pos_, next;
+  while (out.size() < max_bytes && !cur.ended) {
+    ByteSet bytes;
+    for (const Frame& f : cur.frames) bytes |= a.scan_bytes(f.state);
+    if (bytes.count() != 1) break;
+    size_t b = 0;
+    while (!bytes.test(b)) ++b;
+    if (!arena_.advance(cur, static_cast<uint8_t>(b), next)) break;
+    out.push_back(static_cast<char>(b));
+    std::swap(cur, next);
+  }
+  return out;
+}
+
 bool GrammarMatcher::accept_token(int32_t id) {
   const Vocabulary& v = vocab();
   if (terminated_ || id < 0 || id >= v.size()) return false;

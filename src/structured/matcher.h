@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -31,6 +32,12 @@ class GrammarMatcher {
   /// Writes the tokens allowed next into mask [vocab().mask_words()]: bit (id % 32) of word
   /// (id / 32). End-of-text ids are set when the text may end (and only they once terminated).
   void fill_mask(std::span<uint32_t> mask);
+
+  /// The bytes the grammar forces next: while exactly one byte may follow and the text may not
+  /// end, that byte; at most max_bytes of them (changes nothing). Empty when there is a choice.
+  /// Example: after `{` under the schema {"properties": {"name": ...}, "required": ["name"]}
+  /// with no whitespace allowed, `"name":` is forced.
+  [[nodiscard]] std::string forced_bytes(size_t max_bytes);
 
   /// The text so far is complete: end-of-text may come next.
   [[nodiscard]] bool can_end() const { return terminated_ || pos_.ended; }

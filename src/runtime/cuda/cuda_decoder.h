@@ -67,7 +67,8 @@ class CudaDecoderModel final : public Model {
     PAGODA_CHECK(start_step(batch, draws), "start_step failed");
     return finish_step(tokens, logprobs);
   }
-  bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) override;
+  bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws,
+                  const std::function<void()>& queued = {}) override;
   std::span<float> finish_step(std::span<int32_t> tokens,
                                std::span<DrawnLogprobs> logprobs) override;
 

@@ -281,7 +281,8 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
                     table_width};
 }
 
-bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) {
+bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws,
+                                  const std::function<void()>& queued) {
   PAGODA_CHECK(!pending_.active, "start_step while a step is in flight");
   PAGODA_CHECK(!keys_.empty(), "forward before init_kv_cache");
   const ModelDefinition& c = def_;
@@ -415,6 +416,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   }
   pending_.active = true;
   pending_.rows = real_rows;
+  if (queued) queued();  // the device computes the logits meanwhile
   if (real_rows == 0) return true;
   // Rows drawn on the device send back one token id each; only if some row needs its logits are
   // all of them converted and copied (a [rows, 128k] fp32 copy is the largest transfer of a step).

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "structured/gbnf_parser.h"
+#include "structured/json_schema.h"
 #include "structured/matcher.h"
 #include "structured_test_util.h"
 
@@ -57,6 +58,44 @@ TEST(Matcher, EndOfTextAndTermination) {
   EXPECT_TRUE(m.accept_token(256));
   EXPECT_TRUE(m.terminated());
   EXPECT_FALSE(m.accept_token('c'));
+}
+
+TEST(Matcher, ForcedBytesStopAtAChoiceOrAnEnd) {
+  const auto g =
+      compile_grammar(parse_gbnf(R"x(root ::= "{\"name\": " [a-z]+ ", \"age\": " [0-9]+ "}")x"),
+                      testing::byte_vocab());
+  GrammarMatcher m(g);
+  EXPECT_EQ(m.forced_bytes(64), R"({"name": )");
+  EXPECT_EQ(m.forced_bytes(3), R"({"n)");  // bounded
+  ASSERT_TRUE(m.accept_bytes(R"({"name": bob)"));
+  EXPECT_EQ(m.forced_bytes(64), "");  // a letter or the comma
+  ASSERT_TRUE(m.accept_bytes(","));
+  EXPECT_EQ(m.forced_bytes(64), R"( "age": )");
+  ASSERT_TRUE(m.accept_bytes(R"( "age": 4)"));
+  EXPECT_EQ(m.forced_bytes(64), "");
+  ASSERT_TRUE(m.accept_bytes("}"));
+  EXPECT_EQ(m.forced_bytes(64), "");  // the text may end here: nothing is forced
+  // Nothing changed: the matcher is where the accepted bytes left it.
+  EXPECT_TRUE(m.completed());
+}
+
+TEST(Matcher, ForcedBytesOfACompactJsonSchema) {
+  // Required properties in their order, json.dumps spacing: each key is forced once its value
+  // ends.
+  const auto g = compile_grammar(
+      json_schema_grammar(R"({"type": "object", "properties": {"id": {"type": "integer"},
+                             "ok": {"type": "boolean"}}, "required": ["id", "ok"],
+                             "additionalProperties": false})",
+                          {false, std::nullopt}),
+      testing::byte_vocab());
+  GrammarMatcher m(g);
+  EXPECT_EQ(m.forced_bytes(64), R"({"id": )");
+  ASSERT_TRUE(m.accept_bytes(R"({"id": 12)"));
+  EXPECT_EQ(m.forced_bytes(64), "");  // another digit or the comma
+  ASSERT_TRUE(m.accept_bytes(","));
+  EXPECT_EQ(m.forced_bytes(64), R"( "ok": )");
+  ASSERT_TRUE(m.accept_bytes(R"( "ok": t)"));
+  EXPECT_EQ(m.forced_bytes(64), "rue}");
 }
 
 }  // namespace
