@@ -23,6 +23,9 @@ struct TokenLogprobs {
   int32_t token = 0;
   float logprob = 0;
   std::vector<std::pair<int32_t, float>> top;
+  /// The token's rank in its row's distribution (1 + the tokens strictly likelier), as vLLM's
+  /// Logprob.rank; 0 where it was not computed (prompt log-probabilities compute it).
+  int32_t rank = 0;
 };
 
 /// One streamed update of one completion of a request: the tokens and text that are new since the

@@ -66,7 +66,8 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
                   "auto (safetensors) or dummy (random weights)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
   cmd->add_option("--dtype", f.args.dtype,
-                  "dummy weights' dtype: auto, float32, bfloat16, float16");
+                  "weights' dtype: auto (the checkpoint's), float32, bfloat16, float16; the CPU "
+                  "converts a checkpoint of another dtype at load");
   cmd->add_option("--threads", f.args.num_threads, "CPU threads (default: all cores)");
   cmd->add_option("--block-size", f.args.block_size, "tokens per KV cache block")
       ->check(CLI::Range(1, 1024));

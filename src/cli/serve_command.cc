@@ -11,8 +11,11 @@
 #include <optional>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/vllm_flags.h"
 #include "core/logging.h"
 #include "core/mapped_file.h"
 #include "core/status.h"
@@ -52,7 +55,45 @@ struct ServeOptions {
   bool disable_log_requests = false;  // accepted: requests are logged at debug level only
   bool enable_log_requests = false;   // accepted: requests are logged at debug level only
   std::string generation_config = "auto";  // auto (the model's), vllm (none) or a directory
+  bool trust_request_chat_template = false;
+  bool return_tokens_as_token_ids = false;
+  int64_t chat_template_max_steps = 10'000'000;
+  std::string chat_template_max_output = "64M";
+  std::string max_stream_buffer = "8M";
+  // CORS (vLLM's flags): each list as JSON ('["*"]', vLLM's form) or as plain values.
+  std::vector<std::string> allowed_origins{"*"}, allowed_methods{"*"}, allowed_headers{"*"};
+  bool allow_credentials = false;
 };
+
+/// A CORS list flag: vLLM takes one JSON list ('["https://a.example"]'); plain values, repeated
+/// or comma-separated, work too.
+std::vector<std::string> cors_list(const std::vector<std::string>& given, const char* flag) {
+  std::vector<std::string> out;
+  for (const std::string& v : given) {
+    if (!v.empty() && v.front() == '[') {
+      try {
+        for (const auto& item : nlohmann::json::parse(v)) out.push_back(item.get<std::string>());
+      } catch (const std::exception&) {
+        throw InvalidArgument(fmt::format("{}: '{}' is not a JSON list of strings", flag, v));
+      }
+      continue;
+    }
+    // CLI11 splits a bracketed list itself and leaves each item's JSON quotes on it.
+    for (size_t at = 0; at <= v.size();) {
+      size_t end = v.find(',', at);
+      if (end == std::string::npos) end = v.size();
+      std::string item = v.substr(at, end - at);
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      if (item.size() >= 2 && item.front() == '"' && item.back() == '"') {
+        item = item.substr(1, item.size() - 2);
+      }
+      if (!item.empty()) out.push_back(item);
+      at = end + 1;
+    }
+  }
+  return out;
+}
 
 /// The stats line's period: 10 s as vLLM's, or PAGODA_LOG_STATS_INTERVAL seconds (vLLM's
 /// VLLM_LOG_STATS_INTERVAL).
@@ -206,12 +247,22 @@ int run_serve(const ServeOptions& o) {
   so.http.port = static_cast<uint16_t>(o.port);
   so.http.num_io_threads =
       std::clamp(static_cast<int>(std::thread::hardware_concurrency()) / 4, 2, 4);
+  so.num_request_threads = so.http.num_io_threads;
   try {
     so.http.max_request_body = static_cast<size_t>(kv::parse_memory_size(o.max_request_body));
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("--max-request-body: {}", e.what()));
   }
   so.http.keep_alive_timeout = to_ms(o.keep_alive_timeout, "--keep-alive-timeout");
+  so.http.cors.origins = cors_list(o.allowed_origins, "--allowed-origins");
+  so.http.cors.methods = cors_list(o.allowed_methods, "--allowed-methods");
+  so.http.cors.headers = cors_list(o.allowed_headers, "--allowed-headers");
+  so.http.cors.credentials = o.allow_credentials;
+  try {
+    so.http.max_stream_buffer = static_cast<size_t>(kv::parse_memory_size(o.max_stream_buffer));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("--max-stream-buffer: {}", e.what()));
+  }
   if (o.max_connections < 0) throw InvalidArgument("--max-connections must be >= 0");
   // The engine, the model files and the logs keep some descriptors for themselves.
   constexpr size_t kReservedDescriptors = 128;
@@ -248,6 +299,17 @@ int run_serve(const ServeOptions& o) {
   so.tool_call_parser = o.tool_call_parser;
   so.enable_auto_tool_choice = o.enable_auto_tool_choice;
   so.reasoning_parser = o.reasoning_parser;
+  so.trust_request_chat_template = o.trust_request_chat_template;
+  so.return_tokens_as_token_ids = o.return_tokens_as_token_ids;
+  if (o.chat_template_max_steps < 1)
+    throw InvalidArgument("--chat-template-max-steps must be >= 1");
+  so.render_limits.max_steps = o.chat_template_max_steps;
+  try {
+    so.render_limits.max_output_bytes =
+        static_cast<size_t>(kv::parse_memory_size(o.chat_template_max_output));
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("--chat-template-max-output: {}", e.what()));
+  }
 
   std::unique_ptr<EngineCore> engine = load_engine(args);
   const ModelConfig& config = engine->model_config();
@@ -296,14 +358,19 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--served-model-name", opts->served_model_names,
                   "names the API answers to (repeatable; default: the model directory)");
   cmd->add_option("--api-key", opts->api_key,
-                  "require 'Authorization: Bearer KEY' on /v1 routes (or env PAGODA_API_KEY, "
-                  "VLLM_API_KEY)");
+                  "require 'Authorization: Bearer KEY' on every route but /health, /ping, /version "
+                  "and /metrics (or env PAGODA_API_KEY, VLLM_API_KEY)");
   cmd->add_option("--chat-template", opts->chat_template_file,
                   "a Jinja chat template file, or the template itself (default: the tokenizer's)");
   cmd->add_option("--max-request-body", opts->max_request_body,
                   "largest request body, e.g. 1M (default), 512K; larger gets 413");
   cmd->add_option("--shutdown-timeout", opts->shutdown_timeout,
-                  "seconds requests in flight may take after SIGINT/SIGTERM (default 30)");
+                  "seconds requests in flight may take after SIGINT/SIGTERM (default 30); then "
+                  "streams end with an error event and [DONE], other requests with a 503");
+  cmd->add_option("--max-stream-buffer", opts->max_stream_buffer,
+                  "output a stream may hold for a client that reads slower than it is produced, "
+                  "e.g. 8M (default); past it the stream ends with an error and the request is "
+                  "aborted");
   cmd->add_option("--keep-alive-timeout", opts->keep_alive_timeout,
                   "seconds clients may keep an idle connection (default 5), advertised as "
                   "Keep-Alive: timeout=N; the server closes it a minute later");
@@ -324,10 +391,34 @@ void register_serve_command(CLI::App& app, int& exit_code) {
                   "the model's tool call format: hermes, llama3_json or mistral");
   cmd->add_option("--reasoning-parser", opts->reasoning_parser,
                   "split <think> reasoning into reasoning_content: deepseek_r1 or qwen3");
+  cmd->add_flag("--trust-request-chat-template", opts->trust_request_chat_template,
+                "let requests bring their own chat_template (a template is code; default: 400)");
+  cmd->add_option("--chat-template-max-steps", opts->chat_template_max_steps,
+                  "statements and expressions one chat template render may evaluate; past it "
+                  "the request is a 400 (default 10000000)");
+  cmd->add_option("--chat-template-max-output", opts->chat_template_max_output,
+                  "largest rendered chat (and any string a template builds), e.g. 64M (default)");
+  cmd->add_flag("--return-tokens-as-token-ids", opts->return_tokens_as_token_ids,
+                "spell logprob tokens as token_id:<id> unless a request says otherwise");
   cmd->add_flag("--enable-reasoning", opts->enable_reasoning,
                 "accepted (older vLLM needed it with --reasoning-parser)");
+  cmd->add_option("--allowed-origins", opts->allowed_origins,
+                  "CORS: origins a browser page may call the API from, as a JSON list (default "
+                  "[\"*\"])");
+  cmd->add_option("--allowed-methods", opts->allowed_methods,
+                  "CORS: methods allowed to other origins, as a JSON list (default [\"*\"])");
+  cmd->add_option("--allowed-headers", opts->allowed_headers,
+                  "CORS: request headers allowed to other origins, as a JSON list (default "
+                  "[\"*\"])");
+  cmd->add_flag("--allow-credentials", opts->allow_credentials,
+                "CORS: let other origins send credentials (cookies, Authorization)");
   add_engine_flags(cmd, opts->engine, /*model_flag=*/false);
-  cmd->callback([opts, &exit_code] { exit_code = run_serve(*opts); });
+  auto vllm = std::make_shared<VllmCompatFlags>();
+  add_vllm_compat_flags(cmd, vllm, /*server=*/true);
+  cmd->callback([opts, vllm, &exit_code] {
+    vllm->check();
+    exit_code = run_serve(*opts);
+  });
 }
 
 }  // namespace pagoda::cli

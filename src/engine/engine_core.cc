@@ -137,6 +137,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   if (args.speculative_proposer) sched.num_lookahead_tokens = args.num_speculative_tokens;
   if (args.scheduling_policy == "priority") {
     sched.policy = scheduler::SchedulingPolicy::kPriority;
+    priority_scheduling_ = true;
   } else if (args.scheduling_policy != "fcfs") {
     throw InvalidArgument(
         fmt::format("--scheduling-policy '{}' must be fcfs or priority", args.scheduling_policy));
@@ -195,6 +196,12 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
         });
   }
   r.params.validate(config.vocab_size);
+  if (r.priority != 0 && !priority_scheduling_) {
+    throw InvalidArgument(fmt::format(
+        "priority: got priority {} but priority scheduling is not enabled (--scheduling-policy "
+        "priority)",
+        r.priority));
+  }
   std::optional<RequestConstraint> constraint;
   if (r.params.structured_outputs) {
     if (!tokenizer_) throw InvalidArgument("structured_outputs: needs the model's tokenizer");

@@ -85,6 +85,8 @@ class EngineCore {
   /// Rows of the model's embedding (may exceed the tokenizer's vocabulary: padded checkpoints).
   [[nodiscard]] int64_t vocab_size() const;
   [[nodiscard]] int64_t kv_capacity_tokens() const { return kv_capacity_tokens_; }
+  /// --scheduling-policy priority: requests may set a priority (under fcfs only 0, as vLLM).
+  [[nodiscard]] bool priority_scheduling() const { return priority_scheduling_; }
   [[nodiscard]] EngineStats stats() const;
 
  private:
@@ -93,6 +95,7 @@ class EngineCore {
   std::optional<Tokenizer> tokenizer_;
   int64_t max_model_len_ = 0;
   int64_t kv_capacity_tokens_ = 0;
+  bool priority_scheduling_ = false;
 };
 
 }  // namespace pagoda

@@ -19,7 +19,10 @@ void EngineCore::Impl::record_prompt_logprobs(const scheduler::ScheduledRequest&
     const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
     if (target >= a.prompt.size()) break;
     log_softmax(result.row(first_row + j), lp);
-    TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
+    const float token_lp = lp[static_cast<size_t>(a.prompt[target])];
+    TokenLogprobs t{a.prompt[target], token_lp, {}};
+    t.rank = 1 + static_cast<int32_t>(
+                     std::count_if(lp.begin(), lp.end(), [&](float x) { return x > token_lp; }));
     if (k > 0) {
       for (const TokenLogprob& alt : top_k_entries(lp, k))
         t.top.emplace_back(alt.token, alt.logprob);

@@ -17,6 +17,15 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
           ? make_dummy_weights(definition.tensors(), options.dtype.value_or(config.dtype),
                                options.seed, pool, options.progress)
           : WeightStore::open_directory(model_dir);
+  // --dtype with a checkpoint: the CPU backend computes with the weights where they lie, so
+  // another dtype means owned copies, converted once here.
+  if (options.format != LoadFormat::kDummy && options.dtype) {
+    const size_t converted = weights.convert_floats(*options.dtype, pool);
+    if (converted > 0) {
+      spdlog::info("--dtype {}: {} checkpoint tensors converted from {} (held in memory)",
+                   dtype_name(*options.dtype), converted, dtype_name(config.dtype));
+    }
+  }
   spdlog::info("model {}: {} with {} layers, hidden {}, {} heads ({} kv), head_dim {}, vocab {}",
                model_dir, config.architecture, config.num_layers, config.hidden_size,
                config.num_heads, config.num_kv_heads, config.head_dim, config.vocab_size);

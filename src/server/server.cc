@@ -20,6 +20,7 @@
 #include "server/openai/request_common.h"
 #include "server/openai/sse.h"
 #include "server/openai/tool_parser.h"
+#include "server/work_queue.h"
 #include "template/chat_template.h"
 
 namespace pagoda::server {
@@ -39,6 +40,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   openai::ServerContext ctx;
   ServingMetrics metrics;
   http::HttpServer http;
+  /// Parsing, template rendering and tokenization run here, off the io threads.
+  WorkQueue workers;
   std::atomic<bool> stopping{false};
 };
 
@@ -308,15 +311,31 @@ class ChatCall final : public EngineCall {
   openai::ChatResponseBuilder builder_;
 };
 
+/// The routes open without the API key: probes and monitoring, which reveal nothing a client
+/// could abuse and must answer load balancers and Prometheus that hold no key.
+bool open_without_key(std::string_view path) {
+  return path == "/health" || path == "/ping" || path == "/version" || path == "/metrics";
+}
+
 /// The transport's options with OpenAI error bodies, and the API key checked before routing on
-/// every /v1/ path: without the key, a path without a route answers 401 too, not 404.
+/// every path but the open ones: without the key, a path without a route answers 401 too, not
+/// 404. CORS preflights (OPTIONS) carry no credentials and pass.
 http::HttpServerOptions with_openai_errors(http::HttpServerOptions options,
                                            const Server::Impl* server) {
   options.error_body = [](int status, std::string_view message) {
     return api_error_response({status, "", std::string(message), ""});
   };
+  // A stream the transport ends itself ends as vLLM ends a failed stream: an error event, then
+  // [DONE].
+  options.stream_error_tail = [](int status, std::string_view message) {
+    return openai::sse_event(openai::error_json({status, "", std::string(message), ""})) +
+           std::string(openai::kSseDone);
+  };
   options.guard = [server](const http::HttpRequest& request) -> std::optional<http::HttpResponse> {
-    if (!request.path.starts_with("/v1/") || server->authorized(request)) return std::nullopt;
+    if (request.method == "OPTIONS" || open_without_key(request.path) ||
+        server->authorized(request)) {
+      return std::nullopt;
+    }
     return api_error_response(openai::unauthorized().error());
   };
   return options;
@@ -330,7 +349,8 @@ Server::Impl::Impl(EngineCore& engine_ref, ServerOptions opts)
       metrics(options.served_model_names.empty() ? std::string("model")
                                                  : options.served_model_names.front(),
               options.metrics_prefix),
-      http(with_openai_errors(options.http, this)) {
+      http(with_openai_errors(options.http, this)),
+      workers(std::max(1, options.num_request_threads), options.max_queued_requests) {
   PAGODA_CHECK(!options.served_model_names.empty(), "the server needs a served model name");
   const Tokenizer* tokenizer = engine.tokenizer() ? &*engine.tokenizer() : nullptr;
   // The template: --chat-template, else the tokenizer's, else the plain default (models that
@@ -351,6 +371,10 @@ Server::Impl::Impl(EngineCore& engine_ref, ServerOptions opts)
   ctx.model_created = openai::unix_time_now();
   ctx.max_prompts_per_request = options.max_prompts_per_request;
   ctx.max_sequences_per_request = options.max_sequences_per_request;
+  ctx.priority_scheduling = engine.priority_scheduling();
+  ctx.allow_request_chat_template = options.trust_request_chat_template;
+  ctx.return_tokens_as_token_ids = options.return_tokens_as_token_ids;
+  ctx.render_limits = options.render_limits;
   // vLLM's rules: auto tool choice needs a parser; a parser alone parses nothing.
   if (!options.tool_call_parser.empty()) {
     tool_parser = openai::make_tool_parser(options.tool_call_parser);
@@ -382,33 +406,65 @@ void Server::Impl::add_routes() {
   // The API key of /v1/ paths is checked before routing (with_openai_errors). Every handler runs
   // inside this guard: any exception (the parsers' ApiException, submit's InvalidArgument, a bug)
   // is answered as an OpenAI error.
-  auto route = [this](const char* method, const char* path, auto fn) {
-    http.route(method, path,
-               [this, fn](http::HttpRequest request, std::shared_ptr<http::Responder> responder) {
-                 const std::string where = request.method + " " + request.path;
-                 try {
-                   fn(std::move(request), responder);
-                 } catch (const std::exception& e) {
-                   const openai::ApiError error = openai::api_error_from(e);
-                   if (error.status >= 500) spdlog::error("server: {}: {}", where, e.what());
-                   if (!responder->answered()) {
-                     responder->send(api_error_response(error));
-                   } else {
-                     responder->end();
-                   }
-                 }
-               });
+  auto guarded = [](const auto& fn, http::HttpRequest request,
+                    const std::shared_ptr<http::Responder>& responder) {
+    const std::string where = request.method + " " + request.path;
+    try {
+      fn(std::move(request), responder);
+    } catch (const std::exception& e) {
+      const openai::ApiError error = openai::api_error_from(e);
+      if (error.status >= 500) spdlog::error("server: {}: {}", where, e.what());
+      if (!responder->answered()) {
+        responder->send(api_error_response(error));
+      } else {
+        responder->end();
+      }
+    }
   };
-  route("POST", "/v1/completions", [this](http::HttpRequest request, auto responder) {
-    openai::CompletionRequest parsed = openai::parse_completion_request(request.body, ctx);
+  auto route = [this, guarded](const char* method, const char* path, auto fn) {
+    http.route(
+        method, path,
+        [fn, guarded](http::HttpRequest request, std::shared_ptr<http::Responder> responder) {
+          guarded(fn, std::move(request), responder);
+        });
+  };
+  // Routes whose work grows with the request (a chat template's render, tokenizing prompts) run
+  // on the work queue: a costly request delays the others' parsing at most, never their I/O.
+  // The queue's threads are joined before the Impl goes (Server::shutdown), so `this` is safe.
+  auto heavy_route = [this, guarded](const char* method, const char* path, auto fn) {
+    http.route(
+        method, path,
+        [this, fn, guarded](http::HttpRequest request, std::shared_ptr<http::Responder> responder) {
+          auto task = [this, fn, guarded, request = std::move(request), responder]() mutable {
+            if (stopping.load()) {
+              responder->send(api_error_response({503, "", "the server is shutting down", ""}));
+              return;
+            }
+            guarded(fn, std::move(request), responder);
+          };
+          if (!workers.post(std::move(task))) {
+            http::HttpResponse busy = api_error_response(
+                {503, "",
+                 stopping.load() ? "the server is shutting down"
+                                 : "the server has too many requests waiting to be parsed",
+                 ""});
+            busy.headers.emplace_back("Retry-After", "1");
+            responder->send(std::move(busy));
+          }
+        });
+  };
+  heavy_route("POST", "/v1/completions", [this](http::HttpRequest request, auto responder) {
+    openai::CompletionRequest parsed = openai::parse_completion_request(
+        request.body, ctx, request.header("x-request-id").value_or(""));
     spdlog::debug("server: {} with {} prompts, n={}, stream={}", parsed.id,
                   parsed.engine_requests.size(), parsed.n, parsed.stream);
     auto call =
         std::make_shared<CompletionCall>(shared_from_this(), responder, request.arrival, parsed);
     call->start(std::move(parsed.engine_requests));
   });
-  route("POST", "/v1/chat/completions", [this](http::HttpRequest request, auto responder) {
-    openai::ChatRequest parsed = openai::parse_chat_request(request.body, ctx);
+  heavy_route("POST", "/v1/chat/completions", [this](http::HttpRequest request, auto responder) {
+    openai::ChatRequest parsed =
+        openai::parse_chat_request(request.body, ctx, request.header("x-request-id").value_or(""));
     spdlog::debug("server: {} n={}, stream={}, prompt: {}", parsed.id, parsed.n, parsed.stream,
                   parsed.prompt_text);
     auto call = std::make_shared<ChatCall>(shared_from_this(), responder, request.arrival, parsed);
@@ -428,10 +484,10 @@ void Server::Impl::add_routes() {
             });
     }
   }
-  route("POST", "/tokenize", [this](http::HttpRequest request, auto responder) {
+  heavy_route("POST", "/tokenize", [this](http::HttpRequest request, auto responder) {
     responder->send(json_response(openai::tokenize_response(request.body, ctx)));
   });
-  route("POST", "/detokenize", [this](http::HttpRequest request, auto responder) {
+  heavy_route("POST", "/detokenize", [this](http::HttpRequest request, auto responder) {
     responder->send(json_response(openai::detokenize_response(request.body, ctx)));
   });
   route("GET", "/version", [](http::HttpRequest, auto responder) {
@@ -463,6 +519,7 @@ uint16_t Server::start() { return impl_->http.start(); }
 
 void Server::shutdown(std::chrono::milliseconds grace) {
   impl_->stopping = true;
+  impl_->workers.stop();  // queued requests are answered 503; a render in progress ends
   impl_->http.shutdown(grace);
 }
 

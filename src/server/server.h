@@ -11,6 +11,7 @@
 #include "engine/engine_core.h"
 #include "server/http/http_server.h"
 #include "server/openai/server_context.h"
+#include "template/evaluator.h"
 
 namespace pagoda::server {
 
@@ -19,7 +20,8 @@ struct ServerOptions {
   http::HttpServerOptions http;
   /// Names the API accepts in "model"; the first is reported and labels the metrics.
   std::vector<std::string> served_model_names;
-  /// Required as "Authorization: Bearer <key>" on every /v1 route; empty: no authentication.
+  /// Required as "Authorization: Bearer <key>" on every route but /health, /ping, /version and
+  /// /metrics (and CORS preflights); empty: no authentication.
   std::string api_key;
   /// A chat template's source; nullopt: the tokenizer's, or the plain default when it has none.
   std::optional<std::string> chat_template;
@@ -38,6 +40,16 @@ struct ServerOptions {
   /// --max-prompts-per-request, --max-sequences-per-request (openai::ServerContext).
   int64_t max_prompts_per_request = 1024;
   int64_t max_sequences_per_request = 1024;
+  /// --trust-request-chat-template: requests may bring their own chat template (else a 400).
+  bool trust_request_chat_template = false;
+  /// --return-tokens-as-token-ids: the default of the request field.
+  bool return_tokens_as_token_ids = false;
+  /// Threads that parse requests, render chat templates and tokenize, off the io threads; past
+  /// max_queued_requests waiting for one, a request is answered 503.
+  int num_request_threads = 2;
+  size_t max_queued_requests = 4096;
+  /// --chat-template-max-steps, --chat-template-max-output: bounds of one template render.
+  tmpl::RenderLimits render_limits;
 };
 
 /// The API server: /v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize,

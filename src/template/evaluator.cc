@@ -71,6 +71,13 @@ void Evaluator::count_iterations(int64_t n) {
   }
 }
 
+void Evaluator::count_step() {
+  if (++steps_ > options_.limits.max_steps) {
+    fail("template exceeds the limit of " + std::to_string(options_.limits.max_steps) +
+         " evaluation steps");
+  }
+}
+
 void Evaluator::emit(const std::string& text) {
   check_size(out_->size() + text.size());
   out_->append(text);
@@ -100,6 +107,7 @@ Evaluator::Flow Evaluator::exec_body(const Body& body) {
 
 Evaluator::Flow Evaluator::exec(const Stmt& stmt) {
   try {
+    count_step();
     switch (stmt.kind) {
       case StmtKind::kText:
         emit(stmt.text);
@@ -400,6 +408,7 @@ Value Evaluator::call(const Value& callee, CallArgs& args) {
 
 Value Evaluator::eval(const Expr& expr) {
   try {
+    count_step();
     return eval_impl(expr);
   } catch (const TemplateError& e) {
     if (e.line() == 0) rethrow_with_line(e, expr.line);

@@ -18,6 +18,9 @@ struct RenderLimits {
   size_t max_output_bytes = size_t{64} << 20;  // also bounds every string the template builds
   int64_t max_loop_iterations = 1'000'000;     // total over all loops (and range() sizes)
   int max_call_depth = 64;                     // nested macro calls
+  /// Statements executed plus expressions evaluated, over the whole render: bounds the work of
+  /// a template whose loops stay under max_loop_iterations but do much in each.
+  int64_t max_steps = 10'000'000;
 };
 
 /// Per-render settings.
@@ -59,6 +62,8 @@ class Evaluator {
   void check_size(size_t bytes) const;
   /// Counts loop iterations (or list elements being produced) against the limit.
   void count_iterations(int64_t n);
+  /// Counts one statement or expression against max_steps.
+  void count_step();
   [[nodiscard]] const RenderOptions& options() const { return options_; }
   /// Registers a namespace() so that reference cycles through it are broken after the render.
   void track_namespace(const std::shared_ptr<Dict>& ns) { namespaces_.push_back(ns); }
@@ -83,6 +88,7 @@ class Evaluator {
   std::shared_ptr<Scope> scope_;
   std::string* out_ = nullptr;
   int64_t iterations_ = 0;
+  int64_t steps_ = 0;
   int call_depth_ = 0;
   std::vector<std::shared_ptr<Dict>> namespaces_;
 };

@@ -72,12 +72,31 @@ it('a request without Host is a 400, a compressed body a 415', async () => {
   assert.match((await r.json()).error.message, /Content-Encoding gzip/);
 });
 
-it('unknown /v1/ paths answer 401 before 404', async () => {
-  assert.equal((await fetch(`${server.baseURL}/v1/nothing-here`)).status, 401);
-  assert.equal((await fetch(`${server.baseURL}/v1/nothing-here`, {
-    headers: { Authorization: `Bearer ${KEY}` },
-  })).status, 404);
-  assert.equal((await fetch(`${server.baseURL}/nothing-here`)).status, 404);
+it('unknown paths answer 401 before 404', async () => {
+  for (const path of ['/v1/nothing-here', '/nothing-here']) {
+    assert.equal((await fetch(`${server.baseURL}${path}`)).status, 401, path);
+    assert.equal((await fetch(`${server.baseURL}${path}`, {
+      headers: { Authorization: `Bearer ${KEY}` },
+    })).status, 404, path);
+  }
+});
+
+it('the key guards every route but /health, /ping, /version and /metrics', async () => {
+  for (const path of ['/health', '/ping', '/version', '/metrics']) {
+    assert.equal((await fetch(`${server.baseURL}${path}`)).status, 200, path);
+  }
+  // /tokenize renders chat templates: without the key it must not run one.
+  for (const [path, body] of [
+    ['/tokenize', { prompt: 'hi' }],
+    ['/tokenize', { messages: [{ role: 'user', content: 'hi' }] }],
+    ['/detokenize', { tokens: [1, 2] }],
+  ]) {
+    const init = { method: 'POST', headers: { 'Content-Type': 'application/json' },
+                   body: JSON.stringify(body) };
+    assert.equal((await fetch(`${server.baseURL}${path}`, init)).status, 401, path);
+    init.headers.Authorization = `Bearer ${KEY}`;
+    assert.equal((await fetch(`${server.baseURL}${path}`, init)).status, 200, path);
+  }
 });
 
 it('past --max-connections a new connection is answered 503, and served again after', async () => {

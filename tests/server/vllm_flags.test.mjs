@@ -29,6 +29,9 @@ describe('accepted', () => {
       '--kv-cache-dtype', 'auto', '--enable-chunked-prefill', '--swap-space', '4',
       '--tokenizer-mode', 'auto', '--generation-config', 'auto', '--dtype', 'auto',
       '--max-model-len', '512', '--gpu-memory-utilization', '0.9',
+      // Harmless flags: accepted, and the log says they change nothing here.
+      '--uvicorn-log-level', 'warning', '--async-scheduling', '--max-log-len', '100',
+      '--disable-fastapi-docs', '--enable-prompt-tokens-details', '--disable-uvicorn-access-log',
     ]);
     delete process.env.PAGODA_LOG_STATS_INTERVAL;
     try {
@@ -37,6 +40,10 @@ describe('accepted', () => {
       assert.equal(out.usage.completion_tokens, 16);
       await sleep(600);
       assert.match(server.log(), /--swap-space is ignored/);
+      for (const flag of ['--uvicorn-log-level', '--async-scheduling', '--max-log-len',
+                          '--disable-fastapi-docs', '--enable-prompt-tokens-details']) {
+        assert.match(server.log(), new RegExp(`${flag} is accepted and has no effect here`));
+      }
       assert.match(server.log(), /Avg prompt throughput: [0-9.]+ tokens\/s, Avg generation throughput/);
     } finally {
       assert.deepEqual(await server.stop(), { code: 0, signal: null });
@@ -117,10 +124,12 @@ describe('accepted', () => {
         body: JSON.stringify({ messages: [{ role: 'user', content: 'Hi' }],
           add_generation_prompt: false }),
       });
-      const { tokens } = await (await ask({})).json();
+      // /tokenize renders the chat template: it needs the key too.
+      assert.equal((await ask({})).status, 401);
+      const { tokens } = await (await ask({ Authorization: 'Bearer sekret' })).json();
       const { prompt } = await (await fetch(`${server.baseURL}/detokenize`, {
         method: 'POST',
-        headers: { 'Content-Type': 'application/json' },
+        headers: { 'Content-Type': 'application/json', Authorization: 'Bearer sekret' },
         body: JSON.stringify({ tokens }),
       })).json();
       assert.match(prompt, /\[user\] Hi\n>/);
@@ -151,6 +160,14 @@ describe('refused with the flag named', () => {
     [['--reasoning-parser', 'granite'], /error: --reasoning-parser: unknown reasoning parser 'granite' \(known: deepseek_r1, qwen3\)/],
     [['--generation-config', '/nonexistent'], /error: --generation-config: \/nonexistent/],
     [['--model', MODEL_DIR], /error: give the model directory once/],
+    // vLLM's flags pagoda cannot honour: our message, not CLI11's "not expected" (exit 109).
+    [['--enable-lora'], /error: --enable-lora is not supported by pagoda: LoRA adapters/],
+    [['--lora-modules', 'a=/x'], /error: --lora-modules is not supported by pagoda: LoRA/],
+    [['--ssl-keyfile', '/k.pem'], /error: --ssl-keyfile is not supported by pagoda: .*TLS/],
+    [['--root-path', '/api'], /error: --root-path is not supported by pagoda/],
+    [['--speculative-config', '{}'], /error: --speculative-config is not supported by pagoda/],
+    [['--enable-prompt-embeds'], /error: --enable-prompt-embeds is not supported by pagoda/],
+    [['--allowed-origins', '[1'], /error: --allowed-origins: '\[1' is not a JSON list/],
   ];
   for (const [flags, message] of cases) {
     it(flags.join(' '), () => {
@@ -160,4 +177,58 @@ describe('refused with the flag named', () => {
       assert.match(r.stderr, message);
     });
   }
+});
+
+describe('CORS', () => {
+  const preflight = (server, origin, headers = 'content-type, authorization') =>
+    fetch(`${server.baseURL}/v1/chat/completions`, {
+      method: 'OPTIONS',
+      headers: { Origin: origin, 'Access-Control-Request-Method': 'POST',
+                 'Access-Control-Request-Headers': headers },
+    });
+
+  it('by default (vLLM\'s) any origin may call: preflight 200 without the key', async () => {
+    const server = await startServer(['--api-key', 'k', '--disable-log-stats']);
+    try {
+      const r = await preflight(server, 'https://app.example');
+      assert.equal(r.status, 200);
+      assert.equal(r.headers.get('access-control-allow-origin'), '*');
+      assert.match(r.headers.get('access-control-allow-methods'), /POST/);
+      assert.equal(r.headers.get('access-control-allow-headers'), 'content-type, authorization');
+      const models = await fetch(`${server.baseURL}/v1/models`,
+        { headers: { Origin: 'https://app.example', Authorization: 'Bearer k' } });
+      assert.equal(models.status, 200);
+      assert.equal(models.headers.get('access-control-allow-origin'), '*');
+      // Errors carry it too, so that the page can read them.
+      const denied = await fetch(`${server.baseURL}/v1/models`, { headers: { Origin: 'https://app.example' } });
+      assert.equal(denied.status, 401);
+      assert.equal(denied.headers.get('access-control-allow-origin'), '*');
+    } finally {
+      await server.stop();
+    }
+  });
+
+  it('--allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials', async () => {
+    const server = await startServer(['--allowed-origins', '["https://app.example"]',
+      '--allowed-methods', '["GET","POST"]', '--allowed-headers', '["authorization"]',
+      '--allow-credentials', '--disable-log-stats']);
+    try {
+      const ok = await preflight(server, 'https://app.example', 'authorization');
+      assert.equal(ok.status, 200);
+      assert.equal(ok.headers.get('access-control-allow-origin'), 'https://app.example');
+      assert.equal(ok.headers.get('access-control-allow-credentials'), 'true');
+      assert.equal(ok.headers.get('access-control-allow-methods'), 'GET, POST');
+      const other = await preflight(server, 'https://evil.example', 'authorization');
+      assert.equal(other.status, 400);
+      assert.match(await other.text(), /Disallowed CORS origin/);
+      const header = await preflight(server, 'https://app.example', 'x-custom');
+      assert.equal(header.status, 400);
+      assert.match(await header.text(), /Disallowed CORS headers/);
+      const simple = await fetch(`${server.baseURL}/v1/models`, { headers: { Origin: 'https://evil.example' } });
+      assert.equal(simple.status, 200);
+      assert.equal(simple.headers.get('access-control-allow-origin'), null);
+    } finally {
+      await server.stop();
+    }
+  });
 });

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/half.h"
 #include "core/status.h"
 
 namespace pagoda {
@@ -188,6 +189,66 @@ void WeightStore::add_owned(const std::string& name, DType dtype, const Shape& s
   Tensor t{buffer.data(), dtype, shape};
   owned_.push_back(std::move(buffer));
   index_[name] = Entry{t, description_};
+}
+
+namespace {
+
+float load_float(const void* data, DType dtype, int64_t i) {
+  switch (dtype) {
+    case DType::kF32:
+      return static_cast<const float*>(data)[i];
+    case DType::kBF16:
+      return bf16_to_float(static_cast<const uint16_t*>(data)[i]);
+    case DType::kF16:
+      return f16_to_float(static_cast<const uint16_t*>(data)[i]);
+    default:
+      PAGODA_CHECK(false, "not a float dtype: {}", dtype_name(dtype));
+  }
+  return 0;
+}
+
+void store_float(void* data, DType dtype, int64_t i, float v) {
+  switch (dtype) {
+    case DType::kF32:
+      static_cast<float*>(data)[i] = v;
+      return;
+    case DType::kBF16:
+      static_cast<uint16_t*>(data)[i] = float_to_bf16(v);
+      return;
+    case DType::kF16:
+      static_cast<uint16_t*>(data)[i] = float_to_f16(v);
+      return;
+    default:
+      PAGODA_CHECK(false, "not a float dtype: {}", dtype_name(dtype));
+  }
+}
+
+}  // namespace
+
+size_t WeightStore::convert_floats(DType target, ThreadPool& pool) {
+  PAGODA_CHECK(is_float_weight_dtype(target), "--dtype needs a float dtype, got {}",
+               dtype_name(target));
+  size_t converted = 0;
+  for (auto& [name, entry] : index_) {
+    const Tensor& from = entry.tensor;
+    if (!is_float_weight_dtype(from.dtype) || from.dtype == target) continue;
+    const int64_t n = from.shape.num_elements();
+    Buffer buffer(static_cast<size_t>(n) * dtype_size(target));
+    const void* src = from.data;
+    void* dst = buffer.data();
+    const DType src_dtype = from.dtype;
+    pool.parallel_for(n, int64_t{1} << 16, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        store_float(dst, target, i, load_float(src, src_dtype, i));
+    });
+    const Shape shape = from.shape;
+    const std::string source = entry.source;
+    owned_.push_back(std::move(buffer));
+    entry = Entry{Tensor{owned_.back().data(), target, shape},
+                  fmt::format("{} (converted to {})", source, dtype_name(target))};
+    ++converted;
+  }
+  return converted;
 }
 
 const Tensor& WeightStore::get(const std::string& name) const {

@@ -9,6 +9,7 @@
 
 #include "core/mapped_file.h"
 #include "core/tensor.h"
+#include "core/thread_pool.h"
 
 namespace pagoda {
 
@@ -40,6 +41,10 @@ class WeightStore {
   void add_file(const std::string& path);
   /// Adds a tensor that the store owns (dummy weights, converted tensors).
   void add_owned(const std::string& name, DType dtype, const Shape& shape, Buffer buffer);
+  /// --dtype on the CPU: every float tensor (f32, bf16, f16) of another dtype is replaced by an
+  /// owned copy in `target` (round to nearest even, as torch's .to()); the mapped file's bytes
+  /// are no longer used for it. Returns how many tensors were converted.
+  size_t convert_floats(DType target, ThreadPool& pool);
 
   [[nodiscard]] bool contains(const std::string& name) const { return index_.count(name) != 0; }
   /// The tensor `name`; throws InvalidArgument naming the checkpoint and the tensor when missing.

@@ -36,6 +36,11 @@ HttpResponse HttpServer::Impl::error_response(int status, std::string_view messa
 
 void HttpServer::Impl::dispatch(HttpRequest request,
                                 const std::shared_ptr<Responder>& responder) const {
+  // A CORS preflight carries no credentials: it is answered before the guard and the routes.
+  if (std::optional<HttpResponse> preflight = cors_preflight(options.cors, request)) {
+    responder->send(std::move(*preflight));
+    return;
+  }
   if (options.guard) {
     std::optional<HttpResponse> refused;
     try {
@@ -305,7 +310,13 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
   if (!wait_until(Clock::now() + grace, [&] { return s.num_active.load() == 0; })) {
     spdlog::warn("http: shutdown timeout; aborting {} requests", s.num_active.load());
   }
-  // 3. Close whatever is left; disconnect callbacks abort the unfinished requests.
+  // 3. End what is left with an error (a stream: its error tail, [DONE] and the chunked body's
+  // end); the disconnect callbacks abort the unfinished requests. Connections whose clients do
+  // not take those last bytes within a second are closed.
+  for (auto& session : s.sessions_snapshot()) {
+    net::post(session->strand(), [session] { session->end_answer_for_shutdown(); });
+  }
+  wait_until(Clock::now() + std::chrono::seconds(1), [&] { return s.num_active.load() == 0; });
   for (auto& session : s.sessions_snapshot()) {
     net::post(session->strand(), [session] { session->force_close(); });
   }

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 
+#include "server/http/cors.h"
 #include "server/http/http_types.h"
 
 namespace pagoda::http {
@@ -32,6 +33,16 @@ struct HttpServerOptions {
   std::chrono::milliseconds keep_alive_timeout{5'000};
   std::chrono::milliseconds keep_alive_grace{60'000};
   std::chrono::milliseconds write_timeout{30'000};  // for one write to the client
+  // Bytes a streamed answer may hold queued for a client that reads slower than the stream is
+  // produced (its socket buffers full). Past it the stream is ended with stream_error_tail and
+  // its disconnect callbacks fire, so that the producer stops. 0: no bound.
+  size_t max_stream_buffer = size_t{8} << 20;
+  // The last bytes of a stream the server ends itself (a reader too slow, the shutdown timeout),
+  // written before the chunked body's end: for server-sent events an error event and [DONE].
+  // Unset: the stream just ends.
+  std::function<std::string(int status, std::string_view message)> stream_error_tail;
+  // --allowed-origins, --allowed-methods, --allowed-headers, --allow-credentials (vLLM's).
+  CorsOptions cors;
   ErrorBodyFn error_body = openai_style_error;
   // Runs before routing: a response it returns answers the request (e.g. a 401 for a missing API
   // key, so that a path without a route is not told apart from one with a route before that).
@@ -56,7 +67,9 @@ class HttpServer {
   uint16_t start();
 
   /// Stops accepting, closes idle connections, lets requests in flight finish for up to `grace`,
-  /// then closes the rest (their disconnect callbacks fire) and joins the io threads. Idempotent.
+  /// then ends the rest (their disconnect callbacks fire): a stream with stream_error_tail and
+  /// the end of its chunked body, an answer not yet begun with a 503; then joins the io threads.
+  /// Idempotent.
   void shutdown(std::chrono::milliseconds grace);
 
   /// Runs `fn` on an io thread soon (for work that engine-thread callbacks must not do there).

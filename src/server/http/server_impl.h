@@ -108,6 +108,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void start();
   void drain();        // server stopping: close now if no request is being answered
   void force_close();  // server stopping, grace over: close, firing disconnect callbacks
+  /// Server stopping, grace over: the answer under way ends with an error (a stream: the error
+  /// tail and the last chunk; not begun: a 503), its disconnect callbacks fire, and the
+  /// connection closes once that is written (force_close() if the client never reads it).
+  void end_answer_for_shutdown();
 
   void do_send(uint64_t seq, HttpResponse response);
   void do_start_stream(uint64_t seq, int status, std::string content_type, Headers headers);
@@ -130,6 +134,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_watch(boost::system::error_code ec, size_t n);
 
   void enqueue(std::string bytes);
+  /// Ends the stream under way with the error tail and the last chunk, without keep-alive, and
+  /// fires the disconnect callbacks (the producer stops).
+  void end_stream_with_error(int status, const std::string& message);
+  void fire_disconnect_callbacks();
   void write_queued();
   void on_written(boost::system::error_code ec);
   void finish_response();
@@ -167,6 +175,7 @@ class Session : public std::enable_shared_from_this<Session> {
   std::shared_ptr<RequestState> request_;
   uint64_t seq_ = 0;
   std::string method_, path_;  // for the access log
+  Headers cors_headers_;       // added to the answer (the request's Origin is allowed)
   bool keep_alive_ = true;
   bool http10_ = false;
   bool head_queued_ = false;
@@ -179,6 +188,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   // Writes: queued byte strings, written in batches by one async_write at a time.
   std::deque<std::string> write_queue_;
+  size_t queued_bytes_ = 0;  // in write_queue_
+  size_t peak_queued_bytes_ = 0;
   std::vector<net::const_buffer> write_buffers_;
   size_t write_batch_ = 0;
   bool writing_ = false;

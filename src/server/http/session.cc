@@ -1,5 +1,7 @@
 // One connection of the HTTP server: read a request, dispatch it, write its answer (whole or as a
 // chunked stream) and read the next one, with every step on the connection's strand.
+#include <malloc.h>
+
 #include <algorithm>
 #include <cctype>
 #include <utility>
@@ -26,6 +28,8 @@ using boost::system::error_code;
 constexpr size_t kMaxPipelinedBytes = 64 * 1024;
 constexpr size_t kWatchReadBytes = 4096;
 constexpr size_t kMaxWriteBatch = 64;
+// A session that held more than this queued returns freed memory to the system when it goes.
+constexpr size_t kTrimAfterBytes = size_t{1} << 20;
 // After an error answer that leaves a request body unread, keep reading (and discarding) for a
 // while before closing, so that the kernel does not reset the connection under the answer.
 constexpr std::chrono::milliseconds kLingerTime{2000};
@@ -140,6 +144,10 @@ Session::~Session() {
   if (counted_) server_->num_active.fetch_sub(1);
   if (open_) server_->num_open.fetch_sub(1);
   server_->remove_session(id_);
+#ifdef __GLIBC__
+  // A large queue of small chunks stays in malloc's arenas after it is freed: give it back.
+  if (peak_queued_bytes_ > kTrimAfterBytes) ::malloc_trim(0);
+#endif
 }
 
 void Session::start() { read_next(); }
@@ -293,6 +301,7 @@ void Session::on_body(error_code ec) {
   request_->seq = ++seq_;
   method_ = request.method;
   path_ = request.path;
+  cors_headers_ = cors_headers(server_->options.cors, request.header("origin").value_or(""));
   counted_ = true;
   server_->num_active.fetch_add(1);
 
@@ -350,6 +359,11 @@ void Session::do_send(uint64_t seq, HttpResponse response) {
   head_queued_ = true;
   if (server_->draining.load()) keep_alive_ = false;
   spdlog::debug("http: {} \"{} {}\" {}", remote_, method_, path_, response.status);
+  const bool has_cors =
+      std::any_of(response.headers.begin(), response.headers.end(),
+                  [](const auto& h) { return h.first.starts_with("Access-Control-"); });
+  if (!has_cors)
+    response.headers.insert(response.headers.end(), cors_headers_.begin(), cors_headers_.end());
   HeadSpec head;
   head.status = response.status;
   head.content_type = response.content_type;
@@ -377,6 +391,7 @@ void Session::do_start_stream(uint64_t seq, int status, std::string content_type
   if (server_->draining.load() || http10_) keep_alive_ = false;
   spdlog::debug("http: {} \"{} {}\" {} (stream)", remote_, method_, path_, status);
   headers.emplace_back("Cache-Control", "no-cache");
+  for (auto& h : cors_headers_) headers.push_back(h);
   HeadSpec head;
   head.status = status;
   head.content_type = content_type;
@@ -391,7 +406,42 @@ void Session::do_start_stream(uint64_t seq, int status, std::string content_type
 void Session::do_write(uint64_t seq, std::string data) {
   if (seq != seq_ || phase_ != Phase::kHandling || !streaming_ || body_complete_) return;
   if (data.empty()) return;
+  const size_t limit = server_->options.max_stream_buffer;
+  if (limit > 0 && queued_bytes_ + data.size() > limit) {
+    spdlog::warn(
+        "http: {} reads \"{} {}\" slower than it is produced ({} bytes waiting): ending it",
+        remote_, method_, path_, queued_bytes_);
+    end_stream_with_error(
+        503, fmt::format("The client read the stream too slowly: {} bytes were waiting for it (the "
+                         "server's limit is {}); the request was aborted",
+                         queued_bytes_ + data.size(), limit));
+    return;
+  }
   enqueue(http10_ ? std::move(data) : frame_chunk(data));
+}
+
+void Session::end_stream_with_error(int status, const std::string& message) {
+  body_complete_ = true;
+  keep_alive_ = false;
+  if (server_->options.stream_error_tail) {
+    std::string tail = server_->options.stream_error_tail(status, message);
+    if (!tail.empty()) enqueue(http10_ ? std::move(tail) : frame_chunk(tail));
+  }
+  if (!http10_) enqueue(std::string(kLastChunk));
+  fire_disconnect_callbacks();
+  if (!writing_) finish_response();
+}
+
+void Session::fire_disconnect_callbacks() {
+  auto callbacks = std::move(disconnect_callbacks_);
+  disconnect_callbacks_.clear();
+  for (auto& callback : callbacks) {
+    try {
+      callback();
+    } catch (const std::exception& e) {
+      spdlog::error("http: a disconnect callback threw: {}", e.what());
+    }
+  }
 }
 
 void Session::do_end(uint64_t seq) {
@@ -423,6 +473,8 @@ void Session::do_release(uint64_t seq) {
 // ---- Writing ----------------------------------------------------------------------------------
 
 void Session::enqueue(std::string bytes) {
+  queued_bytes_ += bytes.size();
+  peak_queued_bytes_ = std::max(peak_queued_bytes_, queued_bytes_);
   write_queue_.push_back(std::move(bytes));
   if (!writing_) write_queued();
 }
@@ -442,12 +494,14 @@ void Session::on_written(error_code ec) {
   disarm(write_timer_);
   if (phase_ == Phase::kClosed) {
     write_queue_.clear();
+    queued_bytes_ = 0;
     return;
   }
   if (ec) {
     lose_peer();
     return;
   }
+  for (size_t i = 0; i < write_batch_; ++i) queued_bytes_ -= write_queue_[i].size();
   write_queue_.erase(write_queue_.begin(), write_queue_.begin() + write_batch_);
   if (!write_queue_.empty()) {
     write_queued();
@@ -502,16 +556,8 @@ void Session::lose_peer() {
   phase_ = Phase::kClosed;
   if (request_ && answering) request_->peer_gone = true;
   mark_closed();
-  auto callbacks = std::move(disconnect_callbacks_);
-  disconnect_callbacks_.clear();
   if (answering) spdlog::debug("http: {} left during \"{} {}\"", remote_, method_, path_);
-  for (auto& callback : callbacks) {
-    try {
-      callback();
-    } catch (const std::exception& e) {
-      spdlog::error("http: a disconnect callback threw: {}", e.what());
-    }
-  }
+  fire_disconnect_callbacks();
   self_hold_.reset();
 }
 
@@ -532,6 +578,24 @@ void Session::mark_closed() {
 
 void Session::drain() {
   if (phase_ == Phase::kReading || phase_ == Phase::kAwaitingNext) close_quietly();
+}
+
+void Session::end_answer_for_shutdown() {
+  if (phase_ != Phase::kHandling || body_complete_) {
+    force_close();
+    return;
+  }
+  const std::string message = "The server is shutting down: the request was aborted";
+  if (!head_queued_) {
+    HttpResponse response = server_->error_response(503, message);
+    keep_alive_ = false;
+    do_send(seq_, std::move(response));
+    fire_disconnect_callbacks();
+  } else if (streaming_) {
+    end_stream_with_error(503, message);
+  } else {
+    force_close();
+  }
 }
 
 void Session::force_close() {

@@ -237,12 +237,28 @@ ChatConversation read_chat_conversation(const Json& body, const ServerContext& c
   }
   c.add_generation_prompt = add_generation_prompt.value_or(!c.continue_final_message);
   c.chat_template = get_string(body, "chat_template", "chat_template");
-  if (c.chat_template && !ctx.allow_request_chat_template) {
-    throw bad_request("This server does not accept a per-request 'chat_template'", "chat_template");
-  }
   if (const Json* kwargs = find_field(body, "chat_template_kwargs")) {
     require_type(kwargs->is_object(), "chat_template_kwargs", "an object");
     c.chat_template_kwargs = *kwargs;
+  }
+  // transformers takes a chat_template keyword as the template itself (vLLM passes the kwargs
+  // through): honour it as the request's template, under the same trust rule.
+  const char* template_param = "chat_template";
+  if (c.chat_template_kwargs.contains("chat_template") &&
+      !c.chat_template_kwargs["chat_template"].is_null()) {
+    const Json& t = c.chat_template_kwargs["chat_template"];
+    require_type(t.is_string(), "chat_template_kwargs.chat_template", "a string");
+    if (!c.chat_template) {
+      c.chat_template = t.get<std::string>();
+      template_param = "chat_template_kwargs";
+    }
+  }
+  c.chat_template_kwargs.erase("chat_template");
+  if (c.chat_template && !ctx.allow_request_chat_template) {
+    throw bad_request(
+        "Chat template is passed with request, but --trust-request-chat-template is not set. "
+        "Refused request with untrusted chat template.",
+        template_param);
   }
   return c;
 }

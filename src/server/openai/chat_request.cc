@@ -32,9 +32,32 @@ bool trigger_is_special(const std::string& tag, const ServerContext& ctx) {
   return false;
 }
 
+// vLLM's reasoning_effort values; the chat template decides what each means.
+constexpr std::string_view kReasoningEfforts[] = {"none", "minimal", "low", "medium",
+                                                  "high", "xhigh",   "max"};
+
+// reasoning_effort reaches the template as a variable of that name (vLLM passes it with the
+// chat_template_kwargs), and turns thinking on or off for templates that read enable_thinking
+// unless the request's chat_template_kwargs set that.
+void apply_reasoning_effort(const Json& body, Json& kwargs) {
+  const std::optional<std::string> effort =
+      get_string(body, "reasoning_effort", "reasoning_effort");
+  if (!effort) return;
+  if (std::find(std::begin(kReasoningEfforts), std::end(kReasoningEfforts), *effort) ==
+      std::end(kReasoningEfforts)) {
+    throw bad_request(fmt::format("'reasoning_effort' must be one of none, minimal, low, medium, "
+                                  "high, xhigh or max, got '{}'",
+                                  *effort),
+                      "reasoning_effort");
+  }
+  kwargs["reasoning_effort"] = *effort;
+  if (!kwargs.contains("enable_thinking")) kwargs["enable_thinking"] = *effort != "none";
+}
+
 }  // namespace
 
-ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& ctx) {
+ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& ctx,
+                               std::string_view request_id_header) {
   const Json body = parse_json_body(body_text);
   note_ignored_fields(body,
                       {"model",
@@ -66,13 +89,19 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
                        "guided_decoding_backend",
                        "guided_whitespace_pattern",
                        "logits_processors",
-                       "use_beam_search"},
+                       "use_beam_search",
+                       "request_id",
+                       "return_token_ids",
+                       "return_tokens_as_token_ids",
+                       "echo",
+                       "reasoning_effort"},
                       "/v1/chat/completions");
   ChatRequest r;
-  r.id = make_response_id("chatcmpl-");
+  const RequestIds ids = read_request_ids(body, request_id_header, "chatcmpl-");
+  r.id = ids.response_id;
   r.created = unix_time_now();
   EngineRequest& e = r.engine_request;
-  e.request_id = r.id;
+  e.request_id = ids.engine_id;
 
   // logprobs is a boolean here (an int in the legacy API): read it apart from the sampling fields.
   read_sampling_fields(body, ctx, e.params, {"logprobs"});
@@ -99,15 +128,22 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   }
   r.include_stop_str_in_output =
       get_bool(body, "include_stop_str_in_output", "include_stop_str_in_output").value_or(false);
-  // false: at most one call (enforced where the output is constrained: tool_choice "required").
-  const bool parallel_tool_calls =
+  r.parallel_tool_calls =
       get_bool(body, "parallel_tool_calls", "parallel_tool_calls").value_or(true);
+  const OutputOptions output = read_output_options(body, ctx);
+  r.return_token_ids = output.return_token_ids;
+  r.tokens_as_ids = output.tokens_as_ids;
+  const bool echo = get_bool(body, "echo", "echo").value_or(false);
   const bool add_special_tokens =
       get_bool(body, "add_special_tokens", "add_special_tokens").value_or(false);
   std::optional<StructuredField> structured = read_structured_outputs(body);
   reject_unsupported_vllm_fields(body);
   const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
-  read_request_extensions(body, e);
+  read_request_extensions(body, ctx, e);
+  check_prompt_logprobs_stream(e.params, r.stream);
+  // vLLM: echo asks for the prompt's log-probabilities too (top_logprobs of them). They are
+  // returned only whole, so a stream does not compute them.
+  if (echo && !r.stream && !e.params.prompt_logprobs) e.params.prompt_logprobs = r.top_logprobs;
   // Range checks before the (costlier) render; max_tokens is settled after it when defaulted.
   if (max_tokens_given) validate_sampling(e.params, ctx);
   if (e.params.n > ctx.max_sequences_per_request) {
@@ -116,8 +152,20 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
                       "n");
   }
 
-  const ChatConversation conversation = read_chat_conversation(body, ctx);
+  ChatConversation conversation = read_chat_conversation(body, ctx);
+  apply_reasoning_effort(body, conversation.chat_template_kwargs);
   r.tool_choice = conversation.tool_choice;
+  if (conversation.tools && conversation.tool_choice == "auto" &&
+      !conversation.tool_choice_is_function && !ctx.tool_parser) {
+    throw bad_request(
+        "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+        "tool_choice");
+  }
+  const Json& last = conversation.messages.back();
+  if (!conversation.add_generation_prompt) r.role = last["role"].get<std::string>();
+  if (echo && last["role"] == r.role && last["content"].is_string()) {
+    r.echo_text = last["content"].get<std::string>();
+  }
   if (ctx.tool_parser && conversation.tools && conversation.tool_choice == "auto" &&
       !conversation.tool_choice_is_function) {
     r.tool_parser = ctx.tool_parser;
@@ -142,7 +190,7 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
     }
     StructuredOutputsParams so;
     Json schema = forced_tool_schema(*conversation.tools, required, conversation.tool_choice);
-    if (required && !parallel_tool_calls) schema["maxItems"] = 1;
+    if (required && !r.parallel_tool_calls) schema["maxItems"] = 1;
     so.json = schema.dump();
     if (options) apply_options(*options, so);
     check_structured_outputs(so, "tools");

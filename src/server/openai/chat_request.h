@@ -34,6 +34,16 @@ struct ChatRequest {
   std::shared_ptr<const ToolParser> forced_tool_parser;
   /// The server's reasoning format (ctx.reasoning), or null.
   const ReasoningFormat* reasoning = nullptr;
+  /// parallel_tool_calls false: at most the first parsed tool call is returned (vLLM).
+  bool parallel_tool_calls = true;
+  bool return_token_ids = false;  // token_ids per choice, prompt_token_ids once
+  bool tokens_as_ids = false;     // return_tokens_as_token_ids: logprob tokens as "token_id:<id>"
+  /// The role of the answer (vLLM's): "assistant", or the last message's role when the request
+  /// asks for no generation prompt (the model continues that message).
+  std::string role = "assistant";
+  /// echo: the last message's content when its role is the answer's, which the answer repeats
+  /// before the generated text (vLLM's echo on chat); empty otherwise.
+  std::string echo_text;
   std::string prompt_text;  // the rendered conversation (never log it at info level)
   /// prompt_token_ids set (rendered text tokenized with add_special_tokens=false unless the
   /// request asks otherwise: the template writes BOS itself).
@@ -46,6 +56,8 @@ struct ChatRequest {
 /// unknown model. max_completion_tokens wins over max_tokens; with neither, the completion may
 /// fill the rest of the context (vLLM). Unknown top-level fields are ignored; unknown keys inside
 /// messages, content parts, tools, tool_choice and stream_options are a 400.
-[[nodiscard]] ChatRequest parse_chat_request(std::string_view body, const ServerContext& ctx);
+/// `request_id_header`: the X-Request-Id header ("" when absent), as parse_completion_request.
+[[nodiscard]] ChatRequest parse_chat_request(std::string_view body, const ServerContext& ctx,
+                                             std::string_view request_id_header = {});
 
 }  // namespace pagoda::openai

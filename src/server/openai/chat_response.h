@@ -50,6 +50,7 @@ class ChatResponseBuilder {
     Json logprobs = Json::array();              // logprobs.content entries
     Json finish_reason;
     Json stop_reason;
+    std::vector<int32_t> token_ids;  // non-streaming, with return_token_ids
   };
 
   Choice& choice(const RequestOutput& out);
@@ -58,6 +59,8 @@ class ChatResponseBuilder {
   [[nodiscard]] Json logprob_entries(const RequestOutput& out) const;
   [[nodiscard]] Json chunk(int index, Json delta, Json logprobs, Json finish_reason,
                            Json stop_reason) const;
+  /// The role chunk of choice `index` (with prompt_token_ids when asked), then its echo chunk.
+  void start_choice(int index, std::vector<Json>& chunks);
   [[nodiscard]] Json envelope(const char* object) const;
 
   std::string id_;
@@ -72,6 +75,13 @@ class ChatResponseBuilder {
   std::shared_ptr<const ToolParser> forced_tool_parser_;  // keeps a request's own parser alive
   const ReasoningFormat* reasoning_;
   bool continuous_usage_;  // usage in every chunk (stream_options.continuous_usage_stats)
+  bool parallel_tool_calls_;
+  bool return_token_ids_;
+  bool tokens_as_ids_;
+  std::string role_;
+  std::string echo_text_;
+  std::vector<int32_t> prompt_token_ids_;
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs_;
   std::vector<Choice> choices_;
   int64_t prompt_tokens_ = 0;
   int64_t cached_tokens_ = 0;

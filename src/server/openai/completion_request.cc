@@ -105,7 +105,8 @@ void check_request_size(const Json& body, int n, const ServerContext& ctx) {
 
 }  // namespace
 
-CompletionRequest parse_completion_request(std::string_view body_text, const ServerContext& ctx) {
+CompletionRequest parse_completion_request(std::string_view body_text, const ServerContext& ctx,
+                                           std::string_view request_id_header) {
   const Json body = parse_json_body(body_text);
   note_ignored_fields(body,
                       {"model",
@@ -130,11 +131,25 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
                        "guided_decoding_backend",
                        "guided_whitespace_pattern",
                        "logits_processors",
-                       "use_beam_search"},
+                       "use_beam_search",
+                       "request_id",
+                       "return_token_ids",
+                       "return_tokens_as_token_ids",
+                       "prompt_embeds"},
                       "/v1/completions");
   CompletionRequest r;
-  r.id = make_response_id("cmpl-");
+  const RequestIds ids = read_request_ids(body, request_id_header, "cmpl-");
+  r.id = ids.response_id;
   r.created = unix_time_now();
+  // Embeddings in place of tokens: vLLM takes them only with --enable-prompt-embeds, and pagoda
+  // has no such input.
+  if (const Json* embeds = find_field(body, "prompt_embeds");
+      embeds && !(embeds->is_array() && embeds->empty())) {
+    throw bad_request(
+        "'prompt_embeds' is not supported: send the prompt as text or token ids (vLLM needs "
+        "--enable-prompt-embeds for it, which pagoda does not have)",
+        "prompt_embeds");
+  }
 
   EngineRequest base;
   read_sampling_fields(body, ctx, base.params, {});
@@ -156,7 +171,11 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
   }
   reject_unsupported_vllm_fields(body);
   const std::optional<int64_t> truncate = read_truncate_prompt_tokens(body, ctx);
-  read_request_extensions(body, base);
+  read_request_extensions(body, ctx, base);
+  check_prompt_logprobs_stream(base.params, r.stream);
+  const OutputOptions output = read_output_options(body, ctx);
+  r.return_token_ids = output.return_token_ids;
+  r.tokens_as_ids = output.tokens_as_ids;
   validate_sampling(base.params, ctx);
   if (auto best_of = get_int(body, "best_of", "best_of", INT32_MIN, INT32_MAX);
       best_of && *best_of != base.params.n) {
@@ -185,7 +204,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
     check_context_length(static_cast<int64_t>(prompts[i].ids.size()), base.params.max_tokens, ctx,
                          "prompt");
     EngineRequest e = base;
-    e.request_id = fmt::format("{}-{}", r.id, i);
+    e.request_id = fmt::format("{}-{}", ids.engine_id, i);
     e.prompt_token_ids = prompts[i].ids;
     e.add_special_tokens = add_special_tokens;
     r.engine_requests.push_back(std::move(e));

@@ -23,6 +23,8 @@ struct CompletionRequest {
   std::optional<int> logprobs;  // top-k alternatives per token (0..20); set: report logprobs
   bool include_stop_str_in_output = false;
   int n = 1;
+  bool return_token_ids = false;  // token_ids (and prompt_token_ids) beside the text
+  bool tokens_as_ids = false;     // return_tokens_as_token_ids: logprob tokens as "token_id:<id>"
   /// One per prompt, in order; prompt_token_ids is set (prompts are tokenized here, to check the
   /// context length), prompt is empty.
   std::vector<EngineRequest> engine_requests;
@@ -34,7 +36,10 @@ struct CompletionRequest {
 /// malformed JSON, wrong types, invalid values, unsupported options (suffix, best_of != n), token
 /// ids outside the vocabulary or prompt + max_tokens past max_model_len; 404 for an unknown model.
 /// Unknown top-level fields are ignored (vLLM's rule); unknown keys inside stream_options are 400.
+/// `request_id_header`: the X-Request-Id header ("" when absent), which names the request as the
+/// body's request_id does and wins over it (vLLM).
 [[nodiscard]] CompletionRequest parse_completion_request(std::string_view body,
-                                                         const ServerContext& ctx);
+                                                         const ServerContext& ctx,
+                                                         std::string_view request_id_header = {});
 
 }  // namespace pagoda::openai

@@ -16,6 +16,8 @@ CompletionResponseBuilder::CompletionResponseBuilder(const CompletionRequest& re
       logprobs_(request.logprobs),
       include_stop_str_(request.include_stop_str_in_output),
       continuous_usage_(request.continuous_usage),
+      return_token_ids_(request.return_token_ids),
+      tokens_as_ids_(request.tokens_as_ids),
       n_(std::max(1, request.n)),
       tokenizer_(tokenizer) {
   if (!request.engine_requests.empty()) params_ = request.engine_requests.front().params;
@@ -39,7 +41,7 @@ CompletionResponseBuilder::Choice& CompletionResponseBuilder::choice(size_t prom
 
 void CompletionResponseBuilder::append_logprob(Choice& delta, int64_t& offset, int32_t id,
                                                const std::optional<TokenLogprobs>& lp) const {
-  const TokenText t = token_text(tokenizer_, id);
+  const TokenText t = token_text(tokenizer_, id, tokens_as_ids_);
   delta.tokens.push_back(t.text);
   delta.text_offset.push_back(offset);
   offset += text_length(t.text);
@@ -53,7 +55,7 @@ void CompletionResponseBuilder::append_logprob(Choice& delta, int64_t& offset, i
   Json top = Json::object();
   const size_t k = std::min<size_t>(lp->top.size(), static_cast<size_t>(logprobs_.value_or(0)));
   for (size_t i = 0; i < k; ++i) {
-    const std::string key = token_text(tokenizer_, lp->top[i].first).text;
+    const std::string key = token_text(tokenizer_, lp->top[i].first, tokens_as_ids_).text;
     if (!top.contains(key)) top[key] = json_logprob(lp->top[i].second);
   }
   if (!top.contains(t.text)) top[t.text] = json_logprob(lp->logprob);
@@ -69,6 +71,7 @@ void CompletionResponseBuilder::apply(size_t prompt_index, const RequestOutput& 
   completion_tokens_ += static_cast<int64_t>(out.token_ids.size());
   if (!state.started) {
     state.started = true;
+    delta.with_prompt_ids = true;
     if (echo_) {
       delta.text += info.text;
       // Prompt logprobs come with completion 0's first update; other completions that start
@@ -81,6 +84,9 @@ void CompletionResponseBuilder::apply(size_t prompt_index, const RequestOutput& 
   }
   delta.text += out.text;
   delta.text += stop_string_suffix(out, params_, include_stop_str_);
+  if (return_token_ids_) {
+    delta.token_ids.insert(delta.token_ids.end(), out.token_ids.begin(), out.token_ids.end());
+  }
   for (size_t k = 0; logprobs_ && k < out.token_ids.size(); ++k) {
     append_logprob(
         delta, state.text_chars, out.token_ids[k],
@@ -101,7 +107,8 @@ std::vector<Json> CompletionResponseBuilder::stream_chunks(size_t prompt_index,
     return {};
   }
   Json chunk = envelope();
-  chunk["choices"] = Json::array({choice_json(prompt_index * n_ + out.index, delta)});
+  chunk["choices"] =
+      Json::array({choice_json(prompt_index * n_ + out.index, delta, /*whole=*/false)});
   if (continuous_usage_) chunk["usage"] = usage_chunk()["usage"];
   return {std::move(chunk)};
 }
@@ -111,7 +118,7 @@ void CompletionResponseBuilder::add(size_t prompt_index, const RequestOutput& ou
   apply(prompt_index, out, state, state);
 }
 
-Json CompletionResponseBuilder::choice_json(size_t index, const Choice& c) const {
+Json CompletionResponseBuilder::choice_json(size_t index, const Choice& c, bool whole) const {
   Json j = Json::object();
   j["index"] = index;
   j["text"] = c.text;
@@ -125,6 +132,14 @@ Json CompletionResponseBuilder::choice_json(size_t index, const Choice& c) const
   }
   j["finish_reason"] = c.finish_reason;
   j["stop_reason"] = c.stop_reason;
+  const PromptInfo& prompt = prompts_[index / static_cast<size_t>(n_)];
+  if (whole) {
+    j["prompt_logprobs"] = prompt_logprobs_json(prompt.prompt_logprobs, tokenizer_, tokens_as_ids_);
+  }
+  if (return_token_ids_) {
+    j["token_ids"] = token_ids_json(c.token_ids);
+    if (whole || c.with_prompt_ids) j["prompt_token_ids"] = token_ids_json(prompt.ids);
+  }
   return j;
 }
 
@@ -154,7 +169,7 @@ Json CompletionResponseBuilder::response() const {
   Json body = envelope();
   body["choices"] = Json::array();
   for (size_t i = 0; i < choices_.size(); ++i)
-    body["choices"].push_back(choice_json(i, choices_[i]));
+    body["choices"].push_back(choice_json(i, choices_[i], /*whole=*/true));
   body["usage"] = usage_chunk()["usage"];
   return body;
 }

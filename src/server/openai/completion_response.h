@@ -37,6 +37,8 @@ class CompletionResponseBuilder {
     Json text_offset = Json::array();
     Json finish_reason;
     Json stop_reason;
+    std::vector<int32_t> token_ids;  // with return_token_ids
+    bool with_prompt_ids = false;    // streamed: the choice's first chunk carries prompt_token_ids
   };
   struct PromptInfo {
     std::vector<int32_t> ids;
@@ -52,7 +54,8 @@ class CompletionResponseBuilder {
   void apply(size_t prompt_index, const RequestOutput& out, Choice& state, Choice& delta);
   void append_logprob(Choice& delta, int64_t& offset, int32_t id,
                       const std::optional<TokenLogprobs>& lp) const;
-  [[nodiscard]] Json choice_json(size_t index, const Choice& c) const;
+  /// `whole`: the non-streamed choice, which also carries prompt_logprobs.
+  [[nodiscard]] Json choice_json(size_t index, const Choice& c, bool whole) const;
   [[nodiscard]] Json envelope() const;
 
   std::string id_;
@@ -62,6 +65,8 @@ class CompletionResponseBuilder {
   std::optional<int> logprobs_;
   bool include_stop_str_;
   bool continuous_usage_;  // usage in every chunk (stream_options.continuous_usage_stats)
+  bool return_token_ids_;
+  bool tokens_as_ids_;
   int n_;
   SamplingParams params_;
   const Tokenizer* tokenizer_;

@@ -136,14 +136,50 @@ StreamOptions read_stream_options(const Json& body, bool stream) {
   return out;
 }
 
-void read_request_extensions(const Json& body, EngineRequest& request) {
+void read_request_extensions(const Json& body, const ServerContext& ctx, EngineRequest& request) {
   (void)get_string(body, "user", "user");  // OpenAI's end-user id: accepted, unused
   if (auto priority = get_int(body, "priority", "priority", INT32_MIN, INT32_MAX)) {
+    if (*priority != 0 && !ctx.priority_scheduling) {
+      throw bad_request(fmt::format("Got priority {} but Priority scheduling is not enabled "
+                                    "(start the server with --scheduling-policy priority).",
+                                    *priority),
+                        "priority");
+    }
     request.priority = static_cast<int>(*priority);
   }
   if (auto salt = get_string(body, "cache_salt", "cache_salt")) {
     if (salt->empty()) throw bad_request("'cache_salt' must be a non-empty string", "cache_salt");
     request.cache_salt = std::move(*salt);
+  }
+}
+
+OutputOptions read_output_options(const Json& body, const ServerContext& ctx) {
+  OutputOptions o;
+  o.return_token_ids = get_bool(body, "return_token_ids", "return_token_ids").value_or(false);
+  o.tokens_as_ids = get_bool(body, "return_tokens_as_token_ids", "return_tokens_as_token_ids")
+                        .value_or(ctx.return_tokens_as_token_ids);
+  return o;
+}
+
+RequestIds read_request_ids(const Json& body, std::string_view header, std::string_view prefix) {
+  std::optional<std::string> chosen = get_string(body, "request_id", "request_id");
+  if (!header.empty()) chosen = std::string(header);  // vLLM: the header wins over the body
+  if (!chosen) {
+    std::string id = make_response_id(prefix);
+    return {id, id};
+  }
+  if (chosen->empty() || chosen->size() > 256) {
+    throw bad_request("'request_id' must hold 1 to 256 characters", "request_id");
+  }
+  RequestIds ids;
+  ids.response_id = std::string(prefix) + *chosen;
+  ids.engine_id = make_response_id(ids.response_id + "~");
+  return ids;
+}
+
+void check_prompt_logprobs_stream(const SamplingParams& params, bool stream) {
+  if (stream && params.prompt_logprobs && *params.prompt_logprobs != 0) {
+    throw bad_request("`prompt_logprobs` are not available when `stream=True`.", "prompt_logprobs");
   }
 }
 

@@ -59,8 +59,32 @@ struct StreamOptions {
 };
 [[nodiscard]] StreamOptions read_stream_options(const Json& body, bool stream);
 
-/// user (string, only type-checked), priority and cache_salt (non-empty string) onto request.
-void read_request_extensions(const Json& body, EngineRequest& request);
+/// user (string, only type-checked), priority and cache_salt (non-empty string) onto request. A
+/// non-zero priority on a server without priority scheduling is a 400 (vLLM's rule).
+void read_request_extensions(const Json& body, const ServerContext& ctx, EngineRequest& request);
+
+/// vLLM's output extras of both endpoints: return_token_ids (the prompt's and each choice's token
+/// ids beside the text) and return_tokens_as_token_ids (logprob tokens spelled "token_id:<id>";
+/// the server's --return-tokens-as-token-ids is the default).
+struct OutputOptions {
+  bool return_token_ids = false;
+  bool tokens_as_ids = false;
+};
+[[nodiscard]] OutputOptions read_output_options(const Json& body, const ServerContext& ctx);
+
+/// The request's id as vLLM picks it: the X-Request-Id header (`header`, empty when absent), else
+/// the body's request_id, else one of 32 random hex digits; the response id is `prefix` + it.
+struct RequestIds {
+  std::string response_id;  // e.g. "chatcmpl-<id>"
+  /// The engine's id: the response id, with a random suffix when the client chose the id (two
+  /// requests in flight may share a client's id; the engine's ids must differ).
+  std::string engine_id;
+};
+[[nodiscard]] RequestIds read_request_ids(const Json& body, std::string_view header,
+                                          std::string_view prefix);
+
+/// vLLM's prompt_logprobs: with stream, a value other than 0 is a 400 (they are not streamed).
+void check_prompt_logprobs_stream(const SamplingParams& params, bool stream);
 
 /// A fresh response id: prefix followed by 32 random hex digits ("cmpl-", "chatcmpl-").
 [[nodiscard]] std::string make_response_id(std::string_view prefix);

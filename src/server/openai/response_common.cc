@@ -66,6 +66,48 @@ TokenText token_text(const Tokenizer* tokenizer, int32_t id) {
   return t;
 }
 
+TokenText token_text(const Tokenizer* tokenizer, int32_t id, bool as_id) {
+  if (!as_id) return token_text(tokenizer, id);
+  TokenText t;
+  t.bytes = "token_id:" + std::to_string(id);
+  t.text = t.bytes;
+  return t;
+}
+
+Json prompt_logprobs_json(const std::vector<std::optional<TokenLogprobs>>& logprobs,
+                          const Tokenizer* tokenizer, bool as_id) {
+  if (logprobs.empty()) return nullptr;
+  Json out = Json::array();
+  for (const std::optional<TokenLogprobs>& lp : logprobs) {
+    if (!lp) {
+      out.push_back(nullptr);
+      continue;
+    }
+    Json entry = Json::object();
+    auto add = [&](int32_t id, float logprob, int32_t rank) {
+      const std::string key = std::to_string(id);
+      if (entry.contains(key)) return;
+      Json item = Json::object();
+      item["logprob"] = json_logprob(logprob);
+      item["rank"] = rank > 0 ? Json(rank) : Json();
+      item["decoded_token"] = token_text(tokenizer, id, as_id).text;
+      entry[key] = std::move(item);
+    };
+    add(lp->token, lp->logprob, lp->rank);
+    for (size_t i = 0; i < lp->top.size(); ++i) {
+      add(lp->top[i].first, lp->top[i].second, static_cast<int32_t>(i + 1));
+    }
+    out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+Json token_ids_json(const std::vector<int32_t>& ids) {
+  Json list = Json::array();
+  for (int32_t id : ids) list.push_back(id);
+  return list;
+}
+
 double json_logprob(float logprob) {
   if (std::isnan(logprob)) return -9999.0;
   return std::max(static_cast<double>(logprob), -9999.0);

@@ -34,6 +34,19 @@ struct TokenText {
   std::string text;
 };
 [[nodiscard]] TokenText token_text(const Tokenizer* tokenizer, int32_t id);
+/// With `as_id` (return_tokens_as_token_ids) the token is spelled "token_id:<id>" (vLLM's form,
+/// for tokens that are not whole characters), else as token_text() spells it.
+[[nodiscard]] TokenText token_text(const Tokenizer* tokenizer, int32_t id, bool as_id);
+
+/// vLLM's prompt_logprobs: one entry per prompt token, null for the first (nothing predicts it),
+/// else {"<id>": {"logprob", "rank", "decoded_token"}} for the prompt token and its top
+/// alternatives (the prompt token first; ranks of alternatives by their order). Null when the
+/// request asked for none (`logprobs` empty).
+[[nodiscard]] Json prompt_logprobs_json(const std::vector<std::optional<TokenLogprobs>>& logprobs,
+                                        const Tokenizer* tokenizer, bool as_id);
+
+/// A token id list as JSON.
+[[nodiscard]] Json token_ids_json(const std::vector<int32_t>& ids);
 
 /// -inf and NaN have no JSON form: clamp as vLLM does (-9999.0).
 [[nodiscard]] double json_logprob(float logprob);

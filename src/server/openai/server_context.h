@@ -34,8 +34,9 @@ struct ServerContext {
   const Tokenizer* tokenizer = nullptr;               // null: text prompts and chat are a 400
   const tmpl::ChatTemplate* chat_template = nullptr;  // null: chat requests are a 400
   GenerationDefaults defaults;
-  /// Whether a request may bring its own "chat_template" (vLLM gates it behind a flag too).
-  bool allow_request_chat_template = true;
+  /// Whether a request may bring its own "chat_template": a template is code, so only with
+  /// --trust-request-chat-template (vLLM's flag); otherwise such a request is a 400.
+  bool allow_request_chat_template = false;
   /// Bounds on one chat template render (output size, loop iterations, call depth): a request's
   /// own template is untrusted code.
   tmpl::RenderLimits render_limits;
@@ -50,6 +51,12 @@ struct ServerContext {
   /// prompts). Past them the request is a 400 naming the field, before any prompt is tokenized.
   int64_t max_prompts_per_request = 1024;
   int64_t max_sequences_per_request = 1024;
+  /// --scheduling-policy priority: requests may set "priority" (under fcfs a non-zero one is a
+  /// 400, as in vLLM).
+  bool priority_scheduling = false;
+  /// --return-tokens-as-token-ids: the default of the request field of that name (logprob tokens
+  /// spelled "token_id:<id>").
+  bool return_tokens_as_token_ids = false;
 };
 
 }  // namespace pagoda::openai

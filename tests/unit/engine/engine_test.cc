@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include <nlohmann/json.hpp>
@@ -319,6 +320,10 @@ TEST(Engine, RejectsInvalidRequestsNamingTheField) {
   bad_temp.prompt_token_ids = {1};
   bad_temp.params.temperature = -1;
   EXPECT_EQ(error(bad_temp).rfind("temperature", 0), 0u);
+  EngineRequest prioritized;  // vLLM's rule: a priority needs --scheduling-policy priority
+  prioritized.prompt_token_ids = {1};
+  prioritized.priority = 2;
+  EXPECT_EQ(error(prioritized).rfind("priority", 0), 0u);
   // The engine still serves after rejecting.
   EngineRequest ok;
   ok.prompt_token_ids = {1, 403};
@@ -338,10 +343,52 @@ TEST(Engine, PromptLogprobsAndLogprobs) {
   EXPECT_EQ(r.prompt_logprobs[1]->token, 403);
   EXPECT_NEAR(r.prompt_logprobs[1]->logprob, -0.243743, 1e-4);  // golden.json prefill_top10[0]
   EXPECT_EQ(r.prompt_logprobs[1]->top.size(), 2u);
+  // Each prompt token's rank: 1 + the tokens likelier than it, so 1 exactly when it is the top.
+  for (size_t i = 1; i < r.prompt_logprobs.size(); ++i) {
+    const TokenLogprobs& t = *r.prompt_logprobs[i];
+    ASSERT_GE(t.rank, 1) << i;
+    EXPECT_EQ(t.rank == 1, t.top[0].first == t.token) << i;
+    if (t.rank == 2) {
+      EXPECT_EQ(t.top[1].first, t.token) << i;
+    }
+    if (t.rank > 2) {
+      EXPECT_LT(t.logprob, t.top[1].second) << i;
+    }
+  }
   ASSERT_EQ(r.outputs[0].logprobs.size(), 3u);
   EXPECT_EQ(r.outputs[0].logprobs[0].token, 432);
   EXPECT_NEAR(r.outputs[0].logprobs[0].logprob, -0.031703, 1e-4);
   EXPECT_EQ(r.outputs[0].logprobs[0].top.size(), 5u);
+}
+
+// --dtype with a checkpoint on the CPU converts its weights at load: stories260K (float32) in
+// bfloat16 gives nearby but different log-probabilities, and the bfloat16 tiny Llama in float32
+// (an exact widening) gives the same ones within the kernels' summation differences.
+TEST(Engine, DtypeConvertsACheckpointOnTheCpu) {
+  auto run = [](const std::string& model, const std::string& dtype) {
+    EngineArgs args = small_engine(2048, true, 64 << 20, "cpu", model);
+    args.dtype = dtype;
+    LLM llm(args);
+    SamplingParams p = greedy(6, 1);
+    return llm.generate({PromptInput{std::nullopt, {1, 403, 407, 261, 378}}}, p)[0].outputs[0];
+  };
+  const CompletionOutput f32 = run(engine_test::kStories, "auto");
+  const CompletionOutput bf16 = run(engine_test::kStories, "bfloat16");
+  ASSERT_EQ(f32.logprobs.size(), bf16.logprobs.size());
+  double max_diff = 0;
+  for (size_t i = 0; i < f32.logprobs.size(); ++i) {
+    max_diff =
+        std::max<double>(max_diff, std::abs(f32.logprobs[i].logprob - bf16.logprobs[i].logprob));
+  }
+  EXPECT_GT(max_diff, 0.0) << "the weights were not converted";
+  EXPECT_LT(max_diff, 0.1);
+  const std::string tiny = std::string(PAGODA_SOURCE_DIR) + "/tests/data/tiny/llama-bf16";
+  const CompletionOutput as_bf16 = run(tiny, "auto");
+  const CompletionOutput as_f32 = run(tiny, "float32");
+  EXPECT_EQ(as_bf16.token_ids, as_f32.token_ids);
+  for (size_t i = 0; i < as_bf16.logprobs.size(); ++i) {
+    EXPECT_NEAR(as_bf16.logprobs[i].logprob, as_f32.logprobs[i].logprob, 1e-4) << i;
+  }
 }
 
 // The model's context (the default and the limit of --max-model-len) is vLLM's derived one:

@@ -198,6 +198,21 @@ TEST(Hostile, HugeLoopsAreBounded) {
   EXPECT_THROW((void)render("{{ ([1] * 1000000000) | length }}", {}, options), TemplateError);
 }
 
+TEST(Hostile, EvaluationStepsAreBounded) {
+  // Few iterations, much work in each: the step limit stops it where the loop limit would not.
+  RenderOptions options;
+  options.limits.max_steps = 10000;
+  try {
+    (void)render("{% for i in range(1000) %}{{ i + i + i + i + i + i + i + i }}{% endfor %}", {},
+                 options);
+    ADD_FAILURE() << "the render was not stopped";
+  } catch (const TemplateError& e) {
+    EXPECT_NE(std::string(e.what()).find("10000 evaluation steps"), std::string::npos) << e.what();
+  }
+  // A template within the limit renders.
+  EXPECT_EQ(render("{% for i in range(3) %}{{ i }}{% endfor %}", {}, options), "012");
+}
+
 TEST(Hostile, OutputAndStringGrowthAreBounded) {
   RenderOptions options;
   options.limits.max_output_bytes = 1 << 20;

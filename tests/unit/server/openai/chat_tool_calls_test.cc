@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "server/openai/api_error.h"
 #include "server/openai/chat_response.h"
 #include "server/openai/tool_parser.h"
 #include "test_util.h"
@@ -82,9 +83,20 @@ TEST(ChatToolCallsTest, OutputStaysContentWhenNotParsed) {
   const ChatRequest no_tools =
       parse_chat_request(R"({"messages": [{"role": "user", "content": "Hi"}]})", f.ctx);
   EXPECT_EQ(no_tools.tool_parser, nullptr);
-  const ChatRequest no_parser = parse_chat_request(
-      R"({"messages": [{"role": "user", "content": "Hi"}], )" + std::string(kTools) + "}",
-      testing::context());
+  // Without a parser, tool_choice "auto" is a 400 as in vLLM (the output could not be parsed);
+  // "none" is answered with content.
+  const std::string body =
+      R"({"messages": [{"role": "user", "content": "Hi"}], )" + std::string(kTools);
+  try {
+    (void)parse_chat_request(body + "}", testing::context());
+    ADD_FAILURE() << "tools with tool_choice auto and no parser were accepted";
+  } catch (const ApiException& e) {
+    EXPECT_EQ(e.error().status, 400);
+    EXPECT_EQ(e.error().param, "tool_choice");
+    EXPECT_NE(e.error().message.find("--enable-auto-tool-choice"), std::string::npos);
+  }
+  const ChatRequest no_parser =
+      parse_chat_request(body + R"(, "tool_choice": "none"})", testing::context());
   EXPECT_EQ(no_parser.tool_parser, nullptr);
   EXPECT_TRUE(no_parser.engine_request.params.skip_special_tokens);
 }

@@ -87,8 +87,11 @@ Streamed stream(const ChatRequest& req, const std::string& text, size_t step) {
   Streamed s;
   for (const Json& c : chunks) {
     const Json& delta = c["choices"][0]["delta"];
-    if (delta.contains("reasoning_content"))
+    if (delta.contains("reasoning_content")) {
+      // vLLM's current name beside the older one, equal.
+      EXPECT_EQ(delta["reasoning"], delta["reasoning_content"]);
       s.reasoning += delta["reasoning_content"].get<std::string>();
+    }
     if (delta.contains("content")) s.content += delta["content"].get<std::string>();
     if (delta.contains("tool_calls")) s.calls.push_back(delta["tool_calls"][0]);
   }
@@ -112,6 +115,7 @@ TEST(ChatReasoning, StreamedAndWholeAnswersSplitAlike) {
   const std::string text = "<think>\nTwo and two.\n</think>\n\n4";
   const Json choice = whole(req, text);
   EXPECT_EQ(choice["message"]["reasoning_content"], "\nTwo and two.\n");
+  EXPECT_EQ(choice["message"]["reasoning"], "\nTwo and two.\n");
   EXPECT_EQ(choice["message"]["content"], "\n\n4");
   for (size_t step : {1, 4, 100}) {
     const Streamed s = stream(req, text, step);
@@ -121,6 +125,7 @@ TEST(ChatReasoning, StreamedAndWholeAnswersSplitAlike) {
   // Without reasoning: null, and all of it content.
   const Json plain = whole(req, "Just 4.");
   EXPECT_TRUE(plain["message"]["reasoning_content"].is_null());
+  EXPECT_TRUE(plain["message"]["reasoning"].is_null());
   EXPECT_EQ(plain["message"]["content"], "Just 4.");
   // Nothing after the reasoning: content null, as vLLM.
   EXPECT_TRUE(whole(req, "<think>hm</think>")["message"]["content"].is_null());

@@ -111,7 +111,7 @@ TEST(CompletionRequestTest, EverySamplingFieldAndExtension) {
       "min_p": 0.05, "presence_penalty": 0.5, "frequency_penalty": -0.5,
       "repetition_penalty": 1.1, "logit_bias": {"5": -100, "7": 2.5}, "seed": 42,
       "stop": ["\n\n", "The end"], "stop_token_ids": [2, 13], "ignore_eos": true,
-      "min_tokens": 3, "n": 3, "best_of": 3, "logprobs": 5, "prompt_logprobs": 2,
+      "min_tokens": 3, "n": 3, "best_of": 3, "logprobs": 5, "prompt_logprobs": 0,
       "echo": true, "stream": true, "stream_options": {"include_usage": true},
       "user": "u-1", "priority": -3, "cache_salt": "tenant-a", "add_special_tokens": false,
       "include_stop_str_in_output": true, "suffix": null, "some_new_field": {"x": 1}})",
@@ -133,7 +133,7 @@ TEST(CompletionRequestTest, EverySamplingFieldAndExtension) {
   EXPECT_EQ(p.min_tokens, 3);
   EXPECT_EQ(p.n, 3);
   EXPECT_EQ(p.logprobs, 5);
-  EXPECT_EQ(p.prompt_logprobs, 2);
+  EXPECT_EQ(p.prompt_logprobs, 0);  // only 0 may be streamed
   EXPECT_EQ(r.n, 3);
   EXPECT_EQ(r.logprobs, 5);
   EXPECT_TRUE(r.echo);

@@ -33,6 +33,10 @@ inline ServerContext context() {
   ctx.tokenizer = &tokenizer();
   ctx.chat_template = &qwen_template();
   ctx.model_created = 1700000000;
+  // A server started with --trust-request-chat-template and --scheduling-policy priority, so that
+  // request templates and priorities can be tested; the tests that need them refused clear these.
+  ctx.allow_request_chat_template = true;
+  ctx.priority_scheduling = true;
   return ctx;
 }
 
