@@ -26,8 +26,11 @@ struct EngineArgs {
   std::string model;                 // Hugging Face model directory
   std::string tokenizer;             // tokenizer.json or directory; default: the model's
   std::string load_format = "auto";  // --load-format: auto (safetensors) or dummy
-  std::string dtype = "auto";   // --dtype: weights (the CPU converts at load), activations (GPU)
-  std::string device = "auto";  // --device: auto (the GPU if present), cpu or cuda
+  std::string dtype = "auto";  // --dtype: weights (the CPU converts at load), activations (GPU)
+  /// --quantization: vLLM's method names (fp8, gptq, awq, compressed-tensors, ...); empty: as the
+  /// checkpoint's quantization_config says. fp8 on an unquantized checkpoint quantizes at load.
+  std::string quantization;
+  std::string device = "auto";          // --device: auto (the GPU if present), cpu or cuda
   double gpu_memory_utilization = 0.9;  // --gpu-memory-utilization: GPU memory pagoda may use
   uint64_t seed = 0;                    // --seed: dummy weights, and requests without a seed
   int num_threads = 0;                  // CPU threads; 0 = all cores

@@ -23,12 +23,6 @@ EngineArgs EngineFlags::to_engine_args() const {
     throw InvalidArgument(fmt::format(
         "--kv-cache-dtype {}: only auto (the model's dtype) is supported", kv_cache_dtype));
   }
-  if (!quantization.empty() && quantization != "None" && quantization != "none") {
-    throw InvalidArgument(fmt::format(
-        "--quantization {}: quantized weights are not supported (float32, bfloat16 and float16 "
-        "checkpoints)",
-        quantization));
-  }
   if (tokenizer_mode != "auto" && tokenizer_mode != "hf" && tokenizer_mode != "slow") {
     throw InvalidArgument(fmt::format(
         "--tokenizer-mode {}: only auto, hf or slow (all read tokenizer.json)", tokenizer_mode));
@@ -53,6 +47,7 @@ EngineArgs EngineFlags::to_engine_args() const {
     }
   }
   a.enable_prefix_caching = !no_prefix_caching;
+  a.quantization = quantization;  // checked against the checkpoint at load (model/quant/)
   a.runtime = runtime_options_from_env(a.runtime);
   return a;
 }
@@ -106,7 +101,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_option("--pipeline-parallel-size", f.pipeline_parallel_size, "only 1")->group(vllm);
   cmd->add_option("--data-parallel-size", f.data_parallel_size, "only 1")->group(vllm);
   cmd->add_option("--kv-cache-dtype", f.kv_cache_dtype, "only auto")->group(vllm);
-  cmd->add_option("--quantization,-q", f.quantization, "not supported")->group(vllm);
+  cmd->add_option("--quantization,-q", f.quantization,
+                  "fp8, gptq, awq, compressed-tensors, modelopt, modelopt_fp4 (default: the "
+                  "checkpoint's; fp8 on a float checkpoint quantizes at load)")
+      ->group(vllm);
   cmd->add_option("--tokenizer-mode", f.tokenizer_mode, "auto, hf or slow")->group(vllm);
   cmd->add_flag("--trust-remote-code", f.trust_remote_code,
                 "accepted; pagoda never runs code from a model directory")

@@ -17,6 +17,8 @@ size_t dtype_size(DType dtype) {
     case DType::kI8:
     case DType::kU8:
     case DType::kBool:
+    case DType::kF8E4M3:
+    case DType::kF8E5M2:
       return 1;
   }
   return 0;
@@ -44,6 +46,10 @@ std::string_view dtype_name(DType dtype) {
       return "uint8";
     case DType::kBool:
       return "bool";
+    case DType::kF8E4M3:
+      return "float8_e4m3fn";
+    case DType::kF8E5M2:
+      return "float8_e5m2";
   }
   return "unknown";
 }
@@ -59,6 +65,8 @@ std::optional<DType> dtype_from_safetensors(std::string_view tag) {
   if (tag == "I8") return DType::kI8;
   if (tag == "U8") return DType::kU8;
   if (tag == "BOOL") return DType::kBool;
+  if (tag == "F8_E4M3") return DType::kF8E4M3;
+  if (tag == "F8_E5M2") return DType::kF8E5M2;
   return std::nullopt;
 }
 

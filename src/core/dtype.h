@@ -7,8 +7,22 @@
 
 namespace pagoda {
 
-/// The element type of a tensor. Quantized types (fp8, int8, int4 groups) join this list later.
-enum class DType : uint8_t { kF32, kBF16, kF16, kF64, kI64, kI32, kI16, kI8, kU8, kBool };
+/// The element type of a tensor. Packed 4-bit formats (GPTQ/AWQ int4 in I32 words, FP4 in U8
+/// bytes) keep their container's type; their LinearMethod (model/quant/) knows the packing.
+enum class DType : uint8_t {
+  kF32,
+  kBF16,
+  kF16,
+  kF64,
+  kI64,
+  kI32,
+  kI16,
+  kI8,
+  kU8,
+  kBool,
+  kF8E4M3,  // float8_e4m3fn: 4 exponent bits (bias 7), 3 mantissa bits, no inf, max 448
+  kF8E5M2,  // float8_e5m2: 5 exponent bits (bias 15), 2 mantissa bits, IEEE inf/NaN, max 57344
+};
 
 [[nodiscard]] size_t dtype_size(DType dtype);
 [[nodiscard]] std::string_view dtype_name(DType dtype);  // "float32", "bfloat16", ...

@@ -48,6 +48,8 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   load.runtime = args.runtime;
   load.runtime.cuda_graphs = args.runtime.cuda_graphs && !args.enforce_eager;
   load.definition.max_model_len = args.max_model_len;
+  load.definition.quantization = args.quantization;
+  load.definition.dummy_weights = load.format == LoadFormat::kDummy;
   load.progress = args.load_progress;
   ExecutorOptions executor_options;
   executor_options.model_dir = args.model;

@@ -114,6 +114,13 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.eos_token_ids = r.id_list("eos_token_id");
   c.json = std::make_shared<const json>(j);
   c.source = source;
+  for (const char* key : {"quantization_config", "compression_config"}) {
+    if (!r.has(key)) continue;
+    if (!j.at(key).is_object()) r.fail(key, "must be an object");
+    c.quantization_config = std::make_shared<const json>(j.at(key));
+    c.quantization_source = fmt::format("{} ({})", source, key);
+    break;
+  }
   return c;
 }
 
@@ -145,6 +152,16 @@ ModelConfig load_model_config(const std::string& model_dir) {
   ModelConfig config = parse_model_config(read_text_file(config_path), config_path);
   const std::string gen_path = (fs::path(model_dir) / "generation_config.json").string();
   if (fs::exists(gen_path)) apply_generation_config(read_text_file(gen_path), gen_path, config);
+  // AutoGPTQ and AutoAWQ checkpoints of before transformers' quantization_config keep it in a
+  // side file (vLLM's get_config_filenames of gptq and awq), ModelOpt's exports in
+  // hf_quant_config.json.
+  for (const char* side : {"quantize_config.json", "quant_config.json", "hf_quant_config.json"}) {
+    const std::string path = (fs::path(model_dir) / side).string();
+    if (config.quantization_config || !fs::exists(path)) continue;
+    config.quantization_config =
+        std::make_shared<const json>(parse_json_object(read_text_file(path), path));
+    config.quantization_source = path;
+  }
   return config;
 }
 

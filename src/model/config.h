@@ -50,6 +50,11 @@ struct ModelConfig {
   /// ConfigReader), and the file it came from.
   std::shared_ptr<const nlohmann::json> json;
   std::string source;
+  /// config.json's quantization_config (or compression_config), or a quantization side file of
+  /// the model directory (quantize_config.json, quant_config.json) when config.json has none;
+  /// null for an unquantized checkpoint. model/quant/quant_config.h reads it.
+  std::shared_ptr<const nlohmann::json> quantization_config;
+  std::string quantization_source;  // "config.json (quantization_config)" or the side file
 
   /// The sliding window of layer `layer` (PagedAttentionParams::sliding_window): 0 for full
   /// attention.

@@ -182,7 +182,7 @@ void CpuDecoderModel::bind_weights() {
   final_norm_ = norm_weight(weights_, d.final_norm);
   const LinearMethod& head_method = linear_method(d.lm_head.format);
   // Tied checkpoints usually omit lm_head.weight; some write it anyway.
-  const bool head_present = weights_.contains(d.lm_head.sources.at(0).prefix + ".weight");
+  const bool head_present = weights_.contains(head_method.tensors(d.lm_head).at(0).name);
   if (!d.lm_head_tied || head_present) {
     lm_head_ = head_method.bind_cpu(d.lm_head, weights_);
   } else {

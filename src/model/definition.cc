@@ -1,11 +1,36 @@
 #include "model/definition.h"
 
+#include <map>
 #include <numeric>
+
+#include <fmt/format.h>
 
 #include "core/status.h"
 #include "model/linear.h"
 
 namespace pagoda {
+
+const char* weight_format_name(WeightFormat format) {
+  switch (format) {
+    case WeightFormat::kDense:
+      return "dense";
+    case WeightFormat::kFp8:
+      return "fp8";
+    case WeightFormat::kFp8Online:
+      return "fp8 (quantized at load)";
+    case WeightFormat::kInt8:
+      return "int8";
+    case WeightFormat::kGptq:
+      return "gptq";
+    case WeightFormat::kAwq:
+      return "awq";
+    case WeightFormat::kNvfp4:
+      return "nvfp4";
+    case WeightFormat::kMxfp4:
+      return "mxfp4";
+  }
+  return "unknown";
+}
 
 int64_t LinearDef::out() const {
   return std::accumulate(out_segments.begin(), out_segments.end(), int64_t{0});
@@ -57,6 +82,76 @@ std::vector<TensorSpec> ModelDefinition::tensors() const {
     for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) add_linear(*lin, out);
     add_norm(l.attention.q_norm, out);
     add_norm(l.attention.k_norm, out);
+  }
+  return out;
+}
+
+namespace {
+
+std::string describe_linear(const LinearDef& l) {
+  if (l.format == WeightFormat::kDense) return "dense";
+  const QuantParams& q = l.quant;
+  // "gptq 4-bit", "fp8 (compressed-tensors) 8-bit": the method when it is not the format's name.
+  const std::string name = weight_format_name(l.format);
+  std::string d = name.rfind(q.method, 0) == 0
+                      ? fmt::format("{} {}-bit", name, q.bits)
+                      : fmt::format("{} ({}) {}-bit", name, q.method, q.bits);
+  switch (q.weight_scales) {
+    case ScaleStrategy::kTensor:
+      d += " per-tensor";
+      break;
+    case ScaleStrategy::kChannel:
+      d += " per-channel";
+      break;
+    case ScaleStrategy::kGroup:
+      d += fmt::format(" group {}", q.group_size);
+      break;
+    case ScaleStrategy::kBlock:
+      d += fmt::format(" block {}x{}", q.block_out, q.block_in);
+      break;
+  }
+  if (l.format == WeightFormat::kGptq) {
+    d += q.symmetric ? " sym" : " asym";
+    if (q.desc_act) d += " act-order";
+  }
+  switch (q.activations) {
+    case ActivationQuant::kNone:
+      break;
+    case ActivationQuant::kStaticTensor:
+      d += ", static activations";
+      break;
+    case ActivationQuant::kDynamicToken:
+      d += ", dynamic per-token activations";
+      break;
+    case ActivationQuant::kDynamicGroup:
+      d += fmt::format(", dynamic activations per {}", q.block_in);
+      break;
+  }
+  return d;
+}
+
+}  // namespace
+
+bool ModelDefinition::quantized() const {
+  if (!lm_head_tied && lm_head.format != WeightFormat::kDense) return true;
+  for (const LayerDef& l : layers)
+    for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down})
+      if (lin->format != WeightFormat::kDense) return true;
+  return false;
+}
+
+std::string ModelDefinition::weight_summary() const {
+  std::map<std::string, int> counts;
+  for (const LayerDef& l : layers)
+    for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down})
+      ++counts[describe_linear(*lin)];
+  std::string out;
+  for (const auto& [what, n] : counts)
+    out += fmt::format("{}{} ({} projections)", out.empty() ? "" : ", ", what, n);
+  out += fmt::format(", lm_head {}", lm_head_tied ? "tied" : describe_linear(lm_head));
+  if (checkpoint_kv_cache_dtype) {
+    out += fmt::format(", KV cache scales for {} in the checkpoint",
+                       dtype_name(*checkpoint_kv_cache_dtype));
   }
   return out;
 }

@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/tensor.h"
@@ -35,11 +36,37 @@ enum class ShardDim : uint8_t {
   kIn,    // input features (columns): row-parallel o and down (an all-reduce follows)
 };
 
+/// How --load-format dummy draws a tensor whose dtype the weight format fixes (TensorSpec::dtype);
+/// tensors in the checkpoint's float dtype keep the recipe of model/dummy_weights.h.
+enum class DummyFill : uint8_t {
+  kUniform,     // value * u, u uniform in [-1, 1), converted to the dtype (rounded, saturated)
+  kRandomBits,  // every bit random (packed 4-bit codes: any nibble is a valid code)
+  kConstant,    // every element = value (scales; zero points as an int32 bit pattern)
+  kGroupIndex,  // element i = i / value (GPTQ's g_idx of group size value)
+};
+
 /// One tensor of the checkpoint as the weight table names it.
 struct TensorSpec {
+  TensorSpec() = default;
+  TensorSpec(std::string name_, Shape shape_, ShardDim shard_ = ShardDim::kNone)
+      : name(std::move(name_)), shape(shape_), shard(shard_) {}
+  TensorSpec(std::string name_, Shape shape_, ShardDim shard_, DType dtype_, DummyFill fill_,
+             double fill_value_)
+      : name(std::move(name_)),
+        shape(shape_),
+        shard(shard_),
+        dtype(dtype_),
+        fill(fill_),
+        fill_value(fill_value_) {}
+
   std::string name;
   Shape shape;
   ShardDim shard = ShardDim::kNone;
+  /// The dtype a quantized format requires (packed int32, fp8, uint8, fp32 scales); nullopt: any
+  /// float dtype, the checkpoint's (dense weights, norms, biases, 16-bit scales).
+  std::optional<DType> dtype;
+  DummyFill fill = DummyFill::kUniform;  // for tensors with a dtype
+  double fill_value = 0;
 };
 
 /// An RMSNorm weight: y = x / sqrt(mean(x^2) + eps) * (weight_offset + w). Gemma stores w - 1
@@ -51,9 +78,53 @@ struct NormDef {
 };
 
 /// How a projection's weight is stored in the checkpoint; model/linear.h has one LinearMethod per
-/// format, which loads, fuses (and will shard) its tensors and multiplies by them.
+/// format, which loads, fuses (and will shard) its tensors and multiplies by them. The tensors of
+/// each format are listed where its method lives (model/quant/).
 enum class WeightFormat : uint8_t {
-  kDense,  // W [out, in] in f32, bf16 or f16 (the torch nn.Linear layout)
+  kDense,      // W [out, in] in f32, bf16 or f16 (the torch nn.Linear layout)
+  kFp8,        // W8A8 float8_e4m3fn weight [out, in] + weight_scale (compressed-tensors, fp8)
+  kFp8Online,  // dense tensors quantized to float8_e4m3fn at load (--quantization fp8)
+  kInt8,       // W8A8 int8 weight [out, in] + weight_scale (compressed-tensors int-quantized)
+  kGptq,       // qweight/qzeros/scales/g_idx, int4 or int8 packed in int32 (AutoGPTQ, GPTQModel)
+  kAwq,        // qweight/qzeros/scales, int4 packed in int32 along out (AutoAWQ GEMM)
+  kNvfp4,      // float4_e2m1 pairs in uint8 + float8_e4m3 scales per 16 + a global scale
+  kMxfp4,      // float4_e2m1 pairs in uint8 + float8_e8m0 scales per 32 (OCP MX)
+};
+
+/// The name of a format in messages: "dense", "fp8", "gptq", ...
+[[nodiscard]] const char* weight_format_name(WeightFormat format);
+
+/// Where a quantized weight's scales apply.
+enum class ScaleStrategy : uint8_t {
+  kTensor,   // one scale per checkpoint tensor (per source of a fused projection)
+  kChannel,  // one per output row
+  kGroup,    // one per output row and group of group_size input features
+  kBlock,    // one per [block_out, block_in] tile of W
+};
+
+/// How a W8A8 format quantizes its input x [m, in] before the product.
+enum class ActivationQuant : uint8_t {
+  kNone,          // weight-only: x stays fp32
+  kStaticTensor,  // x / input_scale (the checkpoint's, the largest of a fused projection's)
+  kDynamicToken,  // per row: scale = max|x_row| / qmax
+  kDynamicGroup,  // per row and group of block_in features (block-wise FP8)
+};
+
+/// The parameters of a quantized weight format (model/quant/quant_config.h fills them from
+/// config.json's quantization_config or --quantization).
+struct QuantParams {
+  std::string method;  // vLLM's name of the quantization method, for messages: "gptq", ...
+  int bits = 0;        // weight bits: 8 (fp8, int8), 4 (GPTQ/AWQ int4, FP4), GPTQ also 8
+  ScaleStrategy weight_scales = ScaleStrategy::kChannel;
+  int64_t group_size = 0;  // kGroup: input features per scale (GPTQ's -1 becomes `in`)
+  int64_t block_out = 0;   // kBlock: the tile of one scale
+  int64_t block_in = 0;
+  bool symmetric = true;           // GPTQ/AWQ/int8: no zero points (GPTQ stores 2^(bits-1) anyway)
+  bool desc_act = false;           // GPTQ act-order: g_idx is a permutation of the groups
+  bool gptq_zero_plus_one = true;  // GPTQ v1 checkpoints store zero - 1 (checkpoint_format gptq)
+  ActivationQuant activations = ActivationQuant::kNone;
+
+  bool operator==(const QuantParams&) const = default;
 };
 
 /// A projection y = x W^T (+ b), W: [out, in]. Its output is a list of segments (q, k, v; gate,
@@ -74,6 +145,7 @@ struct LinearDef {
   bool bias = false;
   ShardDim shard = ShardDim::kOut;
   WeightFormat format = WeightFormat::kDense;
+  QuantParams quant;  // for formats other than kDense
 
   [[nodiscard]] int64_t out() const;
   /// Rows of a source: the sum of its segments.
@@ -130,9 +202,17 @@ struct ModelDefinition {
   bool lm_head_tied = false;         // the embedding serves as lm_head when the checkpoint has none
   float final_softcap = 0.0f;        // > 0: logits become softcap * tanh(logits / softcap)
   std::vector<float> rope_inv_freq;  // [head_dim / 2], scaling applied; rotate-half convention
+  /// The KV cache dtype the checkpoint's quantization declares scales for (each layer's
+  /// self_attn.k_scale / v_scale); nullopt for none. The cache itself follows --kv-cache-dtype.
+  std::optional<DType> checkpoint_kv_cache_dtype;
 
   /// Every checkpoint tensor, in a fixed order (dummy weights draw tensor i from its index).
   [[nodiscard]] std::vector<TensorSpec> tensors() const;
+  /// The weight formats of the projections for logs: "gptq 4-bit group 128 (28 layers), lm_head
+  /// dense".
+  [[nodiscard]] std::string weight_summary() const;
+  /// Whether some projection has a format other than kDense.
+  [[nodiscard]] bool quantized() const;
   /// The sliding window every layer shares, or 0 when some layer attends to every key.
   [[nodiscard]] int common_window() const;
   /// Whether each layer is the plain Llama block: no post norms, SiLU, no soft-caps, no weight

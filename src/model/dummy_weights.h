@@ -21,7 +21,9 @@ struct DummyInit {
 /// Fills a WeightStore with deterministic pseudo-random tensors (a counter-based hash of seed,
 /// tensor index and element index, so the values do not depend on the thread count). Matrices are
 /// uniform in +-0.035 (std 0.02, the usual initializer_range); norm weights are uniform in
-/// [0.9, 1.1]. `progress` (may be empty) gets the fraction of tensors done.
+/// [0.9, 1.1]. A tensor whose dtype its weight format fixes (TensorSpec::dtype: packed ints, fp8,
+/// scales) is drawn as its TensorSpec::fill says, so that each format's dummy weights are about as
+/// large as the dense ones. `progress` (may be empty) gets the fraction of tensors done.
 [[nodiscard]] WeightStore make_dummy_weights(const std::vector<TensorSpec>& specs, DType dtype,
                                              uint64_t seed, ThreadPool& pool,
                                              const std::function<void(double)>& progress = {});

@@ -4,6 +4,8 @@
 
 #include "core/half.h"
 #include "core/status.h"
+#include "model/quant/quant_config.h"
+#include "model/quant/quant_linear.h"
 #include "ops/ops.h"
 
 namespace pagoda {
@@ -27,6 +29,35 @@ void widen_into(const Tensor& t, float* dst) {
   }
 }
 
+/// A dense source's weight, with the likely cause when it is missing or not a float: a quantized
+/// checkpoint read without its quantization (never "missing q_proj.weight" for packed tensors).
+const Tensor& dense_weight(const WeightStore& weights, const LinearDef& def,
+                           const LinearDef::Source& s) {
+  const std::string name = s.prefix + ".weight";
+  const char* hint = nullptr;
+  if (!weights.contains(name)) {
+    if (weights.contains(s.prefix + ".qweight")) {
+      hint = "GPTQ/AWQ-packed tensors ('qweight', 'qzeros', 'scales')";
+    } else if (weights.contains(s.prefix + ".weight_packed")) {
+      hint = "compressed-tensors packed tensors ('weight_packed')";
+    }
+  } else if (!is_float_weight_dtype(weights.get(name).dtype)) {
+    hint = "a quantized weight";
+  }
+  if (hint != nullptr) {
+    const std::string dtype = weights.contains(name)
+                                  ? fmt::format(" of dtype {}", dtype_name(weights.get(name).dtype))
+                                  : "";
+    throw InvalidArgument(fmt::format(
+        "{}: {} holds {}{}, but the model is loaded with dense weights: its config.json has no "
+        "quantization_config for this module (pass --quantization with the checkpoint's method: "
+        "{})",
+        weights.source_of(weights.contains(name) ? name : s.prefix + ".qweight"), s.prefix, hint,
+        dtype, supported_quantization_methods()));
+  }
+  return checked_float_tensor(weights, name, Shape{def.source_rows(s), def.in});
+}
+
 /// Dense weights on the CPU: each source's [rows, in] tensor is used in place. A single source is
 /// one product; several (Llama's q, k, v) are one product each into a scratch [m, rows] whose
 /// columns are copied to their place in y (the copy is O(m * out), the products O(m * out * in)).
@@ -35,8 +66,7 @@ class DenseCpuLinear final : public CpuLinear {
   DenseCpuLinear(const LinearDef& def, const WeightStore& weights) : out_(def.out()), in_(def.in) {
     for (const LinearDef::Source& s : def.sources) {
       const int64_t rows = def.source_rows(s);
-      parts_.push_back({checked_float_tensor(weights, s.prefix + ".weight", Shape{rows, in_}),
-                        def.source_offset(s), rows});
+      parts_.push_back({dense_weight(weights, def, s), def.source_offset(s), rows});
     }
     if (def.bias) {
       bias_ = Buffer(static_cast<size_t>(out_) * sizeof(float));
@@ -117,6 +147,20 @@ const LinearMethod& linear_method(WeightFormat format) {
   switch (format) {
     case WeightFormat::kDense:
       return dense;
+    case WeightFormat::kFp8:
+      return fp8_linear_method();
+    case WeightFormat::kFp8Online:
+      return fp8_online_linear_method();
+    case WeightFormat::kInt8:
+      return int8_linear_method();
+    case WeightFormat::kGptq:
+      return gptq_linear_method();
+    case WeightFormat::kAwq:
+      return awq_linear_method();
+    case WeightFormat::kNvfp4:
+      return nvfp4_linear_method();
+    case WeightFormat::kMxfp4:
+      return mxfp4_linear_method();
   }
   PAGODA_CHECK(false, "unknown weight format {}", static_cast<int>(format));
   return dense;

@@ -29,6 +29,7 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
   spdlog::info("model {}: {} with {} layers, hidden {}, {} heads ({} kv), head_dim {}, vocab {}",
                model_dir, config.architecture, config.num_layers, config.hidden_size,
                config.num_heads, config.num_kv_heads, config.head_dim, config.vocab_size);
+  spdlog::info("weights: {}", definition.weight_summary());
   return build_cpu_model(config, std::move(definition), std::move(weights), pool);
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "core/status.h"
+#include "model/quant/quant_config.h"
 
 namespace pagoda {
 
@@ -35,9 +36,11 @@ const ArchitectureEntry& ArchitectureRegistry::find(const std::string& name,
 }
 
 ModelDefinition define_model(const ModelConfig& config, const DefinitionOptions& options) {
-  return ArchitectureRegistry::global()
-      .find(config.architecture, config.source)
-      .define(config, options);
+  ModelDefinition d = ArchitectureRegistry::global()
+                          .find(config.architecture, config.source)
+                          .define(config, options);
+  apply_quant_config(read_quant_config(config, options.quantization, options.dummy_weights), d);
+  return d;
 }
 
 std::vector<std::string> ArchitectureRegistry::names() const {

@@ -19,6 +19,12 @@ struct DefinitionOptions {
   /// (rope_context_length). RoPE scalings that depend on it (LongRoPE's long factors, dynamic
   /// NTK) read it.
   int64_t max_model_len = 0;
+  /// --quantization (vLLM's method names); empty: as config.json's quantization_config says.
+  std::string quantization;
+  /// --load-format dummy: a --quantization other than fp8 on a config without
+  /// quantization_config takes that method's usual configuration (default_quant_config), so
+  /// that random weights can be drawn in any format for any config.
+  bool dummy_weights = false;
 };
 
 /// How one architecture is defined.

@@ -155,7 +155,8 @@ describe('refused with the flag named', () => {
   const cases = [
     [['-tp', '2'], /error: --tensor-parallel-size 2: pagoda runs a model on one device/],
     [['--kv-cache-dtype', 'fp8'], /error: --kv-cache-dtype fp8: only auto/],
-    [['--quantization', 'awq'], /error: --quantization awq: quantized weights are not supported/],
+    [['--quantization', 'awq'], /error: --quantization awq: .*has no quantization_config/],
+    [['--quantization', 'bitsandbytes'], /error: --quantization bitsandbytes: not supported/],
     [['--tokenizer-mode', 'mistral'], /error: --tokenizer-mode mistral/],
     [['--reasoning-parser', 'granite'], /error: --reasoning-parser: unknown reasoning parser 'granite' \(known: deepseek_r1, qwen3\)/],
     [['--generation-config', '/nonexistent'], /error: --generation-config: \/nonexistent/],

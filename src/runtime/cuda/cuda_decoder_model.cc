@@ -517,6 +517,11 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
                                        int device, ThreadPool& pool) {
   const ModelConfig config = load_model_config(model_dir);
   ModelDefinition definition = define_model(config, options.definition);
+  if (definition.quantized()) {
+    throw InvalidArgument(
+        fmt::format("{}: quantized weights ({}) do not run on the GPU yet; pass --device cpu",
+                    model_dir, definition.weight_summary()));
+  }
   CudaWeightSource source;
   if (options.format == LoadFormat::kSafetensors)
     source.store = WeightStore::open_directory(model_dir);

@@ -18,7 +18,10 @@ TEST(Tensor, ShapeAndBytes) {
 
 TEST(Tensor, DTypeNames) {
   EXPECT_EQ(dtype_from_safetensors("BF16"), DType::kBF16);
-  EXPECT_EQ(dtype_from_safetensors("F8_E4M3"), std::nullopt);
+  EXPECT_EQ(dtype_from_safetensors("F8_E4M3"), DType::kF8E4M3);
+  EXPECT_EQ(dtype_name(DType::kF8E5M2), "float8_e5m2");
+  EXPECT_EQ(dtype_size(DType::kF8E4M3), 1u);
+  EXPECT_EQ(dtype_from_safetensors("C64"), std::nullopt);
   EXPECT_EQ(dtype_from_torch_name("torch.float16"), DType::kF16);
   EXPECT_EQ(dtype_name(DType::kF32), "float32");
 }

@@ -82,7 +82,7 @@ TEST(Families, Phi3WeightTableHasTheFusedTensors) {
   const double af = std::sqrt(1 + std::log(32.0) / std::log(4096.0));
   EXPECT_NEAR(d.layers[0].attention.scale, af * af / std::sqrt(96.0), 1e-6);
   EXPECT_EQ(d.rope_inv_freq, rope_tables(c.rope, 96, 131072).inv_freq);
-  const ModelDefinition short_ctx = define_model(c, DefinitionOptions{4096});
+  const ModelDefinition short_ctx = define_model(c, DefinitionOptions{4096, {}});
   EXPECT_EQ(short_ctx.rope_inv_freq, rope_tables(c.rope, 96, 4096).inv_freq);
   EXPECT_NE(short_ctx.rope_inv_freq, d.rope_inv_freq);
   EXPECT_NEAR(d.rope_inv_freq[47], std::pow(10000.0, -94.0 / 96) / c.rope.long_factor[47], 1e-12);
@@ -385,7 +385,7 @@ TEST(Families, Phi3TinyCheckpointMatchesTheReference) {
   c["original_max_position_embeddings"] = 8;
   c["rope_scaling"] = {{"type", "longrope"}, {"short_factor", short_f}, {"long_factor", long_f}};
   const auto long_logits = check_against_reference(c);
-  const auto short_logits = check_against_reference(c, DefinitionOptions{8});
+  const auto short_logits = check_against_reference(c, DefinitionOptions{8, {}});
   EXPECT_NE(long_logits[5], short_logits[5]);
 }
 
@@ -410,8 +410,8 @@ TEST(Families, YarnAndDynamicTinyCheckpointsMatchTheReference) {
   check_against_reference(c);
   c = tiny("LlamaForCausalLM");
   c["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
-  check_against_reference(c);                         // max_model_len 128: the NTK base
-  check_against_reference(c, DefinitionOptions{64});  // the plain base
+  check_against_reference(c);                             // max_model_len 128: the NTK base
+  check_against_reference(c, DefinitionOptions{64, {}});  // the plain base
 }
 
 TEST(Families, FusedPhi3EqualsTheSameWeightsSplitIntoLlama) {
