@@ -76,8 +76,8 @@ TEST_F(ServeTest, V1RoutesNeedTheApiKey) {
   EXPECT_EQ(http::testing::fetch(port(), "GET", "/version").status, 200);
 }
 
-// Without the key, a /v1/ path with no route (or the wrong method) is a 401 as well: the answer
-// must not tell which paths exist. With the key it is the 404 (405).
+// Without the key, a path with no route (or the wrong method) is a 401 as well: the answer must
+// not tell which paths exist. With the key it is the 404 (405).
 TEST_F(ServeTest, UnknownV1PathsAre401BeforeTheyAre404) {
   TestClient client(port());
   client.send_request("GET", "/v1/no-such-thing");
@@ -88,7 +88,10 @@ TEST_F(ServeTest, UnknownV1PathsAre401BeforeTheyAre404) {
   EXPECT_EQ(client.read_response().status, 404);
   client.send_request("DELETE", "/v1/models", "", kAuth);
   EXPECT_EQ(client.read_response().status, 405);
-  EXPECT_EQ(http::testing::fetch(port(), "GET", "/no-such-thing").status, 404);
+  // Every path but /health, /ping, /version and /metrics needs the key, unknown ones too.
+  EXPECT_EQ(http::testing::fetch(port(), "GET", "/no-such-thing").status, 401);
+  client.send_request("GET", "/no-such-thing", "", kAuth);
+  EXPECT_EQ(client.read_response().status, 404);
 }
 
 TEST_F(ServeTest, CompletionAndErrors) {
@@ -155,7 +158,7 @@ TEST_F(ServeTest, StreamedChat) {
   EXPECT_FALSE(text.empty());
   EXPECT_EQ(finish, "length");
   // Keep-alive after a stream.
-  client.send_request("POST", "/tokenize", R"({"prompt": "Once upon"})");
+  client.send_request("POST", "/tokenize", R"({"prompt": "Once upon"})", kAuth);
   auto r = client.read_response();
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(json::parse(r.body)["count"], 3);
