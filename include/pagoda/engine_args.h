@@ -21,6 +21,22 @@ enum class RequestStage {
   kEmit,        // pushing the update to its stream
 };
 
+/// --speculative-config (vLLM's keys): how the engine proposes drafts that a step verifies.
+/// Greedy requests keep exactly the tokens plain decoding gives, sampled ones exactly its
+/// distribution (docs/engine.md, "Speculative decoding").
+struct SpeculativeConfig {
+  /// ngram (prompt lookup over the request's own tokens). vLLM's other methods (draft_model,
+  /// eagle, eagle3, medusa, mlp_speculator, mtp, suffix, ...) are refused by name for now.
+  std::string method = "ngram";
+  int num_speculative_tokens = 0;  // K: drafts per step at most, 1..15 (1 + K rows: a graph)
+  int prompt_lookup_min = 5;       // ngram: shortest suffix looked up
+  int prompt_lookup_max = 5;       // ngram: longest suffix looked up (tried first)
+  /// pagoda's: choose each request's k in 0..K from its acceptance rate (an EWMA), weighing
+  /// draft_row_cost, the cost of one more row in a step relative to the step; off: always K.
+  bool adaptive = true;
+  double draft_row_cost = 0.1;
+};
+
 /// How an engine is built: the model, its weights and the limits of the KV cache and scheduler.
 struct EngineArgs {
   std::string model;                 // Hugging Face model directory
@@ -48,12 +64,13 @@ struct EngineArgs {
   /// --distributed-executor-backend: uni (the model on the engine thread) or mp (in a worker
   /// process that the engine talks to over a socket).
   std::string distributed_executor_backend = "uni";
-  /// Speculative drafts: after each sampled token, up to num_speculative_tokens drafts that the
-  /// next step verifies (the sampled tokens are kept while they equal the drafts). Asked only for
-  /// greedy requests whose draws do not depend on their history (no penalties, bad_words or
-  /// pending min_tokens), for which this verification is exact. Gets the request's tokens.
+  /// Speculative drafts from a hook: after each sampled token, up to num_speculative_tokens drafts
+  /// that the next step verifies (as speculative_config's, always K). Gets the request's tokens.
+  /// For tests; speculative_config is the engine's own proposer.
   std::function<std::vector<int32_t>(std::span<const int32_t>)> speculative_proposer;
   int num_speculative_tokens = 0;
+  /// --speculative-config; nullopt: no speculation (the hook above aside).
+  std::optional<SpeculativeConfig> speculative_config;
   /// Structured outputs' jump-forward: up to this many tokens of the text a request's grammar
   /// forces next are proposed as drafts of a greedy constrained request stepping alone, and kept
   /// where the model draws them (outputs unchanged, fewer steps). 0: off.

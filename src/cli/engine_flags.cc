@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/runtime_env.h"
+#include "cli/speculative_config.h"
 #include "core/status.h"
 #include "kv/memory_size.h"
 
@@ -44,6 +45,13 @@ EngineArgs EngineFlags::to_engine_args() const {
       a.kv_cache_memory_bytes = kv::parse_memory_size(kv_cache_memory);
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(fmt::format("--kv-cache-memory: {}", e.what()));
+    }
+  }
+  if (!speculative_config.empty()) {
+    try {
+      a.speculative_config = parse_speculative_config(speculative_config);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("--speculative-config: {}", e.what()));
     }
   }
   a.enable_prefix_caching = !no_prefix_caching;
@@ -93,6 +101,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
                   "tokens of grammar-forced text a greedy constrained request may take per step "
                   "when it runs alone (0: off)")
       ->check(CLI::NonNegativeNumber);
+
+  cmd->add_option("--speculative-config", f.speculative_config,
+                  "speculative decoding, vLLM's JSON: {\"method\": \"ngram\", "
+                  "\"num_speculative_tokens\": 4, \"prompt_lookup_min\": 2, "
+                  "\"prompt_lookup_max\": 5}");
 
   // vLLM's flags that launch scripts carry (see EngineFlags).
   auto* vllm = "vLLM compatibility";

@@ -13,6 +13,7 @@ namespace pagoda::cli {
 struct EngineFlags {
   EngineArgs args;
   std::string kv_cache_memory = "auto";
+  std::string speculative_config;  // --speculative-config JSON (cli/speculative_config.h)
   bool no_prefix_caching = false;
   bool prefix_caching = false;
   // vLLM flags that launch scripts carry, accepted so that those scripts run unchanged: with

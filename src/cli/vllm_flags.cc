@@ -69,7 +69,6 @@ constexpr KnownFlag kRefused[] = {
     {"--max-cpu-loras", true, "LoRA adapters are not supported"},
     {"--fully-sharded-loras", false, "LoRA adapters are not supported"},
     {"--prompt-adapters", true, "prompt adapters are not supported"},
-    {"--speculative-config", true, "speculative decoding is not configurable yet"},
     {"--ssl-keyfile", true, "pagoda serves plain HTTP; put a TLS proxy in front"},
     {"--ssl-certfile", true, "pagoda serves plain HTTP; put a TLS proxy in front"},
     {"--ssl-ca-certs", true, "pagoda serves plain HTTP; put a TLS proxy in front"},

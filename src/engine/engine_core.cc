@@ -136,7 +136,16 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   sched.max_num_batched_tokens = args.max_num_batched_tokens;
   sched.max_num_seqs = args.max_num_seqs;
   sched.max_model_len = max_model_len_;
-  if (args.speculative_proposer) sched.num_lookahead_tokens = args.num_speculative_tokens;
+  if (args.speculative_config) {
+    validate_speculative_config(*args.speculative_config);
+    if (args.speculative_proposer)
+      throw InvalidArgument("speculative_config and speculative_proposer exclude each other");
+    e.max_spec_tokens = args.speculative_config->num_speculative_tokens;
+  } else if (args.speculative_proposer) {
+    e.max_spec_tokens = std::max(args.num_speculative_tokens, 0);
+  }
+  sched.num_lookahead_tokens = e.max_spec_tokens;
+  e.spec_counters.accepted_per_pos.assign(static_cast<size_t>(e.max_spec_tokens), 0);
   if (args.scheduling_policy == "priority") {
     sched.policy = scheduler::SchedulingPolicy::kPriority;
     priority_scheduling_ = true;
@@ -402,10 +411,17 @@ void EngineCore::Impl::launch_step() {
         rows.resize(static_cast<size_t>(s.num_new_tokens));
         if (s.samples) rows.back() = RowDraw::from(device_draw(c, *r));
       } else if (s.samples) {
-        const RowDraw draw = RowDraw::from(device_draw(c, *r));
+        RowDraw draw = RowDraw::from(device_draw(c, *r));
+        // Row j's draw must see drafts 0..j-1 in its history. A device draw is built from the
+        // completion's output alone, so a request whose draws read their history and that
+        // verifies drafts gets its rows back as logits, drawn by its host sampler (one
+        // [vocab] fp32 row per token, ~0.5 ms of host time at 128k; a device kernel that
+        // applies the drafts is to come).
+        if (s.num_spec_tokens > 0 && draws_read_history(a.params, r->num_output_tokens()))
+          draw = RowDraw{};
         for (int j = 0; j <= s.num_spec_tokens; ++j) {
           rows.push_back(draw);
-          rows.back().counter += static_cast<uint64_t>(j);
+          if (draw.temperature >= 0) rows.back().counter += static_cast<uint64_t>(j);
         }
       }
     } catch (const std::exception& e) {
@@ -600,6 +616,10 @@ void EngineCore::Impl::publish_stats() {
   stats.prompt_tokens = prompt_tokens;
   stats.generation_tokens = generation_tokens;
   stats.num_steps = num_steps;
+  stats.spec_decode_num_drafts = spec_counters.num_drafts;
+  stats.spec_decode_num_draft_tokens = spec_counters.num_draft_tokens;
+  stats.spec_decode_num_accepted_tokens = spec_counters.num_accepted_tokens;
+  stats.spec_decode_num_accepted_tokens_per_pos = spec_counters.accepted_per_pos;
   stats.step_times = times;
 }
 

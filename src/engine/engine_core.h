@@ -45,6 +45,12 @@ struct EngineStats {
   int64_t prompt_tokens = 0;      // computed prompt tokens (cache hits excluded)
   int64_t generation_tokens = 0;  // sampled tokens
   int64_t num_steps = 0;
+  // Speculative decoding, vLLM's spec_decode counters: verifications ((request, step) pairs with
+  // drafts), drafts verified, drafts accepted, and [K] accepted per draft position.
+  int64_t spec_decode_num_drafts = 0;
+  int64_t spec_decode_num_draft_tokens = 0;
+  int64_t spec_decode_num_accepted_tokens = 0;
+  std::vector<int64_t> spec_decode_num_accepted_tokens_per_pos;
   // Where the engine thread's time goes (seconds, summed over steps): waiting for the device,
   // the serial host work between a step's end and the next launch (sampling on the host,
   // scheduling, batch assembly: the device idles), and emitting tokens (detokenize, stop strings,

@@ -19,6 +19,8 @@
 #include "engine/constrained_decoding.h"
 #include "engine/draw_inputs.h"
 #include "engine/engine_core.h"
+#include "engine/ngram_proposer.h"
+#include "engine/speculation.h"
 #include "engine/step_planner.h"
 #include "engine/stop_checker.h"
 #include "kv/kv_cache_manager.h"
@@ -61,7 +63,17 @@ struct Completion {
   uint64_t device_seed = 0;           // the seed of draws made on the model's device
   DrawInputs draw_inputs{};           // the sparse processor lists of those draws
   CompletionConstraint constraint{};  // structured outputs
+  std::optional<NgramIndex> ngram;    // speculative decoding's n-gram index, made when first asked
+  SpeculationLength spec_length{};    // its acceptance estimate and choice of k
 };
+
+/// Whether a completion's draws depend on the tokens before them in a step (penalties, bad_words,
+/// the min_tokens mask): its rows after the first need the drafts before them in their history.
+inline bool draws_read_history(const SamplingParams& p, int num_output_tokens) {
+  return p.repetition_penalty != 1.0f || p.presence_penalty != 0.0f ||
+         p.frequency_penalty != 0.0f || !p.bad_words_token_ids.empty() ||
+         num_output_tokens < p.min_tokens;
+}
 
 /// How a completion's next token is drawn: on the model's device (processors, truncations and
 /// log-probabilities included; only the token and its log-probabilities come back) unless it needs
@@ -107,6 +119,8 @@ struct EngineCore::Impl {
   kv::RequestId next_kv_id = 1;
   std::mt19937_64 seed_source;
   int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
+  int max_spec_tokens = 0;  // K: speculative_config's num_speculative_tokens (or the hook's)
+  SpeculationCounters spec_counters;
   std::thread thread;
   // Structured outputs: made on the first constrained request (the token bytes of a 128k
   // vocabulary take ~0.1 s), shared by every request after it; thread-safe.

@@ -107,6 +107,16 @@ void EngineCore::Impl::complete_step() {
       fail_request(std::string(it->second.request->id), *sample_errors[j]);
     }
   }
+  // Speculative decoding's counters and each request's acceptance estimate: a request that
+  // verified d drafts and drew t tokens kept t - 1 of the drafts (the last token is the draw of
+  // the first rejected draft's row, or the bonus token after them all).
+  for (size_t j = 0; j < to_sample.size(); ++j) {
+    const scheduler::ScheduledRequest& s = out.scheduled[to_sample[j]];
+    if (s.num_spec_tokens == 0 || tokens[j].empty() || !live(s.id)) continue;
+    const int accepted = static_cast<int>(tokens[j].size()) - 1;
+    spec_counters.add(s.num_spec_tokens, accepted);
+    completions.at(s.id).spec_length.observe(s.num_spec_tokens, accepted);
+  }
   std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
   std::vector<Emit> sampled;
   // The forks' grammars start where the parent's was before its first token.
@@ -186,6 +196,24 @@ void EngineCore::Impl::complete_step() {
   to_emit = std::move(sampled);
 }
 
+// Verification of drafts, how it works. Drafts come from deterministic proposers (n-gram lookup,
+// grammar jump-forward, a test's hook), so the draft distribution q of each draft x is one-hot
+// and Leviathan et al.'s rule "accept x with probability min(1, p(x) / q(x)), else draw from
+// max(p - q, 0) normalised" reads: accept x with probability p(x); on rejection draw from p with
+// x removed, renormalised. Drawing y from p (the row's full processed distribution: penalties
+// over the history with the drafts before it, bias, masks, temperature, top-k/min-p/top-p) with
+// the request's next random number and keeping x iff y == x does exactly that: P(y = x) = p(x),
+// and given y != x, y follows p restricted to the other tokens, renormalised (the residual).
+// Worked example: p = (0.5, 0.3, 0.2) over tokens (a, b, c), draft b. The host sampler's inverse
+// CDF maps u in [0, 0.5) to a, [0.5, 0.8) to b, [0.8, 1) to c: b is kept with probability 0.3;
+// otherwise the token is a with 0.5 / 0.7 and c with 0.2 / 0.7, the residual.
+// Each row draws with the random number plain decoding would use for that token (the host
+// sampler's stream advances once per emitted token; a device draw's noise is keyed by (seed,
+// token index)), so a seeded request gives the same tokens with or without speculation, and a
+// greedy one the same argmax. Row layout (runtime/step.h): the last 1 + k rows of a request are
+// the draws after its last sampled token t and after drafts d1..dk; with tokens [t d1 d2 d3] and
+// draws (d1, d2, e), d1 and d2 are kept and e (row 2's draw, not d3) ends the step's tokens:
+// [d1 d2 e], 3 tokens for one step.
 void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, StepResult& result,
                                       size_t i, std::vector<SampledToken>& tokens) {
   const scheduler::ScheduledRequest& s = out.scheduled[i];
@@ -225,14 +253,15 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
   for (const scheduler::ScheduledRequest& s : out.scheduled) {
     scheduler::Request* r = scheduler->get_mutable(s.id);
     if (r == nullptr || !s.samples || !live_completion(s.id)) continue;
-    // Drafts are verified by comparing tokens (complete_step), which is exact for greedy draws
-    // whose distribution does not depend on the tokens before them in the step.
+    // Verification (sample_request) is exact for every sampling setting. Not handled yet: n > 1
+    // (the parent's first rows feed its forks) and prompt log-probabilities.
     Completion& c = completions.at(s.id);
     const SamplingParams& p = c.request->params;
-    const bool history_free = p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
-                              p.frequency_penalty == 0.0f && p.bad_words_token_ids.empty() &&
-                              r->num_output_tokens() >= p.min_tokens;
-    if (!p.greedy() || !history_free || p.n > 1 || p.prompt_logprobs) continue;
+    if (p.n > 1 || p.prompt_logprobs) continue;
+    // Drafts past max_tokens would be computed for nothing: the step keeps at most
+    // max_tokens - output tokens, one of them the draw after the drafts.
+    const int room = r->max_tokens() - r->num_output_tokens() - 1;
+    if (room <= 0) continue;
     if (c.constraint.decoding) {
       // Constrained: the grammar's forced text (jump-forward), never the proposer's drafts.
       // Only while the request steps alone: a step whose sequences have different numbers of
@@ -244,10 +273,20 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
       }
       continue;
     }
-    if (!args.speculative_proposer || args.num_speculative_tokens <= 0) continue;
-    std::vector<int32_t> drafts = args.speculative_proposer(r->all_token_ids());
-    if (drafts.size() > static_cast<size_t>(args.num_speculative_tokens))
-      drafts.resize(static_cast<size_t>(args.num_speculative_tokens));
+    if (max_spec_tokens <= 0) continue;
+    std::vector<int32_t> drafts;
+    if (args.speculative_proposer) {
+      drafts = args.speculative_proposer(r->all_token_ids());
+      if (drafts.size() > static_cast<size_t>(max_spec_tokens))
+        drafts.resize(static_cast<size_t>(max_spec_tokens));
+    } else {
+      const SpeculativeConfig& config = *args.speculative_config;
+      const int k = std::min(
+          room, c.spec_length.choose(max_spec_tokens, config.adaptive, config.draft_row_cost));
+      if (k <= 0) continue;
+      if (!c.ngram) c.ngram.emplace(config.prompt_lookup_min, config.prompt_lookup_max);
+      drafts = c.ngram->propose(r->all_token_ids(), k);
+    }
     r->set_spec_token_ids(std::move(drafts));
   }
 }

@@ -179,6 +179,26 @@ std::string ServingMetrics::render(const EngineStats& stats) const {
   m.scalar(out, "generation_tokens_total", "counter", "Number of generation tokens processed.",
            format_value(stats.generation_tokens));
 
+  if (!stats.spec_decode_num_accepted_tokens_per_pos.empty()) {
+    // Speculative decoding (only when configured, as vLLM): its counters and the accepted drafts
+    // per position, labelled position="0".. (acceptance rate = accepted / draft tokens, mean
+    // acceptance length = 1 + accepted / drafts).
+    m.scalar(out, "spec_decode_num_drafts_total", "counter", "Number of spec decoding drafts.",
+             format_value(stats.spec_decode_num_drafts));
+    m.scalar(out, "spec_decode_num_draft_tokens_total", "counter", "Number of draft tokens.",
+             format_value(stats.spec_decode_num_draft_tokens));
+    m.scalar(out, "spec_decode_num_accepted_tokens_total", "counter", "Number of accepted tokens.",
+             format_value(stats.spec_decode_num_accepted_tokens));
+    m.header(out, "spec_decode_num_accepted_tokens_per_pos_total", "counter",
+             "Accepted tokens per draft position.");
+    const auto& per_pos = stats.spec_decode_num_accepted_tokens_per_pos;
+    for (size_t i = 0; i < per_pos.size(); ++i) {
+      out.append(m.prefix).append("spec_decode_num_accepted_tokens_per_pos_total{");
+      out.append(m.model_label).append(",position=\"").append(std::to_string(i)).append("\"} ");
+      out.append(format_value(per_pos[i])).append("\n");
+    }
+  }
+
   std::lock_guard lock(m.mutex);
   m.header(out, "request_success_total", "counter", "Count of successfully processed requests.");
   for (const auto& [reason, count] : m.request_success) {

@@ -166,7 +166,10 @@ describe('refused with the flag named', () => {
     [['--lora-modules', 'a=/x'], /error: --lora-modules is not supported by pagoda: LoRA/],
     [['--ssl-keyfile', '/k.pem'], /error: --ssl-keyfile is not supported by pagoda: .*TLS/],
     [['--root-path', '/api'], /error: --root-path is not supported by pagoda/],
-    [['--speculative-config', '{}'], /error: --speculative-config is not supported by pagoda/],
+    [['--speculative-config', '{"method": "eagle", "model": "/e", "num_speculative_tokens": 2}'],
+      /error: --speculative-config: method 'eagle' \(model \/e\) is not supported by pagoda yet/],
+    [['--speculative-config', '{"method": "ngram"}'],
+      /error: --speculative-config: num_speculative_tokens is required/],
     [['--enable-prompt-embeds'], /error: --enable-prompt-embeds is not supported by pagoda/],
     [['--allowed-origins', '[1'], /error: --allowed-origins: '\[1' is not a JSON list/],
   ];

@@ -43,5 +43,18 @@ TEST(StatsLine, SilentWhenIdleButNotWhileRequestsWait) {
   EXPECT_TRUE(stats_line(waiting, idle, 10.0).has_value());  // the interval it drained in
 }
 
+TEST(StatsLine, SpecDecodingOverTheInterval) {
+  EngineStats before, now;
+  now.generation_tokens = 50;
+  EXPECT_EQ(stats_line(before, now, 1.0)->find("SpecDecoding"), std::string::npos);
+  now.spec_decode_num_drafts = 20;
+  now.spec_decode_num_draft_tokens = 80;
+  now.spec_decode_num_accepted_tokens = 30;
+  EXPECT_NE(
+      stats_line(before, now, 1.0)
+          ->find("SpecDecoding: mean acceptance length 2.50, accepted 30/80 draft tokens (37.5%)"),
+      std::string::npos);
+}
+
 }  // namespace
 }  // namespace pagoda::server

@@ -155,6 +155,26 @@ TEST(MetricsTest, GaugesAndCountersComeFromEngineStats) {
   EXPECT_EQ(scalar(fs, "pagoda:generation_tokens_total"), 678);
 }
 
+TEST(MetricsTest, SpecDecodeCountersWhenSpeculationIsConfigured) {
+  ServingMetrics metrics("m", "vllm");
+  EngineStats s = sample_stats();
+  s.spec_decode_num_drafts = 10;
+  s.spec_decode_num_draft_tokens = 40;
+  s.spec_decode_num_accepted_tokens = 18;
+  s.spec_decode_num_accepted_tokens_per_pos = {9, 5, 3, 1};
+  const auto fs = parse_exposition(metrics.render(s));
+  EXPECT_EQ(scalar(fs, "vllm:spec_decode_num_drafts_total"), 10);
+  EXPECT_EQ(scalar(fs, "vllm:spec_decode_num_draft_tokens_total"), 40);
+  EXPECT_EQ(scalar(fs, "vllm:spec_decode_num_accepted_tokens_total"), 18);
+  const auto& per_pos = family(fs, "vllm:spec_decode_num_accepted_tokens_per_pos_total");
+  EXPECT_EQ(per_pos.type, "counter");
+  ASSERT_EQ(per_pos.samples.size(), 4u);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(per_pos.samples[i].labels.at("position"), std::to_string(i));
+    EXPECT_EQ(per_pos.samples[i].value, s.spec_decode_num_accepted_tokens_per_pos[i]);
+  }
+}
+
 TEST(MetricsTest, RecordsFillHistogramsWithCumulativeBucketsSumsAndCounts) {
   ServingMetrics metrics("m", "pagoda");
   RequestRecord a;

@@ -1,0 +1,118 @@
+#include "cli/speculative_config.h"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "engine/speculation.h"
+
+namespace pagoda::cli {
+namespace {
+
+using nlohmann::json;
+
+// vLLM's methods that pagoda does not run yet (SpeculativeMethod and its MTP model types).
+constexpr std::array kLaterMethods = {
+    "draft_model", "eagle",     "eagle3", "medusa",       "mlp_speculator",       "suffix",
+    "mtp",         "ngram_gpu", "dflash", "custom_class", "extract_hidden_states"};
+
+// vLLM keys that change nothing pagoda does (logging, parallelism of a draft model it would not
+// run, ...); accepted so that a vLLM command line runs.
+constexpr std::array kAcceptedKeys = {"disable_log_stats",
+                                      "disable_logprobs",
+                                      "enforce_eager",
+                                      "disable_padded_drafter_batch",
+                                      "draft_tensor_parallel_size",
+                                      "revision",
+                                      "code_revision"};
+
+std::optional<int> int_field(const json& j, const char* key) {
+  if (!j.contains(key) || j[key].is_null()) return std::nullopt;
+  if (!j[key].is_number_integer())
+    throw InvalidArgument(fmt::format("{} must be an integer, got {}", key, j[key].dump()));
+  return j[key].get<int>();
+}
+
+}  // namespace
+
+SpeculativeConfig parse_speculative_config(std::string_view text) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    throw InvalidArgument(fmt::format("not valid JSON ({})", e.what()));
+  }
+  if (!j.is_object()) throw InvalidArgument("must be a JSON object");
+  std::string method, model;
+  if (j.contains("method") && !j["method"].is_null()) {
+    if (!j["method"].is_string()) throw InvalidArgument("method must be a string");
+    method = j["method"].get<std::string>();
+  }
+  if (j.contains("model") && !j["model"].is_null()) {
+    if (!j["model"].is_string()) throw InvalidArgument("model must be a string");
+    model = j["model"].get<std::string>();
+  }
+  if (method.empty() && (model == "ngram" || model == "[ngram]")) method = "ngram";
+  if (method == "[ngram]") method = "ngram";
+  if (method.empty() && !model.empty()) method = "draft_model";  // vLLM detects the kind
+  if (method.empty()) throw InvalidArgument("method is required (ngram)");
+  const bool later =
+      std::find(kLaterMethods.begin(), kLaterMethods.end(), method) != kLaterMethods.end() ||
+      method.ends_with("_mtp") || method.starts_with("dflash");
+  if (later) {
+    throw InvalidArgument(fmt::format(
+        "method '{}'{} is not supported by pagoda yet: only ngram (prompt lookup)", method,
+        model.empty() || model == "ngram" || model == "[ngram]"
+            ? ""
+            : fmt::format(" (model {})", model)));
+  }
+  if (method != "ngram") {
+    throw InvalidArgument(
+        fmt::format("unknown method '{}' (vLLM's: ngram, draft_model, eagle, "
+                    "eagle3, medusa, mlp_speculator, mtp, suffix, ...)",
+                    method));
+  }
+  for (const auto& [key, value] : j.items()) {
+    static constexpr std::array kKnown = {"method",
+                                          "model",
+                                          "num_speculative_tokens",
+                                          "prompt_lookup_min",
+                                          "prompt_lookup_max",
+                                          "adaptive",
+                                          "draft_row_cost"};
+    if (std::find(kKnown.begin(), kKnown.end(), key) != kKnown.end() ||
+        std::find(kAcceptedKeys.begin(), kAcceptedKeys.end(), key) != kAcceptedKeys.end())
+      continue;
+    throw InvalidArgument(fmt::format("key '{}' is not supported by pagoda", key));
+  }
+  if (j.contains("draft_tensor_parallel_size") && !j["draft_tensor_parallel_size"].is_null() &&
+      j["draft_tensor_parallel_size"] != 1) {
+    throw InvalidArgument("draft_tensor_parallel_size: only 1");
+  }
+  SpeculativeConfig c;
+  c.method = method;
+  const std::optional<int> k = int_field(j, "num_speculative_tokens");
+  if (!k) throw InvalidArgument("num_speculative_tokens is required with method ngram");
+  c.num_speculative_tokens = *k;
+  std::optional<int> lo = int_field(j, "prompt_lookup_min");
+  std::optional<int> hi = int_field(j, "prompt_lookup_max");
+  if (!lo && !hi) lo = hi = 5;  // vLLM's defaults
+  c.prompt_lookup_min = lo.value_or(*hi);
+  c.prompt_lookup_max = hi.value_or(*lo);
+  if (j.contains("adaptive")) {
+    if (!j["adaptive"].is_boolean()) throw InvalidArgument("adaptive must be true or false");
+    c.adaptive = j["adaptive"].get<bool>();
+  }
+  if (j.contains("draft_row_cost")) {
+    if (!j["draft_row_cost"].is_number()) throw InvalidArgument("draft_row_cost must be a number");
+    c.draft_row_cost = j["draft_row_cost"].get<double>();
+  }
+  validate_speculative_config(c);
+  return c;
+}
+
+}  // namespace pagoda::cli

@@ -1,0 +1,76 @@
+#include "engine/speculation.h"
+
+#include <cmath>
+
+#include "core/status.h"
+
+namespace pagoda {
+
+void validate_speculative_config(const SpeculativeConfig& c) {
+  if (c.method != "ngram") {
+    throw InvalidArgument(fmt::format(
+        "speculative method '{}' is not supported yet (only ngram; draft models, EAGLE and "
+        "parallel drafters are to come)",
+        c.method));
+  }
+  // 1 + K rows per sequence must fit a decode graph (up to 16 tokens per sequence).
+  if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > 15) {
+    throw InvalidArgument(
+        fmt::format("num_speculative_tokens must be in [1, 15], got {}", c.num_speculative_tokens));
+  }
+  if (c.prompt_lookup_min < 1) {
+    throw InvalidArgument(
+        fmt::format("prompt_lookup_min must be >= 1, got {}", c.prompt_lookup_min));
+  }
+  if (c.prompt_lookup_max < c.prompt_lookup_min) {
+    throw InvalidArgument(fmt::format("prompt_lookup_min={} must be <= prompt_lookup_max={}",
+                                      c.prompt_lookup_min, c.prompt_lookup_max));
+  }
+  if (!(c.draft_row_cost >= 0 && c.draft_row_cost <= 10)) {
+    throw InvalidArgument(
+        fmt::format("draft_row_cost must be in [0, 10], got {}", c.draft_row_cost));
+  }
+}
+
+double SpeculationLength::tokens_per_cost(double a, int k, double c) {
+  double tokens = 0, term = 1;  // 1 + a + ... + a^k
+  for (int i = 0; i <= k; ++i, term *= a) tokens += term;
+  return tokens / (1 + c * k);
+}
+
+int SpeculationLength::choose(int max_k, bool adaptive, double draft_row_cost) {
+  if (!adaptive) return max_k;
+  int best = 0;
+  double best_value = tokens_per_cost(acceptance_, 0, draft_row_cost);
+  for (int k = 1; k <= max_k; ++k) {
+    const double v = tokens_per_cost(acceptance_, k, draft_row_cost);
+    if (v > best_value * (1 + 1e-9)) {  // a tie keeps the shorter length
+      best = k;
+      best_value = v;
+    }
+  }
+  if (best == 0 && max_k > 0 && ++idle_steps_ >= kProbeInterval) {
+    idle_steps_ = 0;
+    return 1;  // a probe
+  }
+  return best;
+}
+
+void SpeculationLength::observe(int drafts, int accepted) {
+  // Drafts 0..accepted-1 held (1 each); draft `accepted`, if there was one, failed (0); the
+  // drafts after it were never judged.
+  for (int i = 0; i < accepted; ++i) acceptance_ += kWeight * (1 - acceptance_);
+  if (accepted < drafts) acceptance_ -= kWeight * acceptance_;
+}
+
+void SpeculationCounters::add(int drafts, int accepted) {
+  if (drafts <= 0) return;
+  ++num_drafts;
+  num_draft_tokens += drafts;
+  num_accepted_tokens += accepted;
+  if (accepted_per_pos.size() < static_cast<size_t>(drafts))
+    accepted_per_pos.resize(static_cast<size_t>(drafts), 0);
+  for (int i = 0; i < accepted; ++i) ++accepted_per_pos[static_cast<size_t>(i)];
+}
+
+}  // namespace pagoda

@@ -1,0 +1,125 @@
+// Speculative decoding's host parts: the n-gram (prompt lookup) index on worked examples and
+// against a brute-force lookup on random histories grown step by step, the adaptive choice of k,
+// the spec_decode counters and the configuration's checks.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "core/status.h"
+#include "engine/ngram_proposer.h"
+#include "engine/speculation.h"
+
+namespace pagoda {
+namespace {
+
+TEST(NgramIndex, WorkedExamples) {
+  NgramIndex a(1, 2);
+  // (5 6) ended at position 2 before: the next three tokens there.
+  EXPECT_EQ(a.propose(std::vector<int32_t>{5, 6, 7, 5, 6}, 3), (std::vector<int32_t>{7, 5, 6}));
+  // The continuation runs past the end: it repeats its own start.
+  NgramIndex b(1, 2);
+  EXPECT_EQ(b.propose(std::vector<int32_t>{8, 1, 1, 1}, 3), (std::vector<int32_t>{1, 1, 1}));
+  // Nothing earlier: no drafts; k caps the count.
+  NgramIndex c(2, 3);
+  EXPECT_TRUE(c.propose(std::vector<int32_t>{1, 2, 3, 4}, 4).empty());
+  EXPECT_EQ(c.propose(std::vector<int32_t>{1, 2, 3, 4, 2, 3}, 1), (std::vector<int32_t>{4}));
+  // The longest n wins over a more recent shorter match: (1 2 3) occurred at 0..3 -> 9; (2 3)
+  // alone most recently at 5..7 -> 7.
+  NgramIndex d(2, 3);
+  EXPECT_EQ(d.propose(std::vector<int32_t>{1, 2, 3, 9, 4, 2, 3, 7, 1, 2, 3}, 2),
+            (std::vector<int32_t>{9, 4}));
+  // The most recent occurrence among equal lengths.
+  NgramIndex e(2, 2);
+  EXPECT_EQ(e.propose(std::vector<int32_t>{4, 5, 1, 4, 5, 2, 4, 5}, 1), (std::vector<int32_t>{2}));
+}
+
+/// The definition, by brute force: the longest n in [lo, hi] whose suffix occurs earlier, its
+/// most recent occurrence, the k tokens after it (repeating past the end).
+std::vector<int32_t> reference(const std::vector<int32_t>& t, int lo, int hi, int k) {
+  const int len = static_cast<int>(t.size());
+  for (int n = std::min(hi, len - 1); n >= lo; --n) {
+    for (int end = len - 1; end >= n; --end) {
+      if (!std::equal(t.end() - n, t.end(), t.begin() + end - n)) continue;
+      std::vector<int32_t> d;
+      for (int p = end; static_cast<int>(d.size()) < k; ++p)
+        d.push_back(p < len ? t[static_cast<size_t>(p)] : d[static_cast<size_t>(p - len)]);
+      return d;
+    }
+  }
+  return {};
+}
+
+TEST(NgramIndex, IncrementalIndexEqualsBruteForce) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 40; ++trial) {
+    const int lo = 1 + static_cast<int>(rng() % 3), hi = lo + static_cast<int>(rng() % 4);
+    const int vocab = 2 + static_cast<int>(rng() % 6);
+    NgramIndex index(lo, hi);
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 30; ++i) tokens.push_back(static_cast<int32_t>(rng() % vocab));
+    for (int step = 0; step < 60; ++step) {
+      const int k = 1 + static_cast<int>(rng() % 6);
+      ASSERT_EQ(index.propose(tokens, k), reference(tokens, lo, hi, k))
+          << "trial " << trial << " step " << step;
+      // One to four more tokens, as a step with accepted drafts appends.
+      for (int j = static_cast<int>(rng() % 4); j >= 0; --j)
+        tokens.push_back(static_cast<int32_t>(rng() % vocab));
+    }
+  }
+}
+
+TEST(SpeculationLength, ChoosesTheMostTokensPerCost) {
+  EXPECT_NEAR(SpeculationLength::tokens_per_cost(0.8, 4, 0.1), 2.401, 1e-3);
+  SpeculationLength s;
+  EXPECT_EQ(s.choose(4, /*adaptive=*/false, 0.1), 4);
+  for (int i = 0; i < 40; ++i) s.observe(4, 4);  // always accepted: a -> 1
+  EXPECT_GT(s.acceptance(), 0.95);
+  EXPECT_EQ(s.choose(4, true, 0.1), 4);
+  for (int i = 0; i < 40; ++i) s.observe(2, 0);  // always rejected: a -> 0
+  EXPECT_LT(s.acceptance(), 0.05);
+  // k = 0, with a probe of one draft every kProbeInterval steps.
+  int probes = 0;
+  for (int i = 0; i < 4 * SpeculationLength::kProbeInterval; ++i) probes += s.choose(4, true, 0.1);
+  EXPECT_EQ(probes, 4);
+  // A free row (cost 0) makes every draft worth it while a > 0.
+  EXPECT_EQ(s.choose(4, true, 0.0), 4);
+}
+
+TEST(SpeculationCounters, CountsPerPosition) {
+  SpeculationCounters c;
+  c.accepted_per_pos.assign(3, 0);
+  c.add(3, 2);
+  c.add(2, 0);
+  c.add(0, 0);  // no drafts: not a verification
+  EXPECT_EQ(c.num_drafts, 2);
+  EXPECT_EQ(c.num_draft_tokens, 5);
+  EXPECT_EQ(c.num_accepted_tokens, 2);
+  EXPECT_EQ(c.accepted_per_pos, (std::vector<int64_t>{1, 1, 0}));
+}
+
+TEST(SpeculativeConfig, ChecksNameTheKey) {
+  SpeculativeConfig c;
+  c.num_speculative_tokens = 4;
+  EXPECT_NO_THROW(validate_speculative_config(c));
+  auto message = [](const SpeculativeConfig& bad) {
+    try {
+      validate_speculative_config(bad);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  SpeculativeConfig bad = c;
+  bad.method = "eagle3";
+  EXPECT_NE(message(bad).find("method 'eagle3' is not supported yet"), std::string::npos);
+  bad = c;
+  bad.num_speculative_tokens = 16;
+  EXPECT_NE(message(bad).find("num_speculative_tokens must be in [1, 15]"), std::string::npos);
+  bad = c;
+  bad.prompt_lookup_min = 6;
+  EXPECT_NE(message(bad).find("prompt_lookup_min=6 must be <= prompt_lookup_max=5"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace pagoda
