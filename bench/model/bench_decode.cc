@@ -3,16 +3,19 @@
 // batch.
 //
 //   bench_decode [CONFIG_DIR] [--device cpu|cuda] [--dtype bfloat16] [--batches 1,16]
-//                [--steps 16] [--context 64] [--prefill 512]
+//                [--steps 16] [--context 64] [--prefill 512] [--quantization fp8]
 //
 // Default CONFIG_DIR: the repository's configs/llama-3.2-1b. On cuda the bound printed is the
 // H200's measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens
-// (batch 1) and reports tokens/s.
+// (batch 1) and reports tokens/s. --quantization X draws the weights in format X (vLLM's method
+// names, as `--load-format dummy --quantization X`); the bytes per step count each tensor in the
+// format it has on the device (FP8 at load: one byte per weight plus the fp32 row scales).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -64,6 +67,7 @@ int main(int argc, char** argv) {
   std::vector<int> batches{1, 16};
   int steps = 16, context = 64, prefill = 0;
   std::string device = "cpu";
+  std::string quantization;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -71,6 +75,8 @@ int main(int argc, char** argv) {
       dtype_name = next();
     } else if (a == "--device") {
       device = next();
+    } else if (a == "--quantization") {
+      quantization = next();
     } else if (a == "--prefill") {
       prefill = std::stoi(next());
     } else if (a == "--steps") {
@@ -100,19 +106,33 @@ int main(int argc, char** argv) {
   options.format = pagoda::LoadFormat::kDummy;
   options.runtime = pagoda::runtime_options_from_env();  // the PAGODA_* A/B knobs
   options.dtype = pagoda::dtype_from_torch_name(dtype_name);
+  options.definition.quantization = quantization;
+  options.definition.dummy_weights = true;
   const auto t_load = Clock::now();
   auto model = pagoda::load_model_on_device(dir, options, device, pool);
   const auto& c = model->config();
-  std::printf("model: %s (%s dummy weights), built in %.1f s\n", dir.c_str(), dtype_name.c_str(),
+  std::printf("model: %s (%s dummy weights, %s), built in %.1f s\n", dir.c_str(),
+              dtype_name.c_str(), model->definition().weight_summary().c_str(),
               seconds_since(t_load));
 
   // Bytes a decode step streams: every matrix once (the embedding table only as the LM head when
   // tied).
+  // A tensor with a format-fixed dtype counts in it; the float weights of FP8-at-load projections
+  // are one byte per element on the device.
+  std::set<std::string> quantized_at_load;
+  for (const auto& l : model->definition().layers) {
+    for (const pagoda::LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
+      if (lin->format != pagoda::WeightFormat::kFp8Online) continue;
+      for (const auto& src : lin->sources) quantized_at_load.insert(src.prefix + ".weight");
+    }
+  }
   double weight_bytes = 0;
   for (const auto& spec : model->definition().tensors()) {
     if (spec.name == model->definition().embed_name && !c.tie_word_embeddings) continue;
-    weight_bytes += static_cast<double>(spec.shape.num_elements()) *
-                    static_cast<double>(pagoda::dtype_size(*options.dtype));
+    const size_t size = quantized_at_load.count(spec.name) != 0 ? 1
+                        : spec.dtype                            ? pagoda::dtype_size(*spec.dtype)
+                                     : pagoda::dtype_size(*options.dtype);
+    weight_bytes += static_cast<double>(spec.shape.num_elements()) * static_cast<double>(size);
   }
   std::printf("weights read per step: %.2f GB -> bound %.2f steps/s\n\n", weight_bytes / 1e9,
               bandwidth * 1e9 / weight_bytes);

@@ -85,6 +85,11 @@ DummyInit dummy_init(const TensorSpec& spec, size_t index, uint64_t seed) {
                    is_norm ? 0.1f : 0.0346f};
 }
 
+Buffer make_dummy_tensor(const TensorSpec& spec, size_t index, uint64_t seed, ThreadPool& pool) {
+  PAGODA_CHECK(spec.dtype.has_value(), "make_dummy_tensor: {} has no fixed dtype", spec.name);
+  return quantized_dummy(spec, dummy_init(spec, index, seed).seed, pool);
+}
+
 WeightStore make_dummy_weights(const std::vector<TensorSpec>& specs, DType dtype, uint64_t seed,
                                ThreadPool& pool, const std::function<void(double)>& progress) {
   PAGODA_CHECK(is_float_weight_dtype(dtype), "dummy weights need a float dtype, got {}",
@@ -94,7 +99,7 @@ WeightStore make_dummy_weights(const std::vector<TensorSpec>& specs, DType dtype
     const auto& spec = specs[index];
     if (spec.dtype) {
       store.add_owned(spec.name, *spec.dtype, spec.shape,
-                      quantized_dummy(spec, dummy_init(spec, index, seed).seed, pool));
+                      make_dummy_tensor(spec, index, seed, pool));
       if (progress) progress(static_cast<double>(index + 1) / static_cast<double>(specs.size()));
       continue;
     }

@@ -18,6 +18,12 @@ struct DummyInit {
 };
 [[nodiscard]] DummyInit dummy_init(const TensorSpec& spec, size_t index, uint64_t seed);
 
+/// One tensor whose dtype its weight format fixes (spec.dtype set: fp8 codes, scales, packed
+/// ints), exactly as make_dummy_weights draws it at position `index` of its spec list (the GPU
+/// backend draws the small ones of a format, such as FP8 scales, here).
+[[nodiscard]] Buffer make_dummy_tensor(const TensorSpec& spec, size_t index, uint64_t seed,
+                                       ThreadPool& pool);
+
 /// Fills a WeightStore with deterministic pseudo-random tensors (a counter-based hash of seed,
 /// tensor index and element index, so the values do not depend on the thread count). Matrices are
 /// uniform in +-0.035 (std 0.02, the usual initializer_range); norm weights are uniform in

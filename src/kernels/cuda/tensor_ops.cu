@@ -1,5 +1,6 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/tensor_ops.h"
@@ -28,7 +29,13 @@ __global__ void fill_uniform_kernel(void* dst, DType d, int64_t n, uint64_t seed
     const uint64_t h = splitmix64(seed + static_cast<uint64_t>(i));
     // As the CPU: the top 24 bits of the hash, scaled to [-1, 1), computed in double.
     const float u = static_cast<float>(static_cast<double>(h >> 40) / 8388608.0 - 1.0);
-    store_float(dst, d, i, offset + scale * u);
+    const float v = offset + scale * u;
+    if (d == DType::kF8E4M3) {  // FP8 dummy weights: core/fp8.h's float_to_e4m3 (RNE, saturating)
+      static_cast<uint8_t*>(dst)[i] =
+          static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+    } else {
+      store_float(dst, d, i, v);
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/linear_fp8.h"
 #include "kernels/cuda/paged_attention.h"
 #include "model/model.h"
 #include "pagoda/runtime_options.h"
@@ -27,6 +28,9 @@ struct CudaActivations {
   DeviceBuffer attn;                      // [capacity, q]
   DeviceBuffer gate_up;                   // [capacity, 2 intermediate]
   DeviceBuffer act;                       // [capacity, intermediate]
+  // FP8 models only: a projection's input quantized per token for the W8A8 GEMM.
+  DeviceBuffer fp8_x;      // [capacity, widest input] e4m3
+  DeviceBuffer fp8_scale;  // [capacity] fp32
 
   void reserve(int64_t tokens, const ModelDefinition& d, size_t element_size);
 };
@@ -98,7 +102,11 @@ class CudaDecoderModel final : public Model {
                   const cuda::GemvFusion& f);
   cuda::GemvFusion fusion(const DeviceBuffer& norm_weight, cuda::GemvEpilogue epilogue) const;
   // Steps of up to this many tokens run the fused projections (when fuse_small_steps_).
-  int64_t fused_max_m() const { return std::max(cuda::kGemvMaxM, blas_.gemv_mma_max_m); }
+  // FP8 projections: their GEMV's limit (cuda::kFp8GemvMaxM).
+  int64_t fused_max_m() const {
+    const int64_t m = std::max(cuda::kGemvMaxM, blas_.gemv_mma_max_m);
+    return fp8_ ? std::min(m, cuda::kFp8GemvMaxM) : m;
+  }
 
   ModelConfig config_;
   ModelDefinition def_;
@@ -138,6 +146,7 @@ class CudaDecoderModel final : public Model {
   // Llama block (model/definition.h) with every projection's k a multiple of 8 (the GEMVs'
   // 16-byte loads), unless options_.gemv_fusion is off (A/B).
   bool fuse_small_steps_ = false;
+  bool fp8_ = false;     // some projection has FP8 weights (CudaLinear::fp8)
   DecodeGraphs graphs_;  // of decode-only steps (options_.cuda_graphs)
   // A decode batch padded to its graph bucket (pad_to_graph_bucket).
   struct PaddedBatch {

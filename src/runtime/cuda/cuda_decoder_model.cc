@@ -58,6 +58,17 @@ void CudaActivations::reserve(int64_t tokens, const ModelDefinition& d, size_t e
   attn = buf(q);
   gate_up = buf(2 * inter);
   act = buf(inter);
+  int64_t fp8_in = 0;  // the widest input of an FP8 projection
+  for (const LayerDef& l : d.layers) {
+    for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
+      if (lin->format == WeightFormat::kFp8 || lin->format == WeightFormat::kFp8Online)
+        fp8_in = std::max(fp8_in, lin->in);
+    }
+  }
+  if (fp8_in > 0) {
+    fp8_x = DeviceBuffer(static_cast<size_t>(capacity * fp8_in));
+    fp8_scale = DeviceBuffer(static_cast<size_t>(capacity) * sizeof(float));
+  }
 }
 
 CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition definition,
@@ -104,6 +115,8 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
   for (const LayerDef& l : def_.layers)
     k_aligned = k_aligned && l.o.in % 8 == 0 && l.down.in % 8 == 0;
   fuse_small_steps_ = options_.gemv_fusion && def_.is_plain_llama_block() && k_aligned;
+  for (const CudaLayerWeights& l : w_.layers)
+    fp8_ = fp8_ || l.qkv.fp8() || l.o.fp8() || l.gate_up.fp8() || l.down.fp8();
   // Gemma multiplies the embeddings by sqrt(hidden) rounded to the activation dtype.
   embed_scale_ = def_.embed_scale;
   if (def_.embed_scale_in_activation_dtype) {
@@ -517,10 +530,19 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
                                        int device, ThreadPool& pool) {
   const ModelConfig config = load_model_config(model_dir);
   ModelDefinition definition = define_model(config, options.definition);
-  if (definition.quantized()) {
-    throw InvalidArgument(
-        fmt::format("{}: quantized weights ({}) do not run on the GPU yet; pass --device cpu",
-                    model_dir, definition.weight_summary()));
+  // The GPU runs dense and FP8 (per-tensor / per-channel, W8A8 or W8A16, and FP8 at load)
+  // projections; a quantized LM head and the other formats still run on the CPU only.
+  const bool lm_head_quantized =
+      !definition.lm_head_tied && definition.lm_head.format != WeightFormat::kDense;
+  bool supported = !lm_head_quantized;
+  for (const LayerDef& l : definition.layers)
+    for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down})
+      supported = supported && cuda_supports(*lin);
+  if (!supported) {
+    throw InvalidArgument(fmt::format(
+        "{}: quantized weights ({}) do not run on the GPU yet (it runs FP8 with per-tensor or "
+        "per-channel scales and a dense lm_head); pass --device cpu",
+        model_dir, definition.weight_summary()));
   }
   CudaWeightSource source;
   if (options.format == LoadFormat::kSafetensors)

@@ -11,7 +11,36 @@
 
 namespace pagoda {
 
+namespace {
+
+cuda::Fp8WeightView fp8_view(const CudaLinear& w) {
+  cuda::Fp8WeightView v;
+  v.w = w.weight.as<uint8_t>();
+  v.scale = w.scale.as<float>();
+  v.bias = w.bias.get();
+  v.n = w.out;
+  v.k = w.in;
+  return v;
+}
+
+}  // namespace
+
+// FP8 weights: the weight-only GEMV for small m, else W8A8 (x quantized into act_.fp8_x).
 void CudaDecoderModel::linear(const void* x, int64_t m, const CudaLinear& w, void* y) {
+  if (w.fp8()) {
+    cuda::Fp8LinearParams p;
+    p.x = x;
+    p.m = m;
+    p.w = fp8_view(w);
+    p.y = y;
+    p.dtype = dtype_;
+    p.input_scale = w.input_scale;
+    p.weight_only = w.weight_only;
+    p.xq = act_.fp8_x.as<uint8_t>();
+    p.x_scale = act_.fp8_scale.as<float>();
+    PAGODA_CUDA_CHECK(cuda::linear_fp8(blas_, p, stream_));
+    return;
+  }
   PAGODA_CUDA_CHECK(cuda::linear(blas_, x, m, w.in, w.weight.get(), w.out, w.bias.get(), y,
                                  cuda::LinearTypes{dtype_, w.dtype, dtype_}, stream_));
 }
@@ -25,9 +54,14 @@ cuda::GemvFusion CudaDecoderModel::fusion(const DeviceBuffer& norm_weight,
   return f;
 }
 
-// The fused projection of a small step: the CUDA-core GEMV at m = 1, the tensor-core one above.
+// The fused projection of a small step: the CUDA-core GEMV at m = 1, the tensor-core one above
+// (FP8 weights: their CUDA-core GEMV at every m <= kFp8GemvMaxM).
 void CudaDecoderModel::gemv_fused(const void* x, int64_t m, const CudaLinear& w, void* y,
                                   const cuda::GemvFusion& f) {
+  if (w.fp8()) {
+    PAGODA_CUDA_CHECK(cuda::linear_fp8_gemv(x, m, fp8_view(w), y, f, dtype_, stream_));
+    return;
+  }
   if (m <= cuda::kGemvMaxM) {
     PAGODA_CUDA_CHECK(cuda::linear_gemv_fused(x, m, w.in, w.weight.get(), w.out, w.bias.get(), y, f,
                                               dtype_, stream_));

@@ -4,12 +4,31 @@
 #include <map>
 
 #include "core/logging.h"
+#include "kernels/cuda/linear_fp8.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "model/dummy_weights.h"
 #include "model/linear.h"
+#include "model/quant/quant_linear.h"
 #include "runtime/cuda/weight_streamer.h"
 
 namespace pagoda {
+
+bool cuda_supports(const LinearDef& def) {
+  switch (def.format) {
+    case WeightFormat::kDense:
+    case WeightFormat::kFp8Online:
+      return true;
+    case WeightFormat::kFp8:
+      return (def.quant.weight_scales == ScaleStrategy::kTensor ||
+              def.quant.weight_scales == ScaleStrategy::kChannel) &&
+             (def.quant.activations == ActivationQuant::kNone ||
+              def.quant.activations == ActivationQuant::kDynamicToken ||
+              def.quant.activations == ActivationQuant::kStaticTensor);
+    default:
+      return false;
+  }
+}
+
 namespace {
 
 /// Writes tensors by name into device memory: dummy values at once, checkpoint tensors (checked
@@ -29,6 +48,17 @@ class Uploader {
       index_[specs_[i].name] = i;
       total_elements_ += specs_[i].shape.num_elements();
     }
+    if (!source_.store) {
+      // The small tensors of a quantized format (scales) are drawn on the host, as the CPU draws
+      // them; the large ones (codes) on the device, in put_codes.
+      dummy_small_.emplace(make_empty_weight_store("dummy weights"));
+      for (size_t i = 0; i < specs_.size(); ++i) {
+        const TensorSpec& spec = specs_[i];
+        if (!spec.dtype || spec.name.ends_with(".weight")) continue;
+        dummy_small_->add_owned(spec.name, *spec.dtype, spec.shape,
+                                make_dummy_tensor(spec, i, source_.seed, pool_));
+      }
+    }
   }
 
   [[nodiscard]] bool has(const std::string& name) const {
@@ -44,11 +74,7 @@ class Uploader {
   void put(const std::string& name, const Shape& shape, void* dst) {
     const int64_t n = shape.num_elements();
     if (!source_.store) {
-      done_elements_ += n;
-      if (source_.progress && total_elements_ > 0) {
-        source_.progress(std::min(
-            1.0, static_cast<double>(done_elements_) / static_cast<double>(total_elements_)));
-      }
+      dummy_progress(n);
       const auto it = index_.find(name);
       PAGODA_CHECK(it != index_.end(), "dummy weights have no tensor {}", name);
       const DummyInit init = dummy_init(specs_[it->second], it->second, source_.seed);
@@ -71,24 +97,41 @@ class Uploader {
     return def ? norm(*def) : DeviceBuffer();
   }
 
-  /// A dense projection: each source's rows (and bias) at its offset of the stacked weight.
+  /// A projection: each source's rows (and bias) at its offset of the stacked weight, in its
+  /// format (cuda_weights.h).
   CudaLinear linear(const LinearDef& def) {
-    PAGODA_CHECK(def.format == WeightFormat::kDense, "{}: only dense weights run on the GPU",
-                 def.name);
+    PAGODA_CHECK(cuda_supports(def), "{}: {} weights do not run on the GPU", def.name,
+                 weight_format_name(def.format));
     CudaLinear l;
     l.format = def.format;
-    l.dtype = dtype_;
+    l.dtype = def.format == WeightFormat::kDense ? dtype_ : DType::kF8E4M3;
     l.out = def.out();
     l.in = def.in;
-    l.weight = alloc(l.out * l.in);
     if (def.bias) l.bias = alloc(l.out);
     const size_t es = dtype_size(dtype_);
-    for (const LinearDef::Source& s : def.sources) {
-      const int64_t rows = def.source_rows(s), first = def.source_offset(s);
-      put(s.prefix + ".weight", Shape{rows, def.in},
-          l.weight.at(static_cast<size_t>(first * def.in) * es));
-      if (def.bias)
-        put(s.prefix + ".bias", Shape{rows}, l.bias.at(static_cast<size_t>(first) * es));
+    if (def.format == WeightFormat::kDense) {
+      l.weight = alloc(l.out * l.in);
+      for (const LinearDef::Source& s : def.sources) {
+        const int64_t rows = def.source_rows(s), first = def.source_offset(s);
+        put(s.prefix + ".weight", Shape{rows, def.in},
+            l.weight.at(static_cast<size_t>(first * def.in) * es));
+      }
+    } else {
+      l.weight = DeviceBuffer(static_cast<size_t>(l.out * l.in));
+      l.scale = DeviceBuffer(static_cast<size_t>(l.out) * sizeof(float));
+      l.weight_only =
+          def.quant.activations == ActivationQuant::kNone && def.format == WeightFormat::kFp8;
+      if (def.format == WeightFormat::kFp8) {
+        fp8(def, l);
+      } else {
+        fp8_online(def, l);
+      }
+    }
+    if (def.bias) {
+      for (const LinearDef::Source& s : def.sources) {
+        put(s.prefix + ".bias", Shape{def.source_rows(s)},
+            l.bias.at(static_cast<size_t>(def.source_offset(s)) * es));
+      }
     }
     return l;
   }
@@ -102,12 +145,108 @@ class Uploader {
                      pool_, source_.progress);
       pending_.clear();
     }
+    for (OnlineFp8& o : online_) {
+      PAGODA_CUDA_CHECK(cuda::quantize_fp8_rows(o.staging.get(), o.rows, o.in, 0.0f,
+                                                cuda::Fp8ScaleRule::kWeight, o.weight, o.scale,
+                                                dtype_, stream_));
+    }
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    online_.clear();
     for (const Offset& o : offsets_)
       PAGODA_CUDA_CHECK(cuda::affine(o.ptr, dtype_, o.count, 1.0f, o.offset, stream_));
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
   }
 
  private:
+  void dummy_progress(int64_t n) {
+    done_elements_ += n;
+    if (source_.progress && total_elements_ > 0) {
+      source_.progress(std::min(
+          1.0, static_cast<double>(done_elements_) / static_cast<double>(total_elements_)));
+    }
+  }
+
+  /// Where the small tensors of a quantized format come from: the checkpoint, or the dummy ones.
+  [[nodiscard]] const WeightStore& small_store() const {
+    return source_.store ? *source_.store : *dummy_small_;
+  }
+
+  /// A serialized FP8 projection (kFp8): each source's e4m3 rows uploaded as they are, its scales
+  /// expanded to one per row (scale [out]), its static input scale folded into the largest.
+  void fp8(const LinearDef& def, CudaLinear& l) {
+    std::vector<float> scales(static_cast<size_t>(l.out));
+    const WeightStore& small = small_store();
+    const std::initializer_list<DType> scale_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
+    for (const LinearDef::Source& s : def.sources) {
+      const int64_t rows = def.source_rows(s), first = def.source_offset(s);
+      auto* dst = static_cast<uint8_t*>(l.weight.at(static_cast<size_t>(first * def.in)));
+      const std::string name = s.prefix + ".weight";
+      if (source_.store) {
+        const Tensor& t = checked_quant_tensor(*source_.store, name, {Shape{rows, def.in}},
+                                               {DType::kF8E4M3}, def);
+        check_zero_points_absent(*source_.store, s.prefix + ".weight_zero_point", def);
+        check_zero_points_absent(*source_.store, s.prefix + ".input_zero_point", def);
+        pending_.push_back(
+            WeightUpload{t.data, DType::kF8E4M3, dst, DType::kF8E4M3, rows * def.in});
+      } else {
+        const auto it = index_.find(name);
+        PAGODA_CHECK(it != index_.end(), "dummy weights have no tensor {}", name);
+        const TensorSpec& spec = specs_[it->second];
+        const DummyInit init = dummy_init(spec, it->second, source_.seed);
+        dummy_progress(rows * def.in);
+        PAGODA_CUDA_CHECK(cuda::fill_uniform(dst, DType::kF8E4M3, rows * def.in, init.seed, 0.0f,
+                                             static_cast<float>(spec.fill_value), stream_));
+      }
+      // Rows [first, first + rows) of scale [out]: e.g. a fused qkv of 4096 + 1024 + 1024 rows with
+      // per-tensor scales holds q's scale in 0..4095, k's in 4096..5119, v's in 5120..6143.
+      const std::string scale_name = s.prefix + ".weight_scale";
+      float* out = scales.data() + first;
+      if (def.quant.weight_scales == ScaleStrategy::kTensor) {
+        std::fill(out, out + rows, scalar_scale(small, scale_name, def));
+      } else {
+        const std::vector<float> v = float_values(checked_quant_tensor(
+            small, scale_name, {Shape{rows, 1}, Shape{rows}}, scale_dtypes, def));
+        std::copy(v.begin(), v.end(), out);
+      }
+      if (def.quant.activations == ActivationQuant::kStaticTensor) {
+        l.input_scale =
+            std::max(l.input_scale, scalar_scale(small, s.prefix + ".input_scale", def));
+      }
+    }
+    PAGODA_CUDA_CHECK(cudaMemcpy(l.scale.get(), scales.data(), scales.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice));
+  }
+
+  /// --quantization fp8 on a float checkpoint: the dense rows staged in the activation dtype, then
+  /// quantized per row on the device (cuda::quantize_fp8_rows, kWeight: the CPU's codes and
+  /// scales for the same values). Dummy weights are quantized at once; checkpoint ones in finish(),
+  /// after their upload, so the staging of every such projection is held until then.
+  void fp8_online(const LinearDef& def, CudaLinear& l) {
+    DeviceBuffer staging = alloc(l.out * l.in);
+    const size_t es = dtype_size(dtype_);
+    for (const LinearDef::Source& s : def.sources) {
+      const int64_t rows = def.source_rows(s), first = def.source_offset(s);
+      put(s.prefix + ".weight", Shape{rows, def.in},
+          staging.at(static_cast<size_t>(first * def.in) * es));
+    }
+    OnlineFp8 o{std::move(staging), static_cast<uint8_t*>(l.weight.get()), l.scale.as<float>(),
+                l.out, l.in};
+    if (source_.store) {
+      online_.push_back(std::move(o));
+      return;
+    }
+    PAGODA_CUDA_CHECK(cuda::quantize_fp8_rows(o.staging.get(), o.rows, o.in, 0.0f,
+                                              cuda::Fp8ScaleRule::kWeight, o.weight, o.scale,
+                                              dtype_, stream_));
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // before the staging is freed
+  }
+
+  struct OnlineFp8 {
+    DeviceBuffer staging;  // [rows, in] in the activation dtype
+    uint8_t* weight;       // [rows, in] e4m3
+    float* scale;          // [rows]
+    int64_t rows, in;
+  };
   struct Offset {
     void* ptr;
     int64_t count;
@@ -124,6 +263,8 @@ class Uploader {
   std::map<std::string, size_t> index_;  // dummy weights: name -> spec index (its seed)
   std::vector<WeightUpload> pending_;    // checkpoint tensors, in upload order
   std::vector<Offset> offsets_;
+  std::vector<OnlineFp8> online_;           // checkpoint projections quantized in finish()
+  std::optional<WeightStore> dummy_small_;  // dummy weights: the quantized formats' scales
 };
 
 }  // namespace

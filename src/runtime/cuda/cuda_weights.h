@@ -17,16 +17,31 @@
 
 namespace pagoda {
 
-/// A projection on the GPU in its weight format. Dense: weight [out, in] and bias [out] (or
-/// empty) in the activation dtype.
+/// A projection on the GPU in its weight format.
+///   dense          weight [out, in] in the activation dtype
+///   kFp8,          weight [out, in] float8_e4m3fn, scale [out] fp32: each row's scale (a
+///   kFp8Online     per-tensor scale repeated on its source's rows, so a fused qkv keeps q's, k's
+///                  and v's own scales; per channel as the checkpoint has it; at load: max|w| /
+///                  448)
+/// bias [out] (or empty) in the activation dtype.
 struct CudaLinear {
   WeightFormat format = WeightFormat::kDense;
-  DType dtype = DType::kBF16;  // of the weight (and bias)
+  DType dtype = DType::kBF16;  // of the weight: the activation dtype, or kF8E4M3
   int64_t out = 0;
   int64_t in = 0;
   DeviceBuffer weight;
   DeviceBuffer bias;
+  DeviceBuffer scale;        // FP8: [out] fp32
+  float input_scale = 0;     // FP8 static activations: the largest of the sources'; 0: per token
+  bool weight_only = false;  // FP8 without input quantization (W8A16 checkpoints)
+
+  [[nodiscard]] bool fp8() const { return dtype == DType::kF8E4M3; }
 };
+
+/// Whether the GPU runs a projection of this format and quantization scheme: dense, FP8 with
+/// per-tensor or per-channel weight scales and no or per-token or static activation scales, FP8
+/// at load. Others (block FP8, INT8, GPTQ, AWQ, FP4) are refused by load_cuda_model by name.
+[[nodiscard]] bool cuda_supports(const LinearDef& def);
 
 /// One layer's weights; the optional norms are empty buffers when the definition has none.
 struct CudaLayerWeights {
