@@ -5,6 +5,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/cpu/linear.h"
 
 namespace pagoda::cpu {
 
@@ -15,8 +16,25 @@ namespace pagoda::cpu {
 void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
                       const float* bias, float* y, ThreadPool& pool);
 
-/// OpenBLAS sgemm, bf16/f16 weights widened panel by panel; meant for large m (prefill).
-void linear_blas(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
-                 const float* bias, float* y, ThreadPool& pool);
+/// How linear_onednn gets kExact products from bf16 weights (linear_onednn.cc has the details).
+enum class Bf16Method {
+  kAuto,   // kTerms on CPUs with AMX, kWiden on the others
+  kWiden,  // W widened to fp32 panel by panel, fp32 matmuls
+  kTerms,  // x split exactly into three bf16 terms, one bf16 matmul over the [3m, k] stack
+};
+
+/// How linear_onednn runs; the defaults are linear()'s.
+struct OnednnOptions {
+  Bf16Matmul bf16 = Bf16Matmul::kExact;
+  Bf16Method method = Bf16Method::kAuto;  // for kExact
+  /// Products of at least this many flops (2 m n k per matmul call) get a primitive made for their
+  /// m; smaller ones share one per (n, k) that takes m at run time (see linear_onednn.cc).
+  int64_t fixed_m_min_flops = int64_t{1} << 26;
+};
+
+/// oneDNN matmul (linear_onednn.cc); meant for large m (prefill).
+void linear_onednn(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+                   const float* bias, float* y, ThreadPool& pool,
+                   const OnednnOptions& options = {});
 
 }  // namespace pagoda::cpu
