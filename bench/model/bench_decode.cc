@@ -3,11 +3,12 @@
 // batch.
 //
 //   bench_decode [CONFIG_DIR] [--device cpu|cuda] [--dtype bfloat16] [--batches 1,16]
-//                [--steps 16] [--context 64] [--prefill 512]
+//                [--steps 16] [--context 64] [--prefill 512] [--bf16-matmul exact|round]
 //
 // Default CONFIG_DIR: ../shared/configs/llama-3.2-1b. On cuda the bound printed is the H200's
 // measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens (batch
-// 1) and reports tokens/s.
+// 1) and reports tokens/s. --bf16-matmul round: the CPU's prefill matmuls round the activations to
+// bf16 (LoadOptions::cpu_bf16_round) instead of exact fp32 products.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   std::vector<int> batches{1, 16};
   int steps = 16, context = 64, prefill = 0;
   std::string device = "cpu";
+  bool bf16_round = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -71,6 +73,13 @@ int main(int argc, char** argv) {
       dtype_name = next();
     } else if (a == "--device") {
       device = next();
+    } else if (a == "--bf16-matmul") {
+      const std::string mode = next();
+      if (mode != "exact" && mode != "round") {
+        std::fprintf(stderr, "--bf16-matmul: exact or round, not '%s'\n", mode.c_str());
+        return 2;
+      }
+      bf16_round = mode == "round";
     } else if (a == "--prefill") {
       prefill = std::stoi(next());
     } else if (a == "--steps") {
@@ -99,11 +108,12 @@ int main(int argc, char** argv) {
   pagoda::LoadOptions options;
   options.format = pagoda::LoadFormat::kDummy;
   options.dtype = pagoda::dtype_from_torch_name(dtype_name);
+  options.cpu_bf16_round = bf16_round;
   const auto t_load = Clock::now();
   auto model = pagoda::load_model_on_device(dir, options, device, pool);
   const auto& c = model->config();
-  std::printf("model: %s (%s dummy weights), built in %.1f s\n", dir.c_str(), dtype_name.c_str(),
-              seconds_since(t_load));
+  std::printf("model: %s (%s dummy weights), built in %.1f s; CPU bf16 matmuls: %s\n", dir.c_str(),
+              dtype_name.c_str(), seconds_since(t_load), bf16_round ? "round" : "exact");
 
   // Bytes a decode step streams: every matrix once (the embedding table only as the LM head when
   // tied).

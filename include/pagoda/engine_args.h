@@ -27,6 +27,9 @@ struct EngineArgs {
   int64_t max_model_len = 0;               // --max-model-len; 0 = the model's maximum
   std::string scheduling_policy = "fcfs";  // --scheduling-policy: fcfs or priority
   bool enforce_eager = false;              // --enforce-eager: no CUDA graphs
+  /// --cpu-bf16-matmul: exact (fp32 products, the reference) or round (activations rounded to bf16
+  /// in the CPU's prefill matmuls with bf16 weights: about twice as fast without AMX).
+  std::string cpu_bf16_matmul = "exact";
   /// Called with the fraction of the weights loaded (0..1) during the constructor; may be empty.
   std::function<void(double)> load_progress;
 };

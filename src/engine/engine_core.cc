@@ -142,6 +142,10 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   }
   load.seed = args.seed;
   load.cuda_graphs = !args.enforce_eager;
+  if (args.cpu_bf16_matmul != "exact" && args.cpu_bf16_matmul != "round")
+    throw InvalidArgument(
+        fmt::format("--cpu-bf16-matmul '{}' must be exact or round", args.cpu_bf16_matmul));
+  load.cpu_bf16_round = args.cpu_bf16_matmul == "round";
   load.progress = args.load_progress;
   e.model = load_model_on_device(args.model, load, args.device, e.pool);
   const ModelConfig& config = e.model->config();

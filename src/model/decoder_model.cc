@@ -89,8 +89,8 @@ const Tensor* opt(const std::optional<OwnedF32>& t) { return t ? &t->tensor : nu
 class DecoderModel final : public Model {
  public:
   DecoderModel(const ModelConfig& config, const DecoderVariant& variant, WeightStore weights,
-               ThreadPool& pool)
-      : config_(config), variant_(variant), weights_(std::move(weights)), ctx_{&pool} {
+               const OpContext& ctx)
+      : config_(config), variant_(variant), weights_(std::move(weights)), ctx_(ctx) {
     bind_weights();
     inv_freq_ = rope_inv_freq(config_.rope, config_.head_dim);
   }
@@ -355,8 +355,8 @@ std::vector<ArchitectureEntry::TensorSpec> decoder_tensor_specs(const ModelConfi
 }
 
 std::unique_ptr<Model> build_decoder_model(const ModelConfig& config, const DecoderVariant& variant,
-                                           WeightStore weights, ThreadPool& pool) {
-  return std::make_unique<DecoderModel>(config, variant, std::move(weights), pool);
+                                           WeightStore weights, const OpContext& ctx) {
+  return std::make_unique<DecoderModel>(config, variant, std::move(weights), ctx);
 }
 
 ArchitectureEntry decoder_architecture(
@@ -365,8 +365,8 @@ ArchitectureEntry decoder_architecture(
   entry.expected_tensors = [config_variant](const ModelConfig& c) {
     return decoder_tensor_specs(c, config_variant(c));
   };
-  entry.build = [config_variant](const ModelConfig& c, WeightStore weights, ThreadPool& pool) {
-    return build_decoder_model(c, config_variant(c), std::move(weights), pool);
+  entry.build = [config_variant](const ModelConfig& c, WeightStore weights, const OpContext& ctx) {
+    return build_decoder_model(c, config_variant(c), std::move(weights), ctx);
   };
   return entry;
 }

@@ -26,7 +26,7 @@ struct DecoderVariant {
 /// Builds the decoder after checking every tensor's presence, shape and dtype.
 [[nodiscard]] std::unique_ptr<Model> build_decoder_model(const ModelConfig& config,
                                                          const DecoderVariant& variant,
-                                                         WeightStore weights, ThreadPool& pool);
+                                                         WeightStore weights, const OpContext& ctx);
 
 /// An ArchitectureEntry for a Llama-family variant; config_variant may adjust flags per config.
 [[nodiscard]] ArchitectureEntry decoder_architecture(

@@ -21,7 +21,9 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
   spdlog::info("model {}: {} with {} layers, hidden {}, {} heads ({} kv), head_dim {}, vocab {}",
                model_dir, config.architecture, config.num_layers, config.hidden_size,
                config.num_heads, config.num_kv_heads, config.head_dim, config.vocab_size);
-  return entry.build(config, std::move(weights), pool);
+  const OpContext ctx{&pool,
+                      options.cpu_bf16_round ? cpu::Bf16Matmul::kRound : cpu::Bf16Matmul::kExact};
+  return entry.build(config, std::move(weights), ctx);
 }
 
 }  // namespace pagoda

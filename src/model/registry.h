@@ -11,6 +11,7 @@
 #include "model/config.h"
 #include "model/loader/safetensors.h"
 #include "model/model.h"
+#include "ops/op_context.h"
 
 namespace pagoda {
 
@@ -22,7 +23,8 @@ struct ArchitectureEntry {
     Shape shape;
   };
   std::function<std::vector<TensorSpec>(const ModelConfig&)> expected_tensors;
-  std::function<std::unique_ptr<Model>(const ModelConfig&, WeightStore, ThreadPool&)> build;
+  /// ctx: the thread pool and kernel settings the CPU model runs its ops with.
+  std::function<std::unique_ptr<Model>(const ModelConfig&, WeightStore, const OpContext&)> build;
 };
 
 /// Maps architecture names to entries.
