@@ -3,12 +3,12 @@
 // batch.
 //
 //   bench_decode [CONFIG_DIR] [--device cpu|cuda] [--dtype bfloat16] [--batches 1,16]
-//                [--steps 16] [--context 64] [--prefill 512] [--bf16-matmul exact|round]
+//                [--steps 16] [--context 64] [--prefill 512] [--cpu-bf16-matmul exact|round]
 //
 // Default CONFIG_DIR: ../shared/configs/llama-3.2-1b. On cuda the bound printed is the H200's
 // measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens (batch
-// 1) and reports tokens/s. --bf16-matmul round: the CPU's prefill matmuls round the activations to
-// bf16 (LoadOptions::cpu_bf16_round) instead of exact fp32 products.
+// 1) and reports tokens/s. --cpu-bf16-matmul round: the CPU's prefill matmuls round the activations
+// to bf16 (LoadOptions::cpu_bf16_round) instead of exact fp32 products.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -73,10 +73,10 @@ int main(int argc, char** argv) {
       dtype_name = next();
     } else if (a == "--device") {
       device = next();
-    } else if (a == "--bf16-matmul") {
+    } else if (a == "--cpu-bf16-matmul") {
       const std::string mode = next();
       if (mode != "exact" && mode != "round") {
-        std::fprintf(stderr, "--bf16-matmul: exact or round, not '%s'\n", mode.c_str());
+        std::fprintf(stderr, "--cpu-bf16-matmul: exact or round, not '%s'\n", mode.c_str());
         return 2;
       }
       bf16_round = mode == "round";
