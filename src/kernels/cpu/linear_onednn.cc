@@ -130,6 +130,8 @@ std::shared_ptr<const Matmul> make_matmul(const MatmulKey& key) {
 }
 
 std::shared_ptr<const Matmul> get_matmul(const MatmulKey& key) {
+  // The engine first, so that it is destroyed after the cached primitives at exit.
+  (void)cpu_engine();
   static std::mutex mutex;
   static std::unordered_map<MatmulKey, std::shared_ptr<const Matmul>, MatmulKeyHash> cache;
   {
