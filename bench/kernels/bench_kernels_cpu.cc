@@ -190,7 +190,7 @@ void bench_crossover(ThreadPool& pool, bool quick) {
   std::printf(
       "\n== streaming vs oneDNN crossover, bf16 8192x2048 (us/call; linear() switches above "
       "m=%ld)\n",
-      static_cast<long>(linear_streaming_max_rows()));
+      static_cast<long>(linear_streaming_max_rows(DType::kBF16)));
   std::printf("%5s %12s %12s %12s\n", "m", "streaming", "onednn", "onednn round");
   const int64_t n = 8192, k = 2048;
   const auto wf = random_floats(static_cast<size_t>(n * k), 4);

@@ -1,6 +1,6 @@
 // y = x * W^T + bias on the CPU.
 //
-// Two regimes. Decode-sized batches (m <= kGemvMaxRows) are memory-bound: every weight byte is used
+// Two regimes. Decode-sized batches (m <= a few rows) are memory-bound: every weight byte is used
 // only m times, so the kernel streams W exactly once, each thread owning a contiguous range of
 // output rows, converting bf16/f16 to fp32 in registers and doing the FMAs against all m activation
 // rows held in L1. Prefill-sized batches are compute-bound and go to oneDNN's matmul
@@ -17,11 +17,12 @@
 namespace pagoda::cpu {
 namespace {
 
-// Above this many activation rows, oneDNN (split bf16 activations for bf16 weights) wins over the
-// streaming kernel. One AMD EPYC (Zen 5) core, bf16 Llama-3.2-1B shapes, ms of CPU time, streaming
-// against oneDNN: m = 5: 5.6 / 3.2 (8192x2048), 5.2 / 3.2 (2048x8192), 0.23 / 0.30 (512x2048);
-// m = 8: 7.9 / 3.8, 7.3 / 3.4, 0.35 / 0.32. At m <= 4 decode is bound by memory either way.
+// Above this many activation rows, oneDNN wins over the streaming kernel. One AMD EPYC (Zen 5)
+// core, ms of CPU time, streaming against oneDNN's default: bf16 8192x2048 at m = 4: 4.2 / 3.5
+// (three bf16 terms), m = 8: 5.9 / 4.6; f32 at m = 4: 6.6 / 4.7. f16 weights are widened to fp32
+// on every call (an O(n k) pass), which pays off later: m = 24: 11.9 / 12.3, m = 32: 15.6 / 13.6.
 constexpr int64_t kGemvMaxRows = 4;
+constexpr int64_t kGemvMaxRowsF16 = 24;
 // Minimum weight elements per thread before a GEMV is split across threads: below that the wake-up
 // of the pool costs more than the work.
 constexpr int64_t kGemvMinElementsPerThread = 1 << 15;
@@ -245,7 +246,9 @@ void fill_bias(int64_t m, int64_t n, const float* bias, float* y) {
 
 }  // namespace
 
-int64_t linear_streaming_max_rows() { return kGemvMaxRows; }
+int64_t linear_streaming_max_rows(DType w_dtype) {
+  return w_dtype == DType::kF16 ? kGemvMaxRowsF16 : kGemvMaxRows;
+}
 
 void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
                       const float* bias, float* y, ThreadPool& pool) {
@@ -256,7 +259,7 @@ void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType
 
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool, Bf16Matmul bf16) {
-  if (m <= kGemvMaxRows) {
+  if (m <= linear_streaming_max_rows(w_dtype)) {
     linear_streaming(x, m, k, w, w_dtype, n, bias, y, pool);
   } else {
     linear_onednn(x, m, k, w, w_dtype, n, bias, y, pool, {.bf16 = bf16});

@@ -21,9 +21,10 @@
 //     kTerms: x = t0 + t1 + t2 exactly, with t0 = bf16(x), t1 = bf16(x - t0), t2 = x - t0 - t1 (24
 //       significant bits in three 8-bit terms); the [3m, k] stack of the terms is one bf16 matmul
 //       and y sums the three [m, n] parts, smallest first. Every t * w product is exact in fp32.
-//   Without AMX the bf16 rate is twice the fp32 rate, so three terms cost 1.5x the widened fp32
-//   product (measured); AMX's bf16 rate is many times the fp32 one, so there they should cost a
-//   fraction of it (not measured: no AMX machine here). kAuto picks by the CPU (docs/engine.md).
+//   Without AMX the bf16 rate is twice the fp32 rate, so three terms cost 1.5x the fp32 product,
+//   but the widening is an O(n k) pass per call: kAuto takes the terms below kWidenMinRows rows
+//   and widens from there. AMX's bf16 rate is many times the fp32 one, so there kAuto always takes
+//   the terms (not measured: no AMX machine here). docs/engine.md has the figures.
 // - f16 weights: widened to fp32 as kWiden does (no f16 matmul without AVX512-FP16).
 // - Primitives are cached by shape and data types. Creating one JIT-compiles its kernels (0.3-2
 //   ms), so a new m costs that much the first time: worth it for large products (brgemm with a
@@ -61,6 +62,10 @@ constexpr int64_t kMinMacsPerThread = int64_t{1} << 22;
 // Bytes of one panel of widened weights. Smaller panels leave oneDNN too few columns per call: at
 // k = 8192, 1 MiB panels (32 columns) took twice as long as 4 MiB ones on the Zen 5 machine.
 constexpr int64_t kPanelBytes = 4 << 20;
+// Without AMX, kAuto widens the weights from this many rows up and splits x into bf16 terms below:
+// the widening is an O(n k) pass per call, the terms cost 1.5x the fp32 product. One Zen 5 core,
+// ms, terms / widened: 8192x2048 at m = 16: 6.9 / 12.9, m = 64: 18.5 / 18.2, m = 128: 37 / 30.
+constexpr int64_t kWidenMinRows = 64;
 // Rows of x per matmul with three bf16 terms: bounds the [3 rows, columns] fp32 buffer of parts.
 constexpr int64_t kTermBlockRows = 512;
 // Cached primitives; past this the cache starts over (a new prompt length adds a few).
@@ -204,12 +209,12 @@ void to_bf16_terms(const float* x, int64_t count, int terms, uint16_t* out, int6
 // How bf16 weights are multiplied: x in bf16 terms (1 = rounded, 3 = exact), or W widened.
 enum class Bf16Path { kRound, kTerms, kWiden };
 
-Bf16Path bf16_path(const OnednnOptions& options) {
+Bf16Path bf16_path(const OnednnOptions& options, int64_t m) {
   if (options.bf16 == Bf16Matmul::kRound) return Bf16Path::kRound;
   if (options.method == Bf16Method::kTerms) return Bf16Path::kTerms;
   if (options.method == Bf16Method::kWiden) return Bf16Path::kWiden;
   static const bool amx = dnnl::get_effective_cpu_isa() == dnnl::cpu_isa::avx512_core_amx;
-  return amx ? Bf16Path::kTerms : Bf16Path::kWiden;
+  return amx || m < kWidenMinRows ? Bf16Path::kTerms : Bf16Path::kWiden;
 }
 
 // Where the bf16 terms of x go: rows in blocks of `block_rows` (all m when there is one term), each
@@ -283,7 +288,7 @@ void linear_onednn(const float* x, int64_t m, int64_t k, const void* w, DType w_
       for (int64_t j = 0; j < n; ++j) y[r * n + j] = bias ? bias[j] : 0.0f;
     return;
   }
-  const Bf16Path path = bf16_path(options);
+  const Bf16Path path = bf16_path(options, m);
   const bool widen =
       w_dtype == DType::kF16 || (w_dtype == DType::kBF16 && path == Bf16Path::kWiden);
   const int terms = path == Bf16Path::kTerms ? 3 : 1;

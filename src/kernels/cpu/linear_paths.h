@@ -9,8 +9,8 @@
 
 namespace pagoda::cpu {
 
-/// The activation-row count up to which linear() takes the streaming path.
-[[nodiscard]] int64_t linear_streaming_max_rows();
+/// The activation-row count up to which linear() takes the streaming path for weights in w_dtype.
+[[nodiscard]] int64_t linear_streaming_max_rows(DType w_dtype);
 
 /// Streams W once over the pool's threads; meant for small m (decode).
 void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
@@ -18,7 +18,7 @@ void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType
 
 /// How linear_onednn gets kExact products from bf16 weights (linear_onednn.cc has the details).
 enum class Bf16Method {
-  kAuto,   // kTerms on CPUs with AMX, kWiden on the others
+  kAuto,   // kTerms on CPUs with AMX; on the others kTerms below 64 rows, kWiden from there
   kWiden,  // W widened to fp32 panel by panel, fp32 matmuls
   kTerms,  // x split exactly into three bf16 terms, one bf16 matmul over the [3m, k] stack
 };
