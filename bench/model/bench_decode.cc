@@ -9,6 +9,8 @@
 // measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens (batch
 // 1) and reports tokens/s. --cpu-bf16-matmul round: the CPU's prefill matmuls round the activations
 // to bf16 (LoadOptions::cpu_bf16_round) instead of exact fp32 products.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -25,6 +27,14 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// CPU time of the whole process (all threads), for figures that hold on a shared machine: the
+/// pool's threads sleep when idle, so CPU time / threads is the step time with the cores to itself.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -140,20 +150,27 @@ int main(int argc, char** argv) {
       slots.push_back(block_size + p);
     }
     pagoda::ForwardBatch fb{ids, pos, qsl, seq_lens, tables, blocks, slots, rows};
-    std::vector<double> times;
+    std::vector<double> times, cpu_times;
     for (int i = 0; i < 7; ++i) {
       const auto t0 = Clock::now();
+      const double c0 = process_cpu_seconds();
       (void)model->forward(fb);
-      if (i > 0) times.push_back(seconds_since(t0));  // the first run warms up
+      if (i == 0) continue;  // the first run warms up
+      times.push_back(seconds_since(t0));
+      cpu_times.push_back(process_cpu_seconds() - c0);
     }
     std::sort(times.begin(), times.end());
-    std::printf("prefill: %d tokens, batch 1: %.2f ms (min %.2f, max %.2f) = %.0f tokens/s\n\n",
-                prefill, times[times.size() / 2] * 1e3, times.front() * 1e3, times.back() * 1e3,
-                prefill / times[times.size() / 2]);
+    std::sort(cpu_times.begin(), cpu_times.end());
+    const double cpu_per_thread = cpu_times[cpu_times.size() / 2] / pool.num_threads();
+    std::printf(
+        "prefill: %d tokens, batch 1: %.2f ms (min %.2f, max %.2f) = %.0f tokens/s; CPU time / "
+        "threads %.2f ms = %.0f tokens/s\n\n",
+        prefill, times[times.size() / 2] * 1e3, times.front() * 1e3, times.back() * 1e3,
+        prefill / times[times.size() / 2], cpu_per_thread * 1e3, prefill / cpu_per_thread);
   }
   std::printf(
-      "| batch | context | decode ms/step | tokens/s | weight GB/s | %% of bandwidth "
-      "|\n|---|---|---|---|---|---|\n");
+      "| batch | context | decode ms/step | tokens/s | weight GB/s | %% of bandwidth | CPU time / "
+      "threads, ms/step |\n|---|---|---|---|---|---|---|\n");
 
   for (int batch : batches) {
     const int max_len = context + steps + 1;
@@ -181,17 +198,21 @@ int main(int argc, char** argv) {
     };
     step(0, context);  // prefill
     step(context, 1);  // warm-up decode
-    std::vector<double> times;
+    std::vector<double> times, cpu_times;
     for (int i = 0; i < steps; ++i) {
       const auto t0 = Clock::now();
+      const double c0 = process_cpu_seconds();
       step(context + 1 + i, 1);
       times.push_back(seconds_since(t0));
+      cpu_times.push_back(process_cpu_seconds() - c0);
     }
     std::sort(times.begin(), times.end());
+    std::sort(cpu_times.begin(), cpu_times.end());
     const double median = times[times.size() / 2];
-    std::printf("| %d | %d | %.1f (min %.1f, max %.1f) | %.2f | %.2f | %.0f%% |\n", batch, context,
-                median * 1e3, times.front() * 1e3, times.back() * 1e3, batch / median,
-                weight_bytes / median / 1e9, 100 * weight_bytes / median / 1e9 / bandwidth);
+    std::printf("| %d | %d | %.1f (min %.1f, max %.1f) | %.2f | %.2f | %.0f%% | %.1f |\n", batch,
+                context, median * 1e3, times.front() * 1e3, times.back() * 1e3, batch / median,
+                weight_bytes / median / 1e9, 100 * weight_bytes / median / 1e9 / bandwidth,
+                cpu_times[cpu_times.size() / 2] / pool.num_threads() * 1e3);
   }
   return 0;
 }
