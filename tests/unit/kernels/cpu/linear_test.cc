@@ -79,31 +79,50 @@ bool bf16_only(LinearFn fn) {
          fn == &onednn<kExact, Bf16Method::kTerms, false>;
 }
 
-// Runs one case and returns the normalised error; the y buffer carries a canary after the end.
-double run_case(const LinearCase& c, ThreadPool& pool, uint32_t seed, LinearFn fn = &linear_exact) {
+std::string describe(const LinearCase& c);
+
+// Runs one case through every path (bf16-only ones for bf16 weights) on each pool and checks each
+// result against the fp64 reference, computed once: with x as given, and with bf16(x) for the
+// rounded paths. The y buffer carries a canary after the end. Returns the number of runs checked.
+int check_case(const LinearCase& c, const std::vector<ThreadPool*>& pools, uint32_t seed) {
   const auto x = random_floats(static_cast<size_t>(c.m * c.k), seed);
-  // The activations the reference multiplies: bf16(x) on the rounded paths with bf16 weights.
-  auto x_ref = x;
-  if (c.dtype == DType::kBF16 && (fn == kRoundFixed || fn == kRoundRuntime)) {
-    for (auto& v : x_ref) v = bf16_to_float(float_to_bf16(v));
-  }
   const auto w = make_weights(static_cast<size_t>(c.n * c.k), c.dtype, seed + 1);
   const auto bias = random_floats(static_cast<size_t>(c.n), seed + 2);
-  std::vector<float> y(static_cast<size_t>(c.m * c.n) + 1, 12345.0f);
-  fn(x.data(), c.m, c.k, w.bytes.data(), c.dtype, c.n, c.bias ? bias.data() : nullptr, y.data(),
-     pool);
-  EXPECT_EQ(y.back(), 12345.0f) << "wrote past the end of y";
-  y.pop_back();
-  std::vector<double> ref(static_cast<size_t>(c.m * c.n));
-  for (int64_t i = 0; i < c.m; ++i) {
-    for (int64_t j = 0; j < c.n; ++j) {
-      double acc = c.bias ? bias[j] : 0.0;
-      for (int64_t l = 0; l < c.k; ++l)
-        acc += static_cast<double>(x_ref[i * c.k + l]) * w.values[j * c.k + l];
-      ref[i * c.n + j] = acc;
+  auto reference = [&](bool round_x) {
+    std::vector<double> ref(static_cast<size_t>(c.m * c.n));
+    for (int64_t i = 0; i < c.m; ++i) {
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = c.bias ? bias[j] : 0.0;
+        for (int64_t l = 0; l < c.k; ++l) {
+          const float xv = x[i * c.k + l];
+          acc += static_cast<double>(round_x ? bf16_to_float(float_to_bf16(xv)) : xv) *
+                 w.values[j * c.k + l];
+        }
+        ref[i * c.n + j] = acc;
+      }
+    }
+    return ref;
+  };
+  const auto exact = reference(false);
+  std::vector<double> rounded;
+  if (c.dtype == DType::kBF16) rounded = reference(true);
+  int checked = 0;
+  for (ThreadPool* pool : pools) {
+    for (auto [name, fn] : kPaths) {
+      if (c.dtype != DType::kBF16 && bf16_only(fn)) continue;
+      std::vector<float> y(static_cast<size_t>(c.m * c.n) + 1, 12345.0f);
+      fn(x.data(), c.m, c.k, w.bytes.data(), c.dtype, c.n, c.bias ? bias.data() : nullptr, y.data(),
+         *pool);
+      const std::string what =
+          describe(c) + " " + name + " threads=" + std::to_string(pool->num_threads());
+      EXPECT_EQ(y.back(), 12345.0f) << "wrote past the end of y: " << what;
+      y.pop_back();
+      const bool round_x = c.dtype == DType::kBF16 && (fn == kRoundFixed || fn == kRoundRuntime);
+      EXPECT_LE(normalised_error(y, round_x ? rounded : exact), kTolerance) << what;
+      ++checked;
     }
   }
-  return normalised_error(y, ref);
+  return checked;
 }
 
 std::string describe(const LinearCase& c) {
@@ -116,19 +135,13 @@ TEST(LinearTest, GridOfShapesDtypesAndBias) {
   const int64_t kSizes[] = {1, 3, 31, 64, 172, 257};
   ThreadPool pool(2);
   int cases = 0;
-  uint32_t seed = 1;
+  uint32_t seed = 1;  // each case's x, w and bias from seed, seed + 1, seed + 2
   for (DType dtype : {DType::kF32, DType::kBF16, DType::kF16}) {
     for (int64_t m : kRows) {
       for (int64_t k : kSizes) {
         for (int64_t n : kSizes) {
-          for (bool bias : {false, true}) {
-            for (auto [name, fn] : kPaths) {
-              if (dtype != DType::kBF16 && bf16_only(fn)) continue;
-              const LinearCase c{m, k, n, dtype, bias};
-              EXPECT_LE(run_case(c, pool, seed += 3, fn), kTolerance) << describe(c) << " " << name;
-              ++cases;
-            }
-          }
+          for (bool bias : {false, true})
+            cases += check_case({m, k, n, dtype, bias}, {&pool}, seed += 3);
         }
       }
     }
@@ -147,17 +160,9 @@ TEST(LinearTest, LargeShapesOnOneTwoAndThreeThreads) {
       {160, 1024, 2050, DType::kF32, true}, {96, 2048, 1500, DType::kF16, false},
       {1100, 64, 100, DType::kBF16, true},  // more rows than one block of three bf16 terms
   };
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    uint32_t seed = 1000;
-    for (const auto& c : cases) {
-      for (auto [name, fn] : kPaths) {
-        if (c.dtype != DType::kBF16 && bf16_only(fn)) continue;
-        EXPECT_LE(run_case(c, pool, seed += 3, fn), kTolerance)
-            << describe(c) << " " << name << " threads=" << threads;
-      }
-    }
-  }
+  ThreadPool one(1), two(2), three(3);
+  uint32_t seed = 1000;
+  for (const auto& c : cases) check_case(c, {&one, &two, &three}, seed += 3);
 }
 
 }  // namespace
