@@ -66,7 +66,9 @@ constexpr int64_t kPanelBytes = 4 << 20;
 // the widening is an O(n k) pass per call, the terms cost 1.5x the fp32 product. One Zen 5 core,
 // ms, terms / widened: 8192x2048 at m = 16: 6.9 / 12.9, m = 64: 18.5 / 18.2, m = 128: 37 / 30.
 constexpr int64_t kWidenMinRows = 64;
-// Rows of x per matmul with three bf16 terms: bounds the [3 rows, columns] fp32 buffer of parts.
+// Rows of x per matmul with three bf16 terms: bounds the [3 rows, k] bf16 terms of x and each
+// thread's [3 rows, columns] fp32 parts (for k = 14336, 44 MB of terms), and is past the size
+// where a larger m speeds brgemm up.
 constexpr int64_t kTermBlockRows = 512;
 // Cached primitives; past this the cache starts over (a new prompt length adds a few).
 constexpr size_t kMaxCachedPrimitives = 1024;
@@ -217,46 +219,25 @@ Bf16Path bf16_path(const OnednnOptions& options, int64_t m) {
   return amx || m < kWidenMinRows ? Bf16Path::kTerms : Bf16Path::kWiden;
 }
 
-// Where the bf16 terms of x go: rows in blocks of `block_rows` (all m when there is one term), each
-// block the stack of its terms: block b at row 3 b block_rows, its term t at + t * (rows of b).
-struct TermLayout {
-  int64_t m, block_rows;
-  int terms;
-  [[nodiscard]] int64_t rows_in(int64_t block) const {
-    return std::min(block_rows, m - block * block_rows);
-  }
-  // Row index in the [terms * m, k] buffer of term t of row r.
-  [[nodiscard]] int64_t row_of(int t, int64_t r) const {
-    const int64_t b = r / block_rows;
-    return terms * b * block_rows + t * rows_in(b) + r - b * block_rows;
-  }
-};
-
-// The columns [c0, c1) of y for bf16 weights, from xb: the terms of x laid out as `layout` says.
-void bf16_columns(const OnednnOptions& options, const uint16_t* xb, const TermLayout& layout,
-                  int64_t k, const void* w, int64_t n, const float* bias, float* y, int64_t c0,
-                  int64_t c1) {
+// The columns [c0, c1) of y [m, n] for bf16 weights, from xb: the [terms * m, k] stack of the bf16
+// terms of x (to_bf16_terms), term t in rows [t m, (t + 1) m).
+void bf16_columns(const OnednnOptions& options, const uint16_t* xb, int terms, int64_t m, int64_t k,
+                  const void* w, int64_t n, const float* bias, float* y, int64_t c0, int64_t c1) {
   const auto* w16 = static_cast<const uint16_t*>(w) + c0 * k;
-  const int64_t cols = c1 - c0, m = layout.m;
-  const int terms = layout.terms;
+  const int64_t cols = c1 - c0;
   if (terms == 1) {
     run_matmul(options, mdt::bf16, xb, m, k, w16, cols, bias ? bias + c0 : nullptr, y + c0, n);
     return;
   }
-  // parts [terms * rows, cols]: rows [t rows, (t + 1) rows) are term t of the block's x times W^T,
-  // summed smallest term first.
-  for (int64_t b = 0; b * layout.block_rows < m; ++b) {
-    const int64_t rows = layout.rows_in(b), r0 = b * layout.block_rows;
-    float* parts = thread_buffer<float>(1, terms * rows * cols);
-    run_matmul(options, mdt::bf16, xb + layout.row_of(0, r0) * k, terms * rows, k, w16, cols,
-               nullptr, parts, cols);
-    for (int64_t r = 0; r < rows; ++r) {
-      float* out = y + (r0 + r) * n + c0;
-      for (int64_t j = 0; j < cols; ++j) {
-        float acc = parts[((terms - 1) * rows + r) * cols + j];
-        for (int t = terms - 2; t >= 0; --t) acc += parts[(t * rows + r) * cols + j];
-        out[j] = acc + (bias ? bias[c0 + j] : 0.0f);
-      }
+  // parts [terms * m, cols]: term t of x times W^T in rows [t m, (t + 1) m); summed smallest first.
+  float* parts = thread_buffer<float>(1, terms * m * cols);
+  run_matmul(options, mdt::bf16, xb, terms * m, k, w16, cols, nullptr, parts, cols);
+  for (int64_t r = 0; r < m; ++r) {
+    float* out = y + r * n + c0;
+    for (int64_t j = 0; j < cols; ++j) {
+      float acc = parts[((terms - 1) * m + r) * cols + j];
+      for (int t = terms - 2; t >= 0; --t) acc += parts[(t * m + r) * cols + j];
+      out[j] = acc + (bias ? bias[c0 + j] : 0.0f);
     }
   }
 }
@@ -292,29 +273,32 @@ void linear_onednn(const float* x, int64_t m, int64_t k, const void* w, DType w_
   const bool widen =
       w_dtype == DType::kF16 || (w_dtype == DType::kBF16 && path == Bf16Path::kWiden);
   const int terms = path == Bf16Path::kTerms ? 3 : 1;
-  const TermLayout layout{m, terms == 1 ? m : std::min(m, kTermBlockRows), terms};
-  const uint16_t* xb = nullptr;
-  if (w_dtype == DType::kBF16 && !widen) {
-    auto* buf = thread_buffer<uint16_t>(0, terms * m * k);  // [terms * m, k]
-    const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / k);
-    pool.parallel_for(m, grain, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t stride = (layout.row_of(1, r) - layout.row_of(0, r)) * k;
-        to_bf16_terms(x + r * k, k, terms, buf + layout.row_of(0, r) * k, stride);
-      }
-    });
-    xb = buf;
-  }
-  // Work is split over blocks of 64 output columns; a thread runs one matmul on its range.
+  const bool bf16_matmul = w_dtype == DType::kBF16 && !widen;
+  // Work is split over blocks of 64 output columns; a thread runs one matmul on its range. With
+  // bf16 terms of x, rows go in blocks of kTermBlockRows (bounding the terms and parts buffers).
   const int64_t blocks = (n + kColumnBlock - 1) / kColumnBlock;
-  const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / (m * k * kColumnBlock));
-  pool.parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
-    const int64_t c0 = b0 * kColumnBlock, c1 = std::min(n, b1 * kColumnBlock);
-    if (xb) return bf16_columns(options, xb, layout, k, w, n, bias, y, c0, c1);
-    if (widen) return widened_columns(options, x, m, k, w, w_dtype, n, bias, y, c0, c1);
-    run_matmul(options, mdt::f32, x, m, k, static_cast<const float*>(w) + c0 * k, c1 - c0,
-               bias ? bias + c0 : nullptr, y + c0, n);
-  });
+  const int64_t row_block = bf16_matmul && terms > 1 ? kTermBlockRows : m;
+  for (int64_t r0 = 0; r0 < m; r0 += row_block) {
+    const int64_t rows = std::min(row_block, m - r0);
+    const float* xr = x + r0 * k;
+    float* yr = y + r0 * n;
+    uint16_t* xb = nullptr;
+    if (bf16_matmul) {
+      xb = thread_buffer<uint16_t>(0, terms * rows * k);  // [terms * rows, k]
+      const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 16) / k);
+      pool.parallel_for(rows, grain, [&](int64_t i0, int64_t i1) {
+        to_bf16_terms(xr + i0 * k, (i1 - i0) * k, terms, xb + i0 * k, rows * k);
+      });
+    }
+    const int64_t grain = std::max<int64_t>(1, kMinMacsPerThread / (rows * k * kColumnBlock));
+    pool.parallel_for(blocks, grain, [&](int64_t b0, int64_t b1) {
+      const int64_t c0 = b0 * kColumnBlock, c1 = std::min(n, b1 * kColumnBlock);
+      if (xb) return bf16_columns(options, xb, terms, rows, k, w, n, bias, yr, c0, c1);
+      if (widen) return widened_columns(options, xr, rows, k, w, w_dtype, n, bias, yr, c0, c1);
+      run_matmul(options, mdt::f32, xr, rows, k, static_cast<const float*>(w) + c0 * k, c1 - c0,
+                 bias ? bias + c0 : nullptr, yr + c0, n);
+    });
+  }
 }
 
 }  // namespace pagoda::cpu
