@@ -14,9 +14,6 @@ if(NOT CMAKE_BUILD_TYPE AND NOT CMAKE_CONFIGURATION_TYPES)
   set(CMAKE_BUILD_TYPE Release CACHE STRING "Build type" FORCE)
 endif()
 
-# The shared assets (tokenizers, chat templates, configs) live beside the checkout.
-set(PAGODA_SHARED_DIR "${CMAKE_SOURCE_DIR}/../shared" CACHE PATH "The read-only shared asset folder")
-
 add_library(pagoda_flags INTERFACE)
 target_compile_options(pagoda_flags INTERFACE -Wall -Wextra -Wno-unused-parameter)
 if(PAGODA_NATIVE)

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fresh machine -> every test: installs the Debian packages, builds pagoda with its tests and
-# benchmarks, checks formatting and layering, runs ctest (all labels but `gpu`, which needs the
-# device machine: see bench/device/run.sh) and runs each fuzzer for a bounded time.
+# benchmarks, checks formatting, layering and that the clone needs no folder beside it, runs ctest
+# (all labels but `gpu`, which needs the device machine: see bench/device/run.sh) and runs each
+# fuzzer for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install-deps.sh
@@ -12,6 +13,7 @@ if [ -x /usr/local/cuda/bin/nvcc ] || command -v nvcc >/dev/null 2>&1; then cuda
 scripts/build.sh -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=ON -DPAGODA_CUDA=$cuda
 tools/check_format.sh
 tools/check_layering.sh
+tools/check_self_contained.sh
 (cd build && ctest --output-on-failure --timeout 900 -j "$(nproc)" -LE gpu)
 # The request-parser and Jinja fuzzers (libFuzzer, ASan + UBSan), a bounded run each.
 tools/run_fuzzers.sh "${PAGODA_FUZZ_SECONDS:-30}"

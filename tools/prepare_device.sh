@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Fills .device/ (ignored by git) with what bench/device/run.sh needs on the device machine and
-# its image lacks: the pcre2 and xxhash headers and libraries, and the model configs of ../shared.
+# its image lacks: the pcre2 and xxhash headers and libraries. (The model shapes and tokenizers the
+# benchmarks read are tracked in the repository, configs/ and tests/data/tokenizers/, and travel
+# with it.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 d=.device/deps
-mkdir -p "$d/include" "$d/lib/pkgconfig" .device/configs
+mkdir -p "$d/include" "$d/lib/pkgconfig"
 cp /usr/include/pcre2.h /usr/include/xxhash.h "$d/include/"
 cp -L /usr/lib/x86_64-linux-gnu/libpcre2-8.so "$d/lib/libpcre2-8.so"
 cp -L /usr/lib/x86_64-linux-gnu/libxxhash.so "$d/lib/libxxhash.so"
@@ -20,11 +22,5 @@ Version: 10.42
 Libs: -L${libdir} -lpcre2-8
 Cflags: -I${includedir}
 PC
-for c in ../shared/configs/*/; do
-  name=$(basename "$c")
-  mkdir -p ".device/configs/$name" && cp "$c/config.json" ".device/configs/$name/"
-done
-mkdir -p .device/tokenizers/llama3
-cp ../shared/tokenizers/llama3/tokenizer.json ../shared/tokenizers/llama3/tokenizer_config.json \
-  .device/tokenizers/llama3/
+rm -rf .device/configs .device/tokenizers  # older versions of this script copied these here
 du -sh .device

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) in build-fuzz/ and runs
 # each for SECONDS seconds from a seed corpus: the bodies of tests/server/malformed_requests.json
-# plus a few valid requests (fuzz_openai_request), and the shared chat templates (fuzz_jinja).
+# plus a few valid requests (fuzz_openai_request), and the chat templates of
+# tests/data/chat_templates (fuzz_jinja).
 #
 #   tools/run_fuzzers.sh [SECONDS=60] [TARGET...]
 #
@@ -15,15 +16,13 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(fuzz_openai_request fuzz_jinja)
 build=${PAGODA_FUZZ_BUILD_DIR:-build-fuzz}
 jobs=${PAGODA_FUZZ_JOBS:-2}
-shared=${PAGODA_SHARED_DIR:-$(cd .. && pwd)/shared}
 
 sanitize="-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 if [ ! -f "$build/build.ninja" ]; then
   cmake -S . -B "$build" -G Ninja \
     -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
     -DCMAKE_CXX_FLAGS="$sanitize" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
-    -DPAGODA_FUZZ=ON -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=OFF \
-    -DPAGODA_SHARED_DIR="$shared" >/dev/null
+    -DPAGODA_FUZZ=ON -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=OFF >/dev/null
 fi
 ninja -C "$build" -j"$jobs" "${targets[@]}"
 
@@ -50,7 +49,7 @@ for i, body in enumerate(bodies):
     if len(body) <= 65536:  # the 100k-bracket bodies are cut by -max_len anyway
         open(os.path.join(out, "seed-%03d.json" % i), "wb").write(body)
 PY
-cp "$shared"/chat_templates/templates/*.jinja "$seeds/fuzz_jinja/"
+cp tests/data/chat_templates/templates/*.jinja "$seeds/fuzz_jinja/"
 
 status=0
 for target in "${targets[@]}"; do

@@ -28,7 +28,7 @@ if [ $tests -eq 1 ]; then
   (cd /tmp/ab-new && timeout 300 ctest -L gpu --output-on-failure --timeout 280) >"$out/test.log" 2>&1
   grep -E "Failure|Expected|Which is|FAILED|tests passed|tests failed" "$out/test.log" | head -20
 fi
-cfg=.device/configs/llama-3.1-8b
+cfg=configs/llama-3.1-8b
 for pass in 1 2; do
   for b in base new; do
     /tmp/ab-$b/bench/kernels_cuda/bench_kernels_cuda attention 2>&1 |

@@ -25,7 +25,7 @@ fi
 grep -E "Failure|Expected|Which is|FAILED|tests passed|tests failed" "$out/test.log" | head -20
 /tmp/ab-a/bench/kernels_cuda/bench_kernels_cuda gemv >"$out/gemv_a.txt" 2>&1
 [ -n "${AB_B_FLAGS:-}" ] && /tmp/ab-b/bench/kernels_cuda/bench_kernels_cuda gemv >"$out/gemv_b.txt" 2>&1
-cfg=.device/configs/llama-3.1-8b
+cfg=configs/llama-3.1-8b
 decode() {  # build, max m of the tensor-core GEMV, batches
   PAGODA_GEMV_MMA_MAX_M=$2 "$1"/bench/model/bench_decode $cfg --device cuda --dtype bfloat16 \
     --batches "$3" --steps 64 --context 512 2>&1 | grep -E "^\| [0-9]" | sed "s|^|$(basename "$1") mma<=$2 rows ${PAGODA_GEMV_MMA_ROWS:-2} steps ${PAGODA_GEMV_MMA_STEPS:-2} unfused ${PAGODA_DISABLE_GEMV_FUSION:-0}: |"

@@ -18,7 +18,7 @@ env PAGODA_ENFORCE_EAGER=1 "$@" timeout 300 ncu --clock-control none --cache-con
   --metrics gpu__time_duration.sum --csv --print-units base --kernel-name-base function \
   -k regex:'gemv|rope|attention|combine|norm|silu|embedding|gather|prefetch|sample|argmax|gemm|nvjet|xmma|splitK' \
   --launch-skip 2000 --launch-count 1000 \
-  "$build/bench/model/bench_decode" .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 \
+  "$build/bench/model/bench_decode" configs/llama-3.1-8b --device cuda --dtype bfloat16 \
   --batches "${BATCH:-1}" --steps 16 --context 512 >"$csv" 2>"$out/profile_decode.err"
 echo "ncu: exit $?"
 python3 - "$csv" <<'PY'

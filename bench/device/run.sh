@@ -8,7 +8,7 @@
 #   bench/device/run.sh [--fixtures] [--skip-bench] [--skip-kernel-bench] [--gemv-sweep]
 #
 # Carry `.device` (make it with tools/prepare_device.sh): the headers and libraries the device image
-# lacks (pcre2, xxhash) and the model configs the benchmarks read (../shared does not travel).
+# lacks (pcre2, xxhash). The model shapes the benchmarks read are the repository's configs/.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-/tmp/pagoda-device-out}
@@ -72,20 +72,20 @@ if [ $bench -eq 1 ]; then
     echo "kernel bench: exit $?"
     tail -40 "$out/bench_kernels.log"
   fi
-  model=(.device/configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1,16,64 --steps 64
+  model=(configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1,16,64 --steps 64
          --context 512 --prefill 512)
   timeout 150 "$build/bench/model/bench_decode" "${model[@]}" >"$out/bench_model.log" 2>&1
   echo "model bench (CUDA graphs for decode): exit $?"
   grep -v "^\[" "$out/bench_model.log" | tail -8
   # Programmatic dependent launch on (kernels/cuda/common.cuh; off by default), batch 1: its A/B.
   PAGODA_PDL=1 timeout 100 "$build/bench/model/bench_decode" \
-    .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
+    configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
     --context 512 >"$out/bench_model_nopdl.log" 2>&1
   echo "model bench (CUDA graphs, PDL on): exit $?"
   grep -v "^\[" "$out/bench_model_nopdl.log" | tail -3
   # The norms, residual adds and SiLU-and-mul folded into the batch-1 GEMVs (gemv.cu): its A/B.
   PAGODA_DISABLE_GEMV_FUSION=1 timeout 100 "$build/bench/model/bench_decode" \
-    .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
+    configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
     --context 512 >"$out/bench_model_nofusion.log" 2>&1
   echo "model bench (CUDA graphs, no GEMV fusion): exit $?"
   grep -v "^\[" "$out/bench_model_nofusion.log" | tail -3
@@ -93,14 +93,14 @@ if [ $bench -eq 1 ]; then
   # down to 128 keys, against the default above.
   for keys in 64 128; do
     PAGODA_ATTENTION_MIN_SPLIT_KEYS=$keys timeout 100 "$build/bench/model/bench_decode" \
-      .device/configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
+      configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1 --steps 64 \
       --context 512 >"$out/bench_model_split$keys.log" 2>&1
     echo "model bench (CUDA graphs, splits >= $keys keys): exit $?"
     grep -v "^\[" "$out/bench_model_split$keys.log" | tail -3
   done
   # A Qwen3 shape: per-head q/k norms inside the RoPE kernel (rope.cu).
-  if [ -d .device/configs/qwen3-8b ]; then
-    timeout 100 "$build/bench/model/bench_decode" .device/configs/qwen3-8b --device cuda \
+  if [ -d configs/qwen3-8b ]; then
+    timeout 100 "$build/bench/model/bench_decode" configs/qwen3-8b --device cuda \
       --dtype bfloat16 --batches 1,16 --steps 64 --context 512 >"$out/bench_model_qwen3.log" 2>&1
     echo "model bench Qwen3-8B (CUDA graphs): exit $?"
     grep -v "^\[" "$out/bench_model_qwen3.log" | tail -4
@@ -111,7 +111,7 @@ if [ $bench -eq 1 ]; then
   grep -v "^\[" "$out/bench_model_eager.log" | tail -5
   # The whole engine (scheduler, sampling on the CPU, detokenization) on the GPU, offline.
   if [ -x "$build/pagoda" ]; then
-    timeout 200 "$build/pagoda" bench throughput --model .device/configs/llama-3.1-8b \
+    timeout 200 "$build/pagoda" bench throughput --model configs/llama-3.1-8b \
       --load-format dummy --dtype bfloat16 --input-len 512 --output-len 128 --num-prompts 128 \
       --max-num-seqs 64 --max-num-batched-tokens 8192 --max-model-len 4096 \
       >"$out/bench_throughput.log" 2>&1

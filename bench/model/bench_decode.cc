@@ -5,10 +5,10 @@
 //   bench_decode [CONFIG_DIR] [--device cpu|cuda] [--dtype bfloat16] [--batches 1,16]
 //                [--steps 16] [--context 64] [--prefill 512] [--cpu-bf16-matmul exact|round]
 //
-// Default CONFIG_DIR: ../shared/configs/llama-3.2-1b. On cuda the bound printed is the H200's
-// measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens (batch
-// 1) and reports tokens/s. --cpu-bf16-matmul round: the CPU's prefill matmuls round the activations
-// to bf16 (LoadOptions::cpu_bf16_round) instead of exact fp32 products.
+// Default CONFIG_DIR: the repository's configs/llama-3.2-1b. On cuda the bound printed is the
+// H200's measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens
+// (batch 1) and reports tokens/s. --cpu-bf16-matmul round: the CPU's prefill matmuls round the
+// activations to bf16 (LoadOptions::cpu_bf16_round) instead of exact fp32 products.
 #include <time.h>
 
 #include <algorithm>
@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
+#include "cli/runtime_env.h"
 #include "core/thread_pool.h"
 #include "model/model.h"
-#include "model/registry.h"
 #include "runtime/device_model.h"
 
 namespace {
@@ -70,7 +70,7 @@ double measure_read_bandwidth(pagoda::ThreadPool& pool) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string dir = std::string(PAGODA_SHARED_DIR) + "/configs/llama-3.2-1b";
+  std::string dir = std::string(PAGODA_SOURCE_DIR) + "/configs/llama-3.2-1b";
   std::string dtype_name = "bfloat16";
   std::vector<int> batches{1, 16};
   int steps = 16, context = 64, prefill = 0;
@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
 
   pagoda::LoadOptions options;
   options.format = pagoda::LoadFormat::kDummy;
+  options.runtime = pagoda::runtime_options_from_env();  // the PAGODA_* A/B knobs
   options.dtype = pagoda::dtype_from_torch_name(dtype_name);
   options.cpu_bf16_round = bf16_round;
   const auto t_load = Clock::now();
@@ -128,9 +129,8 @@ int main(int argc, char** argv) {
   // Bytes a decode step streams: every matrix once (the embedding table only as the LM head when
   // tied).
   double weight_bytes = 0;
-  for (const auto& spec :
-       pagoda::ArchitectureRegistry::global().find(c.architecture, dir).expected_tensors(c)) {
-    if (spec.name == "model.embed_tokens.weight" && !c.tie_word_embeddings) continue;
+  for (const auto& spec : model->definition().tensors()) {
+    if (spec.name == model->definition().embed_name && !c.tie_word_embeddings) continue;
     weight_bytes += static_cast<double>(spec.shape.num_elements()) *
                     static_cast<double>(pagoda::dtype_size(*options.dtype));
   }

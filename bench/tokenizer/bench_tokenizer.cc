@@ -1,6 +1,6 @@
 // Encode throughput of the llama3 and qwen2 tokenizers on a few MB of generated mixed text
 // (English prose, code, numbers, CJK, emojis). Prints MB/s; not a test.
-// Usage: bench_tokenizer [shared_dir]   (defaults to the configured PAGODA_SHARED_DIR)
+// Usage: bench_tokenizer [tokenizers_dir]   (defaults to the repository's tests/data/tokenizers)
 #include <chrono>
 #include <cstdio>
 #include <random>
@@ -52,8 +52,8 @@ std::string make_corpus(size_t target_bytes) {
   return text;
 }
 
-void bench(const std::string& shared, const std::string& name, const std::string& corpus) {
-  const std::string path = shared + "/tokenizers/" + name + "/tokenizer.json";
+void bench(const std::string& tokenizers, const std::string& name, const std::string& corpus) {
+  const std::string path = tokenizers + "/" + name + "/tokenizer.json";
   auto start = std::chrono::steady_clock::now();
   const pagoda::Tokenizer tok = pagoda::Tokenizer::load(path);
   const double load_s =
@@ -90,8 +90,9 @@ void bench(const std::string& shared, const std::string& name, const std::string
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string shared = argc > 1 ? argv[1] : PAGODA_SHARED_DIR;
+  const std::string tokenizers =
+      argc > 1 ? argv[1] : std::string(PAGODA_SOURCE_DIR) + "/tests/data/tokenizers";
   const std::string corpus = make_corpus(4 << 20);
-  for (const char* name : {"llama3", "qwen2"}) bench(shared, name, corpus);
+  for (const char* name : {"llama3", "qwen2"}) bench(tokenizers, name, corpus);
   return 0;
 }

@@ -3,9 +3,23 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
+
+#include "pagoda/runtime_options.h"
 
 namespace pagoda {
+
+/// The per-request stages of the engine loop, as the fault-injection hook names them.
+enum class RequestStage {
+  kAdmit,       // queued into the scheduler
+  kSchedule,    // the step's bookkeeping for one scheduled request (its inputs, its draw)
+  kSample,      // drawing its next token (may run on the engine's pool threads)
+  kDetokenize,  // turning its new token into text
+  kStopCheck,   // EOS, stop tokens, stop strings, lengths
+  kEmit,        // pushing the update to its stream
+};
 
 /// How an engine is built: the model, its weights and the limits of the KV cache and scheduler.
 struct EngineArgs {
@@ -30,8 +44,22 @@ struct EngineArgs {
   /// --cpu-bf16-matmul: exact (fp32 products, the reference) or round (activations rounded to bf16
   /// in the CPU's prefill matmuls with bf16 weights: about twice as fast without AMX).
   std::string cpu_bf16_matmul = "exact";
+  RuntimeOptions runtime;  // tuning knobs (PAGODA_* at the command line)
+  /// --distributed-executor-backend: uni (the model on the engine thread) or mp (in a worker
+  /// process that the engine talks to over a socket).
+  std::string distributed_executor_backend = "uni";
+  /// Speculative drafts: after each sampled token, up to num_speculative_tokens drafts that the
+  /// next step verifies (the sampled tokens are kept while they equal the drafts). Asked only for
+  /// greedy requests whose draws do not depend on their history (no penalties, bad_words or
+  /// pending min_tokens), for which this verification is exact. Gets the request's tokens.
+  std::function<std::vector<int32_t>(std::span<const int32_t>)> speculative_proposer;
+  int num_speculative_tokens = 0;
   /// Called with the fraction of the weights loaded (0..1) during the constructor; may be empty.
   std::function<void(double)> load_progress;
+  /// For tests only (fault injection); empty otherwise. Called with a request's id at each of its
+  /// stages in the engine loop: what it throws fails that request alone, as a real error there
+  /// would. Called on the engine thread, and for kSample on the pool's threads too.
+  std::function<void(RequestStage, const std::string& request_id)> fault_hook;
 };
 
 }  // namespace pagoda

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "cli/runtime_env.h"
 #include "core/status.h"
 #include "kv/memory_size.h"
 
@@ -52,6 +53,7 @@ EngineArgs EngineFlags::to_engine_args() const {
     }
   }
   a.enable_prefix_caching = !no_prefix_caching;
+  a.runtime = runtime_options_from_env(a.runtime);
   return a;
 }
 
@@ -92,6 +94,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
                   "CPU prefill matmuls with bf16 weights: exact (fp32 products, default) or round "
                   "(activations rounded to bf16, about twice as fast without AMX)")
       ->check(CLI::IsMember({"exact", "round"}));
+  cmd->add_option("--distributed-executor-backend", f.args.distributed_executor_backend,
+                  "uni: the model on the engine's thread (default); mp: in a worker process")
+      ->check(CLI::IsMember({"uni", "mp"}));
 
   // vLLM's flags that launch scripts carry (see EngineFlags).
   auto* vllm = "vLLM compatibility";

@@ -38,6 +38,9 @@ struct ServeOptions {
   std::string max_request_body = "1M";
   double shutdown_timeout = 30;
   double keep_alive_timeout = 5;
+  int64_t max_connections = 0;  // 0: the open file limit less a reserve for the engine
+  int64_t max_prompts_per_request = 1024;
+  int64_t max_sequences_per_request = 1024;
   std::string metrics_prefix = "pagoda";
   bool enable_auto_tool_choice = false;
   std::string tool_call_parser;
@@ -209,6 +212,18 @@ int run_serve(const ServeOptions& o) {
     throw InvalidArgument(fmt::format("--max-request-body: {}", e.what()));
   }
   so.http.keep_alive_timeout = to_ms(o.keep_alive_timeout, "--keep-alive-timeout");
+  if (o.max_connections < 0) throw InvalidArgument("--max-connections must be >= 0");
+  // The engine, the model files and the logs keep some descriptors for themselves.
+  constexpr size_t kReservedDescriptors = 128;
+  so.http.max_connections =
+      o.max_connections > 0
+          ? static_cast<size_t>(o.max_connections)
+          : (fd_limit > 2 * kReservedDescriptors ? fd_limit - kReservedDescriptors : fd_limit / 2);
+  if (o.max_prompts_per_request < 1 || o.max_sequences_per_request < 1) {
+    throw InvalidArgument("--max-prompts-per-request and --max-sequences-per-request must be >= 1");
+  }
+  so.max_prompts_per_request = o.max_prompts_per_request;
+  so.max_sequences_per_request = o.max_sequences_per_request;
   const auto grace = to_ms(o.shutdown_timeout, "--shutdown-timeout");
   so.served_model_names =
       o.served_model_names.empty() ? std::vector<std::string>{model_dir} : o.served_model_names;
@@ -290,7 +305,15 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--shutdown-timeout", opts->shutdown_timeout,
                   "seconds requests in flight may take after SIGINT/SIGTERM (default 30)");
   cmd->add_option("--keep-alive-timeout", opts->keep_alive_timeout,
-                  "seconds an idle connection stays open between requests (default 5)");
+                  "seconds clients may keep an idle connection (default 5), advertised as "
+                  "Keep-Alive: timeout=N; the server closes it a minute later");
+  cmd->add_option("--max-connections", opts->max_connections,
+                  "open connections served at once; past it new ones get 503 (default: the open "
+                  "file limit less 128)");
+  cmd->add_option("--max-prompts-per-request", opts->max_prompts_per_request,
+                  "prompts one /v1/completions request may hold (default 1024)");
+  cmd->add_option("--max-sequences-per-request", opts->max_sequences_per_request,
+                  "sequences (n x prompts) one request may ask for (default 1024)");
   cmd->add_option("--metrics-prefix", opts->metrics_prefix,
                   "metric name prefix on /metrics: pagoda (default) or vllm")
       ->check(CLI::IsMember({"pagoda", "vllm", "pagoda:", "vllm:"}));

@@ -1,4 +1,5 @@
 #include "engine/engine_core.h"
+#include "engine/engine_impl.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,120 +10,20 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/draw_inputs.h"
+#include "engine/step_planner.h"
 #include "engine/stop_checker.h"
 #include "kv/kv_cache_config.h"
 #include "kv/kv_cache_manager.h"
 #include "model/model.h"
-#include "runtime/device_model.h"
-#include "runtime/model_runner.h"
+#include "runtime/executor.h"
 #include "sampling/bad_words.h"
 #include "sampling/sampler.h"
 #include "scheduler/scheduler.h"
 #include "tokenizer/streaming_detokenizer.h"
 
 namespace pagoda {
-namespace {
 
 using scheduler::RequestStatus;
-
-/// A request as the engine tracks it: parameters, output channel, and its n completions.
-struct ActiveRequest {
-  std::string id;
-  SamplingParams params;
-  std::vector<int32_t> prompt;
-  int priority = 0;
-  std::string cache_salt;
-  std::shared_ptr<OutputStream> stream;
-  std::vector<kv::RequestId> completion_ids;  // index -> kv id (grows when forks happen)
-  int num_unfinished = 1;
-  bool forked = false;
-  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
-  bool prompt_logprobs_sent = false;
-  std::chrono::steady_clock::time_point submitted;                       // submit() was called
-  std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
-};
-
-/// One of a request's completions: its sampler, detokenizer and stop strings.
-struct Completion {
-  std::shared_ptr<ActiveRequest> request;
-  int index = 0;
-  RequestSampler sampler;
-  std::optional<StreamingDetokenizer> detok;
-  StopChecker stop;
-  int num_output_tokens = 0;
-  int num_cached_tokens = 0;
-  uint64_t device_seed = 0;  // the seed of draws made on the model's device
-  DrawInputs draw_inputs{};  // the sparse processor lists of those draws
-};
-
-/// How a completion's next token is drawn: on the model's device (processors, truncations and
-/// log-probabilities included; only the token and its log-probabilities come back) unless it needs
-/// the raw row on the host: the first token of an n > 1 request, which its forks sample too, and
-/// rows of a step with prompt log-probabilities. A model without a device sampler (the CPU model)
-/// returns every row, and the CPU sampler draws it.
-DeviceDraw device_draw(Completion& c, const scheduler::Request& r, bool prompt_logits) {
-  const SamplingParams& p = c.request->params;
-  if ((p.n > 1 && !c.request->forked) || prompt_logits) return DeviceDraw{};
-  return c.draw_inputs.draw(p, c.device_seed, r.output_token_ids());
-}
-
-TokenLogprobs to_token_logprobs(const SampledToken& t) {
-  TokenLogprobs out{t.token, t.logprob, {}};
-  for (const TokenLogprob& alt : t.top_logprobs) out.top.emplace_back(alt.token, alt.logprob);
-  return out;
-}
-
-}  // namespace
-
-struct EngineCore::Impl {
-  EngineArgs args;
-  ThreadPool pool;
-  std::unique_ptr<Model> model;
-  std::unique_ptr<kv::KVCacheManager> kv_manager;
-  std::unique_ptr<scheduler::Scheduler> scheduler;
-  std::unique_ptr<ModelRunner> runner;
-  const std::optional<Tokenizer>* tokenizer = nullptr;
-
-  // Shared with client threads.
-  mutable std::mutex mutex;
-  std::condition_variable wake;
-  std::deque<std::pair<std::shared_ptr<ActiveRequest>, std::vector<int32_t>>> incoming;
-  std::vector<std::string> aborts;
-  std::unordered_map<std::string, bool> live_ids;  // ids submitted and not yet finished
-  bool stopping = false;
-  EngineStats stats;
-  uint64_t next_request_number = 0;
-
-  // Engine-thread state.
-  std::unordered_map<std::string, std::shared_ptr<ActiveRequest>> requests;
-  std::unordered_map<kv::RequestId, Completion> completions;
-  kv::RequestId next_kv_id = 1;
-  std::mt19937_64 seed_source;
-  int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
-  std::thread thread;
-
-  explicit Impl(const EngineArgs& a) : args(a), pool(a.num_threads), seed_source(a.seed) {}
-
-  // The step the device is running (launched, not yet completed) and the tokens of the step
-  // before it, emitted while the device runs.
-  std::optional<scheduler::SchedulerOutput> in_flight;
-  std::vector<std::pair<kv::RequestId, SampledToken>> to_emit;
-  std::vector<kv::RequestId> to_emit_length_finished;
-  EngineStats::StepTimes times;
-  bool completing_decode_step = false;  // the step in flight computes one token per request
-
-  void loop();
-  void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
-  void launch_step();
-  void complete_step();
-  void emit_pending();
-  void fail_all(const std::string& error);
-  void emit_token(kv::RequestId id, const SampledToken& token, bool length_finished);
-  void finish(kv::RequestId id, FinishReason reason, std::string stop_reason, std::string error,
-              RequestOutput out);
-  void abort_request(const std::string& id, const std::string& error);
-  void publish_stats();
-};
 
 EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(args)) {
   namespace fs = std::filesystem;
@@ -141,14 +42,23 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
           fmt::format("--dtype '{}' must be auto, float32, bfloat16 or float16", args.dtype));
   }
   load.seed = args.seed;
-  load.cuda_graphs = !args.enforce_eager;
+  load.runtime = args.runtime;
+  load.runtime.cuda_graphs = args.runtime.cuda_graphs && !args.enforce_eager;
+  load.definition.max_model_len = args.max_model_len;
   if (args.cpu_bf16_matmul != "exact" && args.cpu_bf16_matmul != "round")
     throw InvalidArgument(
         fmt::format("--cpu-bf16-matmul '{}' must be exact or round", args.cpu_bf16_matmul));
   load.cpu_bf16_round = args.cpu_bf16_matmul == "round";
   load.progress = args.load_progress;
-  e.model = load_model_on_device(args.model, load, args.device, e.pool);
-  const ModelConfig& config = e.model->config();
+  ExecutorOptions executor_options;
+  executor_options.model_dir = args.model;
+  executor_options.load = load;
+  executor_options.device = args.device;
+  executor_options.num_threads = args.num_threads;
+  executor_options.backend = args.distributed_executor_backend;
+  e.executor = make_executor(executor_options);
+  e.pool = std::make_unique<ThreadPool>(args.num_threads);
+  const ModelConfig& config = e.executor->config();
   if (!args.tokenizer.empty()) {
     tokenizer_ = Tokenizer::load(args.tokenizer);
   } else if (fs::exists(fs::path(args.model) / "tokenizer.json")) {
@@ -156,32 +66,36 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   }
   e.tokenizer = &tokenizer_;
 
-  max_model_len_ = args.max_model_len > 0 ? args.max_model_len : config.max_position_embeddings;
-  if (max_model_len_ > config.max_position_embeddings) {
+  // The model's context: max_position_embeddings, extended by the RoPE scalings that extend it
+  // (linear, dynamic, YaRN), as vLLM derives it.
+  const int64_t context = rope_context_length(config.rope);
+  max_model_len_ = args.max_model_len > 0 ? args.max_model_len : context;
+  if (max_model_len_ > context) {
     throw InvalidArgument(
-        fmt::format("--max-model-len {} exceeds the model's max_position_embeddings {}",
-                    max_model_len_, config.max_position_embeddings));
+        fmt::format("--max-model-len {} exceeds the model's context {} (max_position_embeddings{})",
+                    max_model_len_, context,
+                    context == config.max_position_embeddings ? "" : " with its RoPE scaling"));
   }
   if (args.block_size < 1 || args.block_size > 1024) {
     throw InvalidArgument(
         fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
   }
-  const int64_t kv_bytes_per_token = e.model->kv_cache_bytes_per_token();
+  const int64_t kv_bytes_per_token = e.executor->info().kv_spec.bytes_per_token();
   // A GPU model: vLLM's profile run first (its first steps would otherwise pay the allocations
   // and the lazy kernel loads), so that the KV pool is sized from what the largest step really
   // uses. It needs a pool of two blocks (the null block and one).
-  const bool on_device = e.model->device_memory().has_value();
+  const bool on_device = e.executor->info().on_device;
   const int64_t profile_tokens = std::min<int64_t>(
       args.max_num_batched_tokens, static_cast<int64_t>(args.max_num_seqs) * max_model_len_);
   double warm_up_seconds = 0;
   if (on_device) {
-    e.model->init_kv_cache(2, args.block_size);
+    e.executor->init_kv_cache(2, args.block_size);
     warm_up_seconds +=
-        profile_run(*e.model, profile_tokens, args.max_num_seqs, max_model_len_, args.block_size);
+        e.executor->profile_run(profile_tokens, args.max_num_seqs, max_model_len_, args.block_size);
   }
   int64_t kv_memory = args.kv_cache_memory_bytes;
   if (kv_memory <= 0) {
-    if (const auto memory = e.model->device_memory()) {
+    if (const auto memory = e.executor->device_memory()) {
       // vLLM's rule: the KV pool gets what the utilization budget leaves after what is in use now
       // (weights, and the activation, attention and logits buffers at the profile run's peak),
       // less a margin for the decode graphs and the sampler's buffers.
@@ -205,12 +119,12 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   const int num_blocks = kv::num_blocks_for_memory(kv_memory, args.block_size, kv_bytes_per_token);
   kv::KVCacheConfig kv_config{num_blocks, args.block_size, args.enable_prefix_caching};
   e.kv_manager = std::make_unique<kv::KVCacheManager>(kv_config);
-  e.model->init_kv_cache(num_blocks, args.block_size);
+  e.executor->init_kv_cache(num_blocks, args.block_size);
   kv_capacity_tokens_ =
       static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
   if (on_device) {
     const auto start = std::chrono::steady_clock::now();
-    const int graphs = capture_decode_graphs(*e.model, args.max_num_seqs);
+    const int graphs = e.executor->capture_graphs(args.max_num_seqs);
     warm_up_seconds +=
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     spdlog::info("warm-up: profile run of {} tokens, {} decode graphs: {:.0f} ms", profile_tokens,
@@ -221,6 +135,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   sched.max_num_batched_tokens = args.max_num_batched_tokens;
   sched.max_num_seqs = args.max_num_seqs;
   sched.max_model_len = max_model_len_;
+  if (args.speculative_proposer) sched.num_lookahead_tokens = args.num_speculative_tokens;
   if (args.scheduling_policy == "priority") {
     sched.policy = scheduler::SchedulingPolicy::kPriority;
   } else if (args.scheduling_policy != "fcfs") {
@@ -228,7 +143,6 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
         fmt::format("--scheduling-policy '{}' must be fcfs or priority", args.scheduling_policy));
   }
   e.scheduler = std::make_unique<scheduler::Scheduler>(sched, *e.kv_manager);
-  e.runner = std::make_unique<ModelRunner>(*e.model, args.block_size);
   spdlog::info("KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB), max model length {}",
                num_blocks - 1, args.block_size, kv_capacity_tokens_,
                static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),
@@ -248,9 +162,9 @@ void EngineCore::shutdown() {
   impl_->thread.join();
 }
 
-const ModelConfig& EngineCore::model_config() const { return impl_->model->config(); }
+const ModelConfig& EngineCore::model_config() const { return impl_->config(); }
 
-int64_t EngineCore::vocab_size() const { return impl_->model->config().vocab_size; }
+int64_t EngineCore::vocab_size() const { return impl_->config().vocab_size; }
 
 EngineStats EngineCore::stats() const {
   std::lock_guard lock(impl_->mutex);
@@ -379,52 +293,62 @@ void EngineCore::Impl::loop() {
 }
 
 void EngineCore::Impl::fail_all(const std::string& error) {
-  if (runner->in_flight()) {
+  if (executor->in_flight()) {
     try {
-      (void)runner->wait();  // the device must be done with the blocks before they are freed
+      (void)executor->wait();  // the device must be done with the blocks before they are freed
     } catch (const std::exception& e) {
       spdlog::error("engine step failed: {}", e.what());
     }
   }
   in_flight.reset();
   to_emit.clear();
-  to_emit_length_finished.clear();
   std::vector<std::string> ids;
   for (const auto& [id, r] : requests) ids.push_back(id);
   for (const std::string& id : ids) abort_request(id, error);
 }
 
+void EngineCore::Impl::fail_request(const std::string& id, const std::string& what) {
+  spdlog::error("engine: request {} failed: {}", id, what);
+  abort_request(id, fmt::format("engine error: {}", what), /*flush_text=*/false);
+}
+
 void EngineCore::Impl::emit_pending() {
-  for (auto& [id, token] : to_emit) {
-    const bool length = std::find(to_emit_length_finished.begin(), to_emit_length_finished.end(),
-                                  id) != to_emit_length_finished.end();
-    emit_token(id, token, length);
+  for (Emit& e : to_emit) {
+    try {
+      emit_token(e.id, e.token, e.length_finished);
+    } catch (const std::exception& ex) {
+      if (auto it = completions.find(e.id); it != completions.end()) {
+        fail_request(std::string(it->second.request->id), ex.what());
+      }
+    }
   }
   to_emit.clear();
-  to_emit_length_finished.clear();
 }
 
 void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt) {
   request->prompt = std::move(prompt);
   const kv::RequestId kv_id = next_kv_id++;
-  std::string salt = request->cache_salt;
-  // Prompt log-probabilities need every prompt position computed, so such a request reads no
-  // cached blocks: a salt of its own keeps it apart (vLLM skips the cache for them too).
-  if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
-  auto r = std::make_unique<scheduler::Request>(kv_id, request->prompt, request->params.max_tokens,
-                                                request->priority, salt);
-  Completion c{request, 0,
-               RequestSampler(request->params, model->config().eos_token_ids, seed_source()),
-               std::nullopt, StopChecker(request->params.stop)};
-  c.device_seed = request->params.seed.value_or(seed_source());
-  c.draw_inputs = DrawInputs(request->params, request->prompt, model->config().eos_token_ids,
-                             model->config().vocab_size);
-  if (tokenizer->has_value()) {
-    c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
-  }
   try {
-    scheduler->add_request(std::move(r));
-  } catch (const Error& e) {
+    fault_point(RequestStage::kAdmit, request->id);
+    std::string salt = request->cache_salt;
+    // Prompt log-probabilities need every prompt position computed, so such a request reads no
+    // cached blocks: a salt of its own keeps it apart (vLLM skips the cache for them too).
+    if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
+    auto r = std::make_unique<scheduler::Request>(
+        kv_id, request->prompt, request->params.max_tokens, request->priority, salt);
+    Completion c{request, 0, RequestSampler(request->params, config().eos_token_ids, seed_source()),
+                 std::nullopt, StopChecker(request->params.stop)};
+    c.device_seed = request->params.seed.value_or(seed_source());
+    c.draw_inputs =
+        DrawInputs(request->params, request->prompt, config().eos_token_ids, config().vocab_size);
+    if (tokenizer->has_value()) {
+      c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
+    }
+    scheduler->add_request(std::move(r));  // the last step that may throw: nothing to undo
+    request->completion_ids.push_back(kv_id);
+    requests[request->id] = request;
+    completions.emplace(kv_id, std::move(c));
+  } catch (const std::exception& e) {
     RequestOutput failed;
     failed.request_id = request->id;
     failed.finish_reason = FinishReason::kAbort;
@@ -433,11 +357,7 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
     request->stream->close();
     std::lock_guard lock(mutex);
     live_ids.erase(request->id);
-    return;
   }
-  request->completion_ids.push_back(kv_id);
-  requests[request->id] = request;
-  completions.emplace(kv_id, std::move(c));
 }
 
 void EngineCore::Impl::launch_step() {
@@ -447,19 +367,37 @@ void EngineCore::Impl::launch_step() {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return;
   }
-  std::vector<SequenceStep> steps;
-  steps.reserve(out.scheduled.size());
-  for (const auto& s : out.scheduled) {
+  StepPlan plan = planner.plan(out, *scheduler, *kv_manager);
+  std::vector<std::pair<std::string, std::string>> failed;  // request id, what
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const scheduler::ScheduledRequest& s = out.scheduled[i];
     const scheduler::Request* r = scheduler->get(s.id);
-    PAGODA_CHECK(r != nullptr, "scheduled request {} is unknown", s.id);
-    ActiveRequest& a = *completions.at(s.id).request;
-    if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
-    const bool prompt_logits =
-        a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
-    steps.push_back(
-        {r->all_token_ids(), s.num_computed_tokens, s.num_new_tokens, kv_manager->block_table(s.id),
-         s.samples, prompt_logits,
-         s.samples ? device_draw(completions.at(s.id), *r, prompt_logits) : DeviceDraw{}});
+    Completion& c = completions.at(s.id);
+    ActiveRequest& a = *c.request;
+    // The rows of a step (runtime/step.h): every new token's with prompt log-probabilities (their
+    // logits come back), else the sampled token's and one per draft it verifies.
+    std::vector<RowDraw>& rows = plan.seqs[i].rows;
+    try {
+      fault_point(RequestStage::kSchedule, a.id);
+      if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
+      const bool prompt_logits =
+          a.params.prompt_logprobs.has_value() && s.num_computed_tokens < r->num_prompt_tokens();
+      if (prompt_logits) {
+        rows.resize(static_cast<size_t>(s.num_new_tokens));
+        if (s.samples) rows.back() = RowDraw::from(device_draw(c, *r));
+      } else if (s.samples) {
+        const RowDraw draw = RowDraw::from(device_draw(c, *r));
+        for (int j = 0; j <= s.num_spec_tokens; ++j) {
+          rows.push_back(draw);
+          rows.back().counter += static_cast<uint64_t>(j);
+        }
+      }
+    } catch (const std::exception& e) {
+      // The step still computes its tokens, unsampled (the blocks they fill may be in the prefix
+      // cache already); the request fails once the step is launched, like an abort in flight.
+      failed.emplace_back(a.id, e.what());
+      rows.clear();
+    }
     if (s.num_computed_tokens < r->num_prompt_tokens()) {
       prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
     }
@@ -467,138 +405,11 @@ void EngineCore::Impl::launch_step() {
   completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
                                        [](const auto& s) { return s.num_new_tokens == 1; });
   const auto launch_start = std::chrono::steady_clock::now();
-  runner->launch(steps, out.block_copies);
+  executor->launch(std::move(plan));
   times.launch_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   in_flight = std::move(out);
-}
-
-void EngineCore::Impl::complete_step() {
-  const scheduler::SchedulerOutput out = std::move(*in_flight);
-  in_flight.reset();
-  const auto wait_start = std::chrono::steady_clock::now();
-  StepLogits logits = runner->wait();
-  times.device_wait_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
-  ++num_steps;
-  // Rows of requests that finished while the step ran (an emitted EOS or stop string, an abort)
-  // are dropped: their completions are gone and the scheduler no longer runs them.
-  auto live = [&](kv::RequestId id) { return completions.count(id) != 0; };
-
-  // Prompt log-probabilities: row j of a chunk predicts prompt token num_computed + j + 1.
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (logits.first_token_row[i] < 0 || !live(out.scheduled[i].id)) continue;
-    const auto& s = out.scheduled[i];
-    ActiveRequest& a = *completions.at(s.id).request;
-    const int k = *a.params.prompt_logprobs;
-    a.prompt_logprobs.resize(a.prompt.size());
-    std::vector<float> lp(static_cast<size_t>(logits.vocab));
-    for (int j = 0; j < s.num_new_tokens; ++j) {
-      const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
-      if (target >= a.prompt.size()) break;
-      log_softmax(logits.row(logits.first_token_row[i] + j), lp);
-      TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
-      if (k > 0) {
-        for (const TokenLogprob& alt : top_k_entries(lp, k))
-          t.top.emplace_back(alt.token, alt.logprob);
-      }
-      a.prompt_logprobs[target] = std::move(t);
-    }
-  }
-
-  // Sample, remembering the raw rows of parents that fork (n > 1) at their first token. Each
-  // request has its own sampler and RNG, so rows are sampled in parallel on the engine's pool (a
-  // 128k-vocabulary row costs ~0.5 ms; 64 of them one after the other would outlast a GPU step).
-  std::vector<size_t> to_sample;
-  std::vector<std::pair<kv::RequestId, std::vector<float>>> fork_rows;
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (logits.sample_row[i] < 0 || !live(out.scheduled[i].id)) continue;
-    to_sample.push_back(i);
-    const kv::RequestId id = out.scheduled[i].id;
-    const Completion& c = completions.at(id);
-    if (c.request->params.n > 1 && !c.request->forked) {
-      const std::span<float> row = logits.row(logits.sample_row[i]);
-      fork_rows.emplace_back(id, std::vector<float>(row.begin(), row.end()));
-    }
-  }
-  std::vector<SampledToken> tokens(to_sample.size());
-  auto sample_rows = [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      const size_t i = to_sample[static_cast<size_t>(j)];
-      const kv::RequestId id = out.scheduled[i].id;
-      Completion& c = completions.at(id);  // distinct per row: no two threads share a sampler
-      const scheduler::Request* r = scheduler->get(id);
-      const int32_t drawn = logits.tokens[static_cast<size_t>(logits.sample_row[i])];
-      if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
-        SampledToken& t = tokens[static_cast<size_t>(j)];
-        t.token = drawn;
-        if (c.request->params.logprobs) {
-          const DrawnLogprobs& lp = logits.logprobs[static_cast<size_t>(logits.sample_row[i])];
-          t.logprob = lp.logprob;
-          for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
-        }
-        continue;
-      }
-      tokens[static_cast<size_t>(j)] = c.sampler.sample(
-          logits.row(logits.sample_row[i]), r->prompt_token_ids(), r->output_token_ids());
-    }
-  };
-  // Rows drawn on the device only need copying: waking the pool for them would cost more than the
-  // work (this runs while the device idles between steps).
-  const bool any_host_row = std::any_of(to_sample.begin(), to_sample.end(), [&](size_t i) {
-    return logits.tokens[static_cast<size_t>(logits.sample_row[i])] < 0;
-  });
-  if (any_host_row) {
-    pool.parallel_for(static_cast<int64_t>(to_sample.size()), 4, sample_rows);
-  } else {
-    sample_rows(0, static_cast<int64_t>(to_sample.size()));
-  }
-  std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
-  std::vector<std::pair<kv::RequestId, SampledToken>> sampled;
-  for (size_t j = 0; j < to_sample.size(); ++j) {
-    const kv::RequestId id = out.scheduled[to_sample[j]].id;
-    new_tokens.push_back({id, {tokens[j].token}});
-    sampled.emplace_back(id, std::move(tokens[j]));
-  }
-  const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
-  generation_tokens += static_cast<int64_t>(sampled.size());
-
-  // n > 1: each further completion samples its own first token from the parent's logits (its
-  // own seed) and shares the parent's prompt blocks.
-  for (auto& [parent_id, row] : fork_rows) {
-    std::shared_ptr<ActiveRequest> a = completions.at(parent_id).request;
-    a->forked = true;
-    for (int index = 1; index < a->params.n; ++index) {
-      SamplingParams child_params = a->params;
-      if (child_params.seed) child_params.seed = *child_params.seed + static_cast<uint64_t>(index);
-      Completion child{a, index,
-                       RequestSampler(child_params, model->config().eos_token_ids, seed_source()),
-                       std::nullopt, StopChecker(a->params.stop)};
-      child.device_seed = child_params.seed.value_or(seed_source());
-      child.draw_inputs = DrawInputs(child_params, a->prompt, model->config().eos_token_ids,
-                                     model->config().vocab_size);
-      if (tokenizer->has_value()) {
-        child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
-      }
-      std::vector<float> child_row = row;
-      SampledToken t = child.sampler.sample(child_row, a->prompt, {});
-      const kv::RequestId child_id = next_kv_id++;
-      auto r = std::make_unique<scheduler::Request>(
-          child_id, a->prompt, a->params.max_tokens, a->priority,
-          scheduler->get(parent_id) ? std::string(scheduler->get(parent_id)->cache_salt())
-                                    : a->cache_salt);
-      r->append_output_tokens(std::span<const int32_t>(&t.token, 1));
-      a->completion_ids.push_back(child_id);
-      completions.emplace(child_id, std::move(child));
-      (void)scheduler->fork_request(parent_id, std::move(r));
-      ++generation_tokens;
-      sampled.emplace_back(child_id, std::move(t));
-    }
-  }
-
-  // Emitted by the loop once the next step is launched.
-  to_emit = std::move(sampled);
-  to_emit_length_finished = length_finished;
+  for (const auto& [id, what] : failed) fail_request(id, what);
 }
 
 void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
@@ -629,15 +440,20 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
     out.prompt_logprobs.resize(a.prompt.size());
     a.prompt_logprobs_sent = true;
   }
+  fault_point(RequestStage::kStopCheck, a.id);
   const bool min_reached = c.num_output_tokens >= p.min_tokens;
-  const auto& eos = model->config().eos_token_ids;
+  const auto& eos = config().eos_token_ids;
   const bool is_eos = !p.ignore_eos && std::find(eos.begin(), eos.end(), token.token) != eos.end();
   const bool is_stop_token = std::find(p.stop_token_ids.begin(), p.stop_token_ids.end(),
                                        token.token) != p.stop_token_ids.end();
   // The token that ends the completion is not part of its text (vLLM's detokenizer leaves it out
   // too): with skip_special_tokens=false every chat answer would end in "<|im_end|>".
   const bool ends_on_token = min_reached && (is_eos || is_stop_token);
-  if (c.detok && !ends_on_token) out.text = c.stop.add(c.detok->add(token.token), min_reached);
+  if (c.detok && !ends_on_token) {
+    fault_point(RequestStage::kDetokenize, a.id);
+    out.text = c.stop.add(c.detok->add(token.token), min_reached);
+  }
+  fault_point(RequestStage::kEmit, a.id);
   if (c.stop.matched()) {
     finish(id, FinishReason::kStop, *c.stop.matched(), "", std::move(out));
   } else if (min_reached && (is_eos || is_stop_token)) {
@@ -651,7 +467,7 @@ void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
 }
 
 void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string stop_reason,
-                              std::string error, RequestOutput out) {
+                              std::string error, RequestOutput out, bool flush_text) {
   auto it = completions.find(id);
   if (it == completions.end()) return;
   Completion& c = it->second;
@@ -660,7 +476,8 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
                                : reason == FinishReason::kLength ? RequestStatus::kFinishedLength
                                                                  : RequestStatus::kFinishedAborted;
   scheduler->finish_request(id, status);  // frees its KV blocks now (no-op if already finished)
-  if (c.detok && !c.stop.matched()) {
+  planner.forget(id);                     // and the executor forgets its block table
+  if (flush_text && c.detok && !c.stop.matched()) {
     // The text held back for a possible stop string or an incomplete character comes out now,
     // unless the rest completes a stop string.
     out.text += c.stop.add(c.detok->flush());
@@ -689,7 +506,8 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
   }
 }
 
-void EngineCore::Impl::abort_request(const std::string& id, const std::string& error) {
+void EngineCore::Impl::abort_request(const std::string& id, const std::string& error,
+                                     bool flush_text) {
   auto it = requests.find(id);
   if (it == requests.end()) return;
   std::shared_ptr<ActiveRequest> a = it->second;
@@ -699,7 +517,9 @@ void EngineCore::Impl::abort_request(const std::string& id, const std::string& e
       static_cast<int>(std::count_if(a->completion_ids.begin(), a->completion_ids.end(),
                                      [&](kv::RequestId k) { return completions.count(k) == 0; }));
   const std::vector<kv::RequestId> ids = a->completion_ids;
-  for (kv::RequestId k : ids) finish(k, FinishReason::kAbort, "", error, RequestOutput{});
+  for (kv::RequestId k : ids) {
+    finish(k, FinishReason::kAbort, "", error, RequestOutput{}, flush_text);
+  }
 }
 
 void EngineCore::Impl::publish_stats() {

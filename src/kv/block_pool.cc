@@ -87,6 +87,8 @@ void BlockPool::evict_cached_hash(KVCacheBlock& block) {
                "block {} carries hash {} that the cache does not map to it", block.block_id,
                block.block_hash->to_string());
   cached_.erase(it);
+  if (record_events_)
+    events_.push_back({KVCacheEvent::Kind::kEvicted, *block.block_hash, block.block_id});
   block.block_hash.reset();
 }
 
@@ -140,7 +142,11 @@ void BlockPool::cache_full_blocks(std::span<const BlockId> block_ids,
       continue;
     }
     // Two requests may fill blocks with the same content at once; the first stays the cached one.
-    if (cached_.try_emplace(hashes[i], block.block_id).second) block.block_hash = hashes[i];
+    if (cached_.try_emplace(hashes[i], block.block_id).second) {
+      block.block_hash = hashes[i];
+      if (record_events_)
+        events_.push_back({KVCacheEvent::Kind::kStored, hashes[i], block.block_id});
+    }
   }
 }
 
@@ -152,9 +158,21 @@ std::optional<BlockId> BlockPool::get_cached_block(const BlockHash& hash) const 
 
 bool BlockPool::reset_prefix_cache() {
   if (num_free_blocks() != num_blocks() - 1) return false;
-  for (KVCacheBlock& block : blocks_) block.block_hash.reset();
+  for (KVCacheBlock& block : blocks_) {
+    if (block.block_hash && record_events_)
+      events_.push_back({KVCacheEvent::Kind::kEvicted, *block.block_hash, block.block_id});
+    block.block_hash.reset();
+  }
   cached_.clear();
   return true;
+}
+
+std::vector<BlockId> BlockPool::evictable_cached_blocks() const {
+  std::vector<BlockId> out;
+  for (const BlockId id : free_queue_.to_vector()) {
+    if (blocks_[static_cast<size_t>(id)].block_hash) out.push_back(id);
+  }
+  return out;
 }
 
 double BlockPool::usage() const {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "kv/block_hash.h"
@@ -55,6 +56,17 @@ class FreeBlockQueue {
   int size_ = 0;
 };
 
+/// What happened to the prefix cache since the last BlockPool::take_events(), in order (vLLM's KV
+/// events): a block entered the cache under a hash, or a cached block lost its hash (evicted for
+/// reuse, or the cache was reset). A host KV tier copies a block out before it is evicted;
+/// a cache-aware router mirrors which hashes an engine holds.
+struct KVCacheEvent {
+  enum class Kind : uint8_t { kStored, kEvicted };
+  Kind kind;
+  BlockHash hash;
+  BlockId block_id;
+};
+
 /// Owns every KV block: hands out free ones (evicting LRU cached blocks lazily), reference-counts
 /// shared ones and finds cached full blocks by hash. Deals in block ids only, never in KV data or
 /// dtypes. Single-threaded: the engine thread owns it.
@@ -103,6 +115,15 @@ class BlockPool {
   /// Free block ids from the next to evict to the last, for tests and debugging (O(n)).
   [[nodiscard]] std::vector<BlockId> free_queue_order() const { return free_queue_.to_vector(); }
 
+  /// Starts (or stops) recording KVCacheEvents; off by default, so that nobody pays for a log that
+  /// nobody reads.
+  void set_record_events(bool on) { record_events_ = on; }
+  /// The events since the last call, oldest first.
+  [[nodiscard]] std::vector<KVCacheEvent> take_events() { return std::exchange(events_, {}); }
+  /// The cached free blocks from the next to evict on: what an offloading tier should save first
+  /// (O(free blocks)).
+  [[nodiscard]] std::vector<BlockId> evictable_cached_blocks() const;
+
  private:
   KVCacheBlock& mutable_block(BlockId id);
   void evict_cached_hash(KVCacheBlock& block);
@@ -111,6 +132,8 @@ class BlockPool {
   std::vector<KVCacheBlock> blocks_;  // indexed by block id; never resized (the queue points in)
   FreeBlockQueue free_queue_;
   std::unordered_map<BlockHash, BlockId> cached_;
+  bool record_events_ = false;
+  std::vector<KVCacheEvent> events_;
 };
 
 }  // namespace pagoda::kv

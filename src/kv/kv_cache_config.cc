@@ -19,23 +19,6 @@ void KVCacheConfig::validate() const {
   }
 }
 
-int64_t kv_cache_bytes_per_token(int64_t num_layers, int64_t num_kv_heads, int64_t head_dim,
-                                 int64_t dtype_size) {
-  if (num_layers <= 0 || num_kv_heads <= 0 || head_dim <= 0 || dtype_size <= 0) {
-    throw InvalidArgument(fmt::format(
-        "KV cache shape must be positive: num_layers={} num_kv_heads={} head_dim={} dtype_size={}",
-        num_layers, num_kv_heads, head_dim, dtype_size));
-  }
-  int64_t bytes = 2;  // K and V
-  for (const int64_t factor : {num_layers, num_kv_heads, head_dim, dtype_size}) {
-    if (bytes > std::numeric_limits<int64_t>::max() / factor) {
-      throw InvalidArgument("KV cache bytes per token overflow 64 bits");
-    }
-    bytes *= factor;
-  }
-  return bytes;
-}
-
 int num_blocks_for_memory(int64_t memory_bytes, int block_size, int64_t bytes_per_token) {
   if (memory_bytes <= 0 || block_size <= 0 || bytes_per_token <= 0) {
     throw InvalidArgument(

@@ -17,12 +17,6 @@ struct KVCacheConfig {
   void validate() const;
 };
 
-/// Bytes of KV cache one token takes across all layers: K and V, each
-/// num_kv_heads * head_dim elements of `dtype_size` bytes, per layer. InvalidArgument on a
-/// non-positive argument or on overflow.
-[[nodiscard]] int64_t kv_cache_bytes_per_token(int64_t num_layers, int64_t num_kv_heads,
-                                               int64_t head_dim, int64_t dtype_size);
-
 /// How many blocks of `block_size` tokens fit in `memory_bytes` (rounded down), the null block
 /// included in the count. InvalidArgument on non-positive sizes or when not even 2 blocks fit,
 /// naming what would be needed.

@@ -3,88 +3,17 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <numbers>
 
 #include <nlohmann/json.hpp>
 
 #include "core/mapped_file.h"
 #include "core/status.h"
+#include "model/config_reader.h"
 
 namespace pagoda {
 namespace {
 
 using nlohmann::json;
-
-/// Typed field access whose errors name the file and the field.
-class ConfigReader {
- public:
-  ConfigReader(const json& j, const std::string& source) : j_(j), source_(source) {}
-
-  [[nodiscard]] bool has(const char* key) const {
-    return j_.contains(key) && !j_.at(key).is_null();
-  }
-
-  [[nodiscard]] int64_t required_int(const char* key, int64_t min_value = 1) const {
-    if (!has(key)) fail(key, "is missing");
-    return checked_int(key, min_value);
-  }
-  [[nodiscard]] int64_t optional_int(const char* key, int64_t fallback,
-                                     int64_t min_value = 0) const {
-    return has(key) ? checked_int(key, min_value) : fallback;
-  }
-  [[nodiscard]] double optional_number(const char* key, double fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_number()) fail(key, "must be a number");
-    return v.get<double>();
-  }
-  [[nodiscard]] bool optional_bool(const char* key, bool fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_boolean()) fail(key, "must be true or false");
-    return v.get<bool>();
-  }
-  [[nodiscard]] std::string optional_string(const char* key, const std::string& fallback) const {
-    if (!has(key)) return fallback;
-    const json& v = j_.at(key);
-    if (!v.is_string()) fail(key, "must be a string");
-    return v.get<std::string>();
-  }
-  /// A token id given as a number or a list of numbers (eos_token_id).
-  [[nodiscard]] std::vector<int32_t> id_list(const char* key) const {
-    std::vector<int32_t> ids;
-    if (!has(key)) return ids;
-    const json& v = j_.at(key);
-    auto push = [&](const json& x) {
-      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
-        fail(key, "must be a non-negative token id or a list of them");
-      }
-      ids.push_back(static_cast<int32_t>(x.get<int64_t>()));
-    };
-    if (v.is_array()) {
-      for (const json& x : v) push(x);
-    } else {
-      push(v);
-    }
-    return ids;
-  }
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw InvalidArgument(fmt::format("{}: field '{}' {}", source_, key, what));
-  }
-
- private:
-  [[nodiscard]] int64_t checked_int(const char* key, int64_t min_value) const {
-    const json& v = j_.at(key);
-    if (!v.is_number_integer()) fail(key, "must be an integer");
-    const int64_t x = v.get<int64_t>();
-    if (x < min_value) fail(key, fmt::format("must be >= {}, got {}", min_value, x));
-    return x;
-  }
-
-  const json& j_;
-  const std::string& source_;
-};
 
 /// Which layers attend through a sliding window, as transformers decides it:
 /// - "layer_types" (written by recent transformers): "sliding_attention" or "full_attention" per
@@ -120,45 +49,6 @@ void parse_sliding_window(const json& j, const ConfigReader& r, ModelConfig& c) 
     c.sliding_window = 0;
     c.sliding_layers.clear();
   }
-}
-
-RopeConfig parse_rope(const json& j, const std::string& source) {
-  RopeConfig rope;
-  ConfigReader top(j, source);
-  // transformers v5 nests everything under rope_parameters; v4 has rope_theta and rope_scaling.
-  const bool v5 = top.has("rope_parameters");
-  const json empty = json::object();
-  const json& scaling_json =
-      v5 ? j.at("rope_parameters") : (top.has("rope_scaling") ? j.at("rope_scaling") : empty);
-  const std::string scaling_field = v5 ? "rope_parameters" : "rope_scaling";
-  if (!scaling_json.is_object()) top.fail(scaling_field, "must be an object");
-  ConfigReader scaling(scaling_json, source);
-  rope.theta =
-      v5 ? scaling.optional_number("rope_theta", top.optional_number("rope_theta", 10000.0))
-         : top.optional_number("rope_theta", 10000.0);
-  if (!(rope.theta > 0)) top.fail(v5 ? "rope_parameters.rope_theta" : "rope_theta", "must be > 0");
-
-  std::string type =
-      scaling.optional_string("rope_type", scaling.optional_string("type", "default"));
-  if (type == "default" || type.empty()) return rope;
-  rope.factor = scaling.optional_number("factor", 1.0);
-  if (!(rope.factor >= 1.0)) top.fail(scaling_field + ".factor", "must be >= 1");
-  if (type == "linear") {
-    rope.scaling = RopeScalingType::kLinear;
-  } else if (type == "llama3") {
-    rope.scaling = RopeScalingType::kLlama3;
-    rope.low_freq_factor = scaling.optional_number("low_freq_factor", 1.0);
-    rope.high_freq_factor = scaling.optional_number("high_freq_factor", 4.0);
-    rope.original_max_position_embeddings =
-        scaling.required_int("original_max_position_embeddings");
-    if (!(rope.high_freq_factor > rope.low_freq_factor)) {
-      top.fail(scaling_field + ".high_freq_factor", "must be greater than low_freq_factor");
-    }
-  } else {
-    top.fail(scaling_field + ".rope_type",
-             fmt::format("'{}' is not supported (supported: default, linear, llama3)", type));
-  }
-  return rope;
 }
 
 // A config file's text as a JSON object, or InvalidArgument naming the file.
@@ -205,12 +95,11 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   c.max_position_embeddings = r.optional_int("max_position_embeddings", 2048, 1);
   c.rms_norm_eps = r.optional_number("rms_norm_eps", 1e-6);
   if (!(c.rms_norm_eps > 0)) r.fail("rms_norm_eps", "must be > 0");
-  c.rope = parse_rope(j, source);
+  c.rope = parse_rope_config(j, source, c.head_dim, c.max_position_embeddings);
   c.tie_word_embeddings = r.optional_bool("tie_word_embeddings", false);
   c.attention_bias = r.optional_bool("attention_bias", false);
   c.mlp_bias = r.optional_bool("mlp_bias", false);
-  const std::string act = r.optional_string("hidden_act", "silu");
-  if (act != "silu") r.fail("hidden_act", fmt::format("'{}' is not supported (only silu)", act));
+  c.hidden_act = r.optional_string("hidden_act", "silu");
   parse_sliding_window(j, r, c);
   // v5 writes "dtype", v4 "torch_dtype".
   const std::string dtype_field = r.has("dtype") ? "dtype" : "torch_dtype";
@@ -223,6 +112,8 @@ ModelConfig parse_model_config(const std::string& json_text, const std::string& 
   const auto bos = r.id_list("bos_token_id");
   if (!bos.empty()) c.bos_token_id = bos[0];
   c.eos_token_ids = r.id_list("eos_token_id");
+  c.json = std::make_shared<const json>(j);
+  c.source = source;
   return c;
 }
 
@@ -255,40 +146,6 @@ ModelConfig load_model_config(const std::string& model_dir) {
   const std::string gen_path = (fs::path(model_dir) / "generation_config.json").string();
   if (fs::exists(gen_path)) apply_generation_config(read_text_file(gen_path), gen_path, config);
   return config;
-}
-
-std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim) {
-  // Mirrors transformers' float32 tensor arithmetic step by step, so that angles at long positions
-  // agree to the last bit as far as powf allows.
-  const int half = head_dim / 2;
-  std::vector<float> inv_freq(static_cast<size_t>(half));
-  const float base = static_cast<float>(rope.theta);
-  const float factor = static_cast<float>(rope.factor);
-  for (int i = 0; i < half; ++i) {
-    const float exponent = static_cast<float>(2 * i) / static_cast<float>(head_dim);
-    float f = 1.0f / std::pow(base, exponent);
-    if (rope.scaling == RopeScalingType::kLinear) {
-      f = f / factor;
-    } else if (rope.scaling == RopeScalingType::kLlama3) {
-      // Llama 3.1: keep high frequencies, divide low ones by factor, blend in between.
-      const float old_len = static_cast<float>(rope.original_max_position_embeddings);
-      const float low = static_cast<float>(rope.low_freq_factor);
-      const float high = static_cast<float>(rope.high_freq_factor);
-      const double low_freq_wavelen =
-          static_cast<double>(rope.original_max_position_embeddings) / rope.low_freq_factor;
-      const double high_freq_wavelen =
-          static_cast<double>(rope.original_max_position_embeddings) / rope.high_freq_factor;
-      const float wavelen = static_cast<float>(2 * std::numbers::pi) / f;
-      if (wavelen > low_freq_wavelen) {
-        f = f / factor;
-      } else if (!(wavelen < high_freq_wavelen)) {
-        const float smooth = (old_len / wavelen - low) / (high - low);
-        f = (1 - smooth) * f / factor + smooth * f;
-      }
-    }
-    inv_freq[static_cast<size_t>(i)] = f;
-  }
-  return inv_freq;
 }
 
 }  // namespace pagoda

@@ -2,6 +2,7 @@
 // ModelConfig: the shape and hyper-parameters of a decoder-only transformer, read from a Hugging
 // Face config.json (transformers v4 or v5 dialect) and the optional generation_config.json.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -9,22 +10,9 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/dtype.h"
+#include "model/rope.h"
 
 namespace pagoda {
-
-/// How rotary frequencies are rescaled for long contexts.
-enum class RopeScalingType : uint8_t { kNone, kLinear, kLlama3 };
-
-/// RoPE parameters; the two config dialects (top-level rope_theta + rope_scaling, or
-/// rope_parameters) both land here.
-struct RopeConfig {
-  double theta = 10000.0;
-  RopeScalingType scaling = RopeScalingType::kNone;
-  double factor = 1.0;
-  double low_freq_factor = 1.0;                  // llama3
-  double high_freq_factor = 4.0;                 // llama3
-  int64_t original_max_position_embeddings = 0;  // llama3
-};
 
 /// Defaults a checkpoint suggests for sampling (generation_config.json); unset fields stay empty.
 struct GenerationDefaults {
@@ -51,12 +39,17 @@ struct ModelConfig {
   bool tie_word_embeddings = false;
   bool attention_bias = false;  // q/k/v (and o for Llama's attention_bias) biases
   bool mlp_bias = false;
+  std::string hidden_act = "silu";   // the MLP's activation; each family checks it supports it
   int sliding_window = 0;            // keys of the window of the layers that have one; 0: none has
   std::vector<bool> sliding_layers;  // [num_layers] when sliding_window > 0: which layers
   DType dtype = DType::kF32;         // the checkpoint's declared dtype (torch_dtype / dtype)
   std::optional<int32_t> bos_token_id;
   std::vector<int32_t> eos_token_ids;
   GenerationDefaults generation;
+  /// config.json as parsed, for the fields only one family reads (model/arch/ reads them through
+  /// ConfigReader), and the file it came from.
+  std::shared_ptr<const nlohmann::json> json;
+  std::string source;
 
   /// The sliding window of layer `layer` (PagedAttentionParams::sliding_window): 0 for full
   /// attention.
@@ -84,9 +77,5 @@ void apply_generation_config(const std::string& json_text, const std::string& so
 
 /// Reads config.json and, when present, generation_config.json from a model directory.
 [[nodiscard]] ModelConfig load_model_config(const std::string& model_dir);
-
-/// The per-pair RoPE inverse frequencies for head_dim, with the configured scaling applied,
-/// computed as transformers computes them (in float64, then rounded to float32).
-[[nodiscard]] std::vector<float> rope_inv_freq(const RopeConfig& rope, int head_dim);
 
 }  // namespace pagoda

@@ -19,15 +19,14 @@ float unit(uint64_t h) {
 
 }  // namespace
 
-DummyInit dummy_init(const ArchitectureEntry::TensorSpec& spec, size_t index, uint64_t seed) {
+DummyInit dummy_init(const TensorSpec& spec, size_t index, uint64_t seed) {
   const bool is_norm = spec.shape.rank() == 1 && spec.name.find("norm") != std::string::npos;
   return DummyInit{splitmix64(seed ^ splitmix64(index + 1)), is_norm ? 1.0f : 0.0f,
                    is_norm ? 0.1f : 0.0346f};
 }
 
-WeightStore make_dummy_weights(const std::vector<ArchitectureEntry::TensorSpec>& specs, DType dtype,
-                               uint64_t seed, ThreadPool& pool,
-                               const std::function<void(double)>& progress) {
+WeightStore make_dummy_weights(const std::vector<TensorSpec>& specs, DType dtype, uint64_t seed,
+                               ThreadPool& pool, const std::function<void(double)>& progress) {
   PAGODA_CHECK(is_float_weight_dtype(dtype), "dummy weights need a float dtype, got {}",
                dtype_name(dtype));
   WeightStore store = make_empty_weight_store("dummy weights");

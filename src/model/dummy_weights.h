@@ -4,8 +4,8 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "model/definition.h"
 #include "model/loader/safetensors.h"
-#include "model/registry.h"
 
 namespace pagoda {
 
@@ -16,15 +16,14 @@ struct DummyInit {
   float offset;
   float scale;
 };
-[[nodiscard]] DummyInit dummy_init(const ArchitectureEntry::TensorSpec& spec, size_t index,
-                                   uint64_t seed);
+[[nodiscard]] DummyInit dummy_init(const TensorSpec& spec, size_t index, uint64_t seed);
 
 /// Fills a WeightStore with deterministic pseudo-random tensors (a counter-based hash of seed,
 /// tensor index and element index, so the values do not depend on the thread count). Matrices are
 /// uniform in +-0.035 (std 0.02, the usual initializer_range); norm weights are uniform in
 /// [0.9, 1.1]. `progress` (may be empty) gets the fraction of tensors done.
-[[nodiscard]] WeightStore make_dummy_weights(
-    const std::vector<ArchitectureEntry::TensorSpec>& specs, DType dtype, uint64_t seed,
-    ThreadPool& pool, const std::function<void(double)>& progress = {});
+[[nodiscard]] WeightStore make_dummy_weights(const std::vector<TensorSpec>& specs, DType dtype,
+                                             uint64_t seed, ThreadPool& pool,
+                                             const std::function<void(double)>& progress = {});
 
 }  // namespace pagoda

@@ -19,9 +19,17 @@ struct ForwardBatch {
   std::span<const int64_t>
       slot_mapping;  // [num_tokens], cache slot for each token's K/V (-1: skip)
   std::span<const int32_t> logits_indices;  // rows whose next-token logits are wanted
+  // Layers whose output hidden states Model::hidden_states() returns for every token (-1: the
+  // embeddings, l: the residual stream after layer l).
+  std::span<const int32_t> hidden_layers = {};
 
   [[nodiscard]] int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   [[nodiscard]] int num_seqs() const { return static_cast<int>(seq_lens.size()); }
 };
+
+/// Checks a batch's consistency against a cache of num_blocks blocks of block_size tokens: array
+/// sizes, query_start_loc covering the tokens, positions inside their sequences, block ids inside
+/// the pool for every block a sequence uses, logits rows inside the batch. PAGODA_CHECK failures.
+void validate_forward_batch(const ForwardBatch& batch, int64_t num_blocks, int block_size);
 
 }  // namespace pagoda

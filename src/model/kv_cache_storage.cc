@@ -4,21 +4,19 @@
 
 namespace pagoda {
 
-KVCacheStorage::KVCacheStorage(const ModelConfig& config, int64_t num_blocks, int block_size) {
+KVCacheStorage::KVCacheStorage(const kv::KVCacheSpec& spec, int64_t num_blocks, int block_size)
+    : spec_(spec) {
   PAGODA_CHECK(num_blocks > 0 && block_size > 0, "num_blocks {} block_size {}", num_blocks,
                block_size);
-  layout_ = cpu::PagedKVLayout{num_blocks, block_size, config.num_kv_heads, config.head_dim};
-  const size_t bytes = static_cast<size_t>(num_blocks) * static_cast<size_t>(block_size) *
-                       static_cast<size_t>(config.kv_size()) * sizeof(float);
-  for (int l = 0; l < config.num_layers; ++l) {
+  PAGODA_CHECK(spec.dtype == DType::kF32 && spec.layout == kv::KVLayout::kTokenMajor,
+               "the CPU KV cache is fp32 and token-major");
+  layout_ = cpu::PagedKVLayout{num_blocks, block_size, spec.num_kv_heads, spec.head_dim};
+  const size_t bytes =
+      static_cast<size_t>(num_blocks) * static_cast<size_t>(spec.layer_block_bytes(block_size));
+  for (int l = 0; l < spec.num_layers; ++l) {
     keys_.emplace_back(bytes);
     values_.emplace_back(bytes);
   }
-}
-
-int64_t KVCacheStorage::bytes_per_token(const ModelConfig& config) {
-  return 2 * static_cast<int64_t>(config.num_layers) * config.kv_size() *
-         static_cast<int64_t>(sizeof(float));
 }
 
 Tensor KVCacheStorage::key_cache(int layer) const {
@@ -36,14 +34,40 @@ Tensor KVCacheStorage::value_cache(int layer) const {
 void KVCacheStorage::copy_block(int64_t src_block, int64_t dst_block) {
   PAGODA_CHECK(src_block >= 0 && src_block < layout_.num_blocks && dst_block >= 0 &&
                dst_block < layout_.num_blocks);
-  const size_t block_floats = static_cast<size_t>(layout_.block_size) *
-                              static_cast<size_t>(layout_.num_kv_heads * layout_.head_dim);
+  const auto block_bytes = static_cast<size_t>(spec_.layer_block_bytes(layout_.block_size));
   for (size_t l = 0; l < keys_.size(); ++l) {
     for (Buffer* b : {&keys_[l], &values_[l]}) {
-      float* base = b->as<float>();
-      std::memcpy(base + static_cast<size_t>(dst_block) * block_floats,
-                  base + static_cast<size_t>(src_block) * block_floats,
-                  block_floats * sizeof(float));
+      char* base = b->as<char>();
+      std::memcpy(base + static_cast<size_t>(dst_block) * block_bytes,
+                  base + static_cast<size_t>(src_block) * block_bytes, block_bytes);
+    }
+  }
+}
+
+void KVCacheStorage::export_block(int64_t block, std::span<std::byte> out) const {
+  const auto layer_bytes = static_cast<size_t>(spec_.layer_block_bytes(layout_.block_size));
+  PAGODA_CHECK(
+      block >= 0 && block < layout_.num_blocks && out.size() == 2 * layer_bytes * keys_.size(),
+      "export_block {}: {} bytes", block, out.size());
+  std::byte* dst = out.data();
+  for (size_t l = 0; l < keys_.size(); ++l) {
+    for (const Buffer* b : {&keys_[l], &values_[l]}) {
+      std::memcpy(dst, b->as<char>() + static_cast<size_t>(block) * layer_bytes, layer_bytes);
+      dst += layer_bytes;
+    }
+  }
+}
+
+void KVCacheStorage::import_block(int64_t block, std::span<const std::byte> in) {
+  const auto layer_bytes = static_cast<size_t>(spec_.layer_block_bytes(layout_.block_size));
+  PAGODA_CHECK(
+      block >= 0 && block < layout_.num_blocks && in.size() == 2 * layer_bytes * keys_.size(),
+      "import_block {}: {} bytes", block, in.size());
+  const std::byte* src = in.data();
+  for (size_t l = 0; l < keys_.size(); ++l) {
+    for (Buffer* b : {&keys_[l], &values_[l]}) {
+      std::memcpy(b->as<char>() + static_cast<size_t>(block) * layer_bytes, src, layer_bytes);
+      src += layer_bytes;
     }
   }
 }

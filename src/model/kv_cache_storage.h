@@ -1,30 +1,34 @@
 #pragma once
-// The memory of the paged KV cache: per layer one key and one value cache in the layout the
-// attention kernels read (kernels/cpu/paged_attention.h). Block ids come from kv/'s BlockPool; this
-// class only owns the bytes.
+// The memory of the CPU's paged KV cache: per layer one key and one value cache in the layout the
+// attention kernels read (kernels/cpu/paged_attention.h), as the KVCacheSpec describes it. Block
+// ids come from kv/'s BlockPool; this class only owns the bytes.
+#include <span>
 #include <vector>
 
 #include "core/tensor.h"
 #include "kernels/cpu/paged_attention.h"
-#include "model/config.h"
+#include "kv/kv_cache_spec.h"
 
 namespace pagoda {
 
 /// Key and value caches of every layer: [num_blocks, block_size, num_kv_heads, head_dim] fp32 each.
 class KVCacheStorage {
  public:
-  KVCacheStorage(const ModelConfig& config, int64_t num_blocks, int block_size);
-
-  /// Bytes one token's K and V take over all layers (for sizing the pool from a memory budget).
-  [[nodiscard]] static int64_t bytes_per_token(const ModelConfig& config);
+  /// spec: fp32, token-major (the CPU kernels' layout).
+  KVCacheStorage(const kv::KVCacheSpec& spec, int64_t num_blocks, int block_size);
 
   [[nodiscard]] const cpu::PagedKVLayout& layout() const { return layout_; }
   [[nodiscard]] Tensor key_cache(int layer) const;
   [[nodiscard]] Tensor value_cache(int layer) const;
   /// Copies one block's K/V in every layer (copy-on-write for forked sequences).
   void copy_block(int64_t src_block, int64_t dst_block);
+  /// A block's K and V of every layer as bytes ([layer][K, V][block_size, heads, head_dim]), and
+  /// back: what the host tier and KV transfers move. out/in: spec.block_bytes(block_size) bytes.
+  void export_block(int64_t block, std::span<std::byte> out) const;
+  void import_block(int64_t block, std::span<const std::byte> in);
 
  private:
+  kv::KVCacheSpec spec_;
   cpu::PagedKVLayout layout_;
   std::vector<Buffer> keys_;
   std::vector<Buffer> values_;

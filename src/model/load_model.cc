@@ -1,6 +1,7 @@
 #include <filesystem>
 
 #include "core/logging.h"
+#include "model/cpu_decoder.h"
 #include "model/dummy_weights.h"
 #include "model/model.h"
 #include "model/registry.h"
@@ -10,12 +11,10 @@ namespace pagoda {
 std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOptions& options,
                                   ThreadPool& pool) {
   const ModelConfig config = load_model_config(model_dir);
-  const std::string config_path = (std::filesystem::path(model_dir) / "config.json").string();
-  const ArchitectureEntry& entry =
-      ArchitectureRegistry::global().find(config.architecture, config_path);
+  ModelDefinition definition = define_model(config, options.definition);
   WeightStore weights =
       options.format == LoadFormat::kDummy
-          ? make_dummy_weights(entry.expected_tensors(config), options.dtype.value_or(config.dtype),
+          ? make_dummy_weights(definition.tensors(), options.dtype.value_or(config.dtype),
                                options.seed, pool, options.progress)
           : WeightStore::open_directory(model_dir);
   spdlog::info("model {}: {} with {} layers, hidden {}, {} heads ({} kv), head_dim {}, vocab {}",
@@ -23,7 +22,7 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
                config.num_heads, config.num_kv_heads, config.head_dim, config.vocab_size);
   const OpContext ctx{&pool,
                       options.cpu_bf16_round ? cpu::Bf16Matmul::kRound : cpu::Bf16Matmul::kExact};
-  return entry.build(config, std::move(weights), ctx);
+  return build_cpu_model(config, std::move(definition), std::move(weights), ctx);
 }
 
 }  // namespace pagoda

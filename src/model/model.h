@@ -9,8 +9,12 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kv/kv_cache_spec.h"
 #include "model/config.h"
+#include "model/definition.h"
 #include "model/forward_batch.h"
+#include "model/registry.h"
+#include "pagoda/runtime_options.h"
 
 namespace pagoda {
 
@@ -52,9 +56,10 @@ class Model {
  public:
   virtual ~Model() = default;
   [[nodiscard]] virtual const ModelConfig& config() const = 0;
-  /// Bytes one token's K and V take over all layers, in this model's KV dtype and device (for
-  /// sizing the pool from a memory budget).
-  [[nodiscard]] virtual int64_t kv_cache_bytes_per_token() const = 0;
+  /// The family's definition this model was built from.
+  [[nodiscard]] virtual const ModelDefinition& definition() const = 0;
+  /// What the KV cache holds per token on this model's device (the pool is sized from it).
+  [[nodiscard]] virtual const kv::KVCacheSpec& kv_cache_spec() const = 0;
   /// Allocates the paged KV cache (replacing any previous one): num_blocks blocks of block_size
   /// tokens, in the layout this model's attention kernels read.
   virtual void init_kv_cache(int64_t num_blocks, int block_size) = 0;
@@ -69,8 +74,16 @@ class Model {
     (void)max_num_seqs;
     return {};
   }
+  /// Start-up is over (the decode graphs are captured): the model may persist what its warm-up
+  /// learned (the GPU model saves its timed cuBLASLt choices).
+  virtual void end_warm_up() {}
   /// Copies whole KV blocks in every layer (copy-on-write of forked sequences), in order.
   virtual void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) = 0;
+  /// A block's K and V in every layer as kv_cache_spec().block_bytes(block_size) bytes
+  /// ([layer][K, V][one layer's block in the spec's layout]), and back: what a host tier or a KV
+  /// transfer moves. Waits for any step in flight.
+  virtual void export_kv_block(int32_t block, std::span<std::byte> out) = 0;
+  virtual void import_kv_block(int32_t block, std::span<const std::byte> in) = 0;
   /// Runs the batch, writing each token's K/V into the cache at its slot, and returns the logits
   /// [batch.logits_indices.size(), vocab_size] (fp32, row-major, host memory owned by the model:
   /// writable, valid until the next forward). Not thread-safe: one engine thread drives a model.
@@ -89,6 +102,9 @@ class Model {
     std::fill(tokens.begin(), tokens.end(), -1);
     return forward(batch);
   }
+  /// The hidden states of the last forward's batch.hidden_layers: [layers, num_tokens, hidden]
+  /// fp32, valid until the next forward (empty when none were asked for).
+  [[nodiscard]] virtual std::span<float> hidden_states() { return {}; }
   /// Starts forward_sample(batch, draws) and returns while the device still computes, so that the
   /// caller's host work (emitting the previous step's tokens) overlaps it; finish_step() then
   /// waits and returns what forward_sample would. The batch's spans must stay valid until then;
@@ -118,9 +134,10 @@ enum class LoadFormat : uint8_t {
 /// Options of load_model.
 struct LoadOptions {
   LoadFormat format = LoadFormat::kSafetensors;
-  std::optional<DType> dtype;  // dummy weights' dtype; default: the config's
-  uint64_t seed = 0;           // dummy weights' seed
-  bool cuda_graphs = true;     // a GPU model captures decode steps in CUDA graphs (--enforce-eager)
+  DefinitionOptions definition;  // the engine's settings the family's definition depends on
+  std::optional<DType> dtype;    // dummy weights' dtype; default: the config's
+  uint64_t seed = 0;             // dummy weights' seed
+  RuntimeOptions runtime;        // a GPU model's knobs (cuda_graphs off: --enforce-eager)
   /// CPU only: multiply bf16 weights by activations rounded to bf16 at prefill sizes (about twice
   /// as fast without AMX) instead of exact fp32 products (docs/engine.md, "CPU matmuls").
   bool cpu_bf16_round = false;
@@ -129,7 +146,7 @@ struct LoadOptions {
   std::function<void(double)> progress;
 };
 
-/// Reads the config, finds the architecture in the registry, loads and checks the weights.
+/// Reads the config, builds the family's definition, loads and checks the weights for the CPU.
 /// Throws NotFound / InvalidArgument naming the file and the field or tensor.
 [[nodiscard]] std::unique_ptr<Model> load_model(const std::string& model_dir,
                                                 const LoadOptions& options, ThreadPool& pool);

@@ -11,6 +11,8 @@ const ArchitectureRegistry& ArchitectureRegistry::global() {
     ArchitectureRegistry r;
     register_llama_family(r);
     register_qwen_family(r);
+    register_phi3_family(r);
+    register_gemma_family(r);
     return r;
   }();
   return registry;
@@ -30,6 +32,12 @@ const ArchitectureEntry& ArchitectureRegistry::find(const std::string& name,
                     name, fmt::join(names(), ", ")));
   }
   return it->second;
+}
+
+ModelDefinition define_model(const ModelConfig& config, const DefinitionOptions& options) {
+  return ArchitectureRegistry::global()
+      .find(config.architecture, config.source)
+      .define(config, options);
 }
 
 std::vector<std::string> ArchitectureRegistry::names() const {

@@ -1,30 +1,31 @@
 #pragma once
-// The architecture registry: config.json's architectures[0] -> a factory that builds the model.
-// A new family is one file in model/arch/, one line in registry.cc and one golden test.
+// The architecture registry: config.json's architectures[0] -> the family's definition builder. A
+// new family is one file in model/arch/, one line in registry.cc and its golden tests; both
+// backends build from the ModelDefinition it returns.
+#include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
 #include <string>
 #include <vector>
 
-#include "core/thread_pool.h"
 #include "model/config.h"
-#include "model/loader/safetensors.h"
-#include "model/model.h"
-#include "ops/op_context.h"
+#include "model/definition.h"
 
 namespace pagoda {
 
-/// How one architecture is built: which tensors it expects (so dummy weights can be made) and how
-/// the model object is constructed from checked weights.
+/// What shapes a definition besides config.json: the engine's settings.
+struct DefinitionOptions {
+  /// The longest context the engine serves (--max-model-len); 0: the model's context
+  /// (rope_context_length). RoPE scalings that depend on it (LongRoPE's long factors, dynamic
+  /// NTK) read it.
+  int64_t max_model_len = 0;
+};
+
+/// How one architecture is defined.
 struct ArchitectureEntry {
-  struct TensorSpec {
-    std::string name;
-    Shape shape;
-  };
-  std::function<std::vector<TensorSpec>(const ModelConfig&)> expected_tensors;
-  /// ctx: the thread pool and kernel settings the CPU model runs its ops with.
-  std::function<std::unique_ptr<Model>(const ModelConfig&, WeightStore, const OpContext&)> build;
+  /// The family's definition of a checkpoint; InvalidArgument naming the config field it does not
+  /// support.
+  std::function<ModelDefinition(const ModelConfig&, const DefinitionOptions&)> define;
 };
 
 /// Maps architecture names to entries.
@@ -43,8 +44,14 @@ class ArchitectureRegistry {
   std::map<std::string, ArchitectureEntry> entries_;
 };
 
+/// The definition of config's architecture (config.source names the file in errors).
+[[nodiscard]] ModelDefinition define_model(const ModelConfig& config,
+                                           const DefinitionOptions& options = {});
+
 // One registration function per family file in model/arch/.
 void register_llama_family(ArchitectureRegistry& registry);  // Llama, Mistral
 void register_qwen_family(ArchitectureRegistry& registry);   // Qwen2, Qwen3
+void register_phi3_family(ArchitectureRegistry& registry);   // Phi-3
+void register_gemma_family(ArchitectureRegistry& registry);  // Gemma-2
 
 }  // namespace pagoda

@@ -89,6 +89,28 @@ void silu_and_mul(const OpContext& ctx, const Tensor& gate, const Tensor& up, co
                     *ctx.pool);
 }
 
+void gelu_tanh_and_mul(const OpContext& ctx, const Tensor& gate, const Tensor& up,
+                       const Tensor& out) {
+  PAGODA_CHECK(gate.shape == up.shape && up.shape == out.shape && gate.dtype == DType::kF32 &&
+                   up.dtype == DType::kF32 && out.dtype == DType::kF32,
+               "gelu_tanh_and_mul gate {} up {} out {}", gate.shape.to_string(),
+               up.shape.to_string(), out.shape.to_string());
+  cpu::gelu_tanh_and_mul(gate.as<float>(), up.as<float>(), gate.num_elements(), out.as<float>(),
+                         *ctx.pool);
+}
+
+void softcap(const OpContext& ctx, const Tensor& x, float cap) {
+  PAGODA_CHECK(x.dtype == DType::kF32 && x.device == Device::kCPU && cap > 0, "softcap x {} cap {}",
+               dtype_name(x.dtype), cap);
+  cpu::softcap(x.as<float>(), x.num_elements(), cap, *ctx.pool);
+}
+
+void scale(const OpContext& ctx, const Tensor& x, float factor) {
+  PAGODA_CHECK(x.dtype == DType::kF32 && x.device == Device::kCPU, "scale x {}",
+               dtype_name(x.dtype));
+  cpu::scale(x.as<float>(), x.num_elements(), factor, *ctx.pool);
+}
+
 void embedding(const OpContext& ctx, const Tensor& ids, const Tensor& table, const Tensor& out) {
   expect(ids, DType::kI32, 1, "embedding ids");
   expect(out, DType::kF32, 2, "embedding out");

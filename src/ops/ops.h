@@ -27,6 +27,16 @@ void rope(const OpContext& ctx, const Tensor& q, const Tensor& k, const Tensor& 
 /// out = silu(gate) * up, elementwise; all f32 of one shape.
 void silu_and_mul(const OpContext& ctx, const Tensor& gate, const Tensor& up, const Tensor& out);
 
+/// out = gelu_tanh(gate) * up, elementwise; all f32 of one shape.
+void gelu_tanh_and_mul(const OpContext& ctx, const Tensor& gate, const Tensor& up,
+                       const Tensor& out);
+
+/// x = cap * tanh(x / cap) in place (f32), cap > 0.
+void softcap(const OpContext& ctx, const Tensor& x, float cap);
+
+/// x *= factor in place (f32).
+void scale(const OpContext& ctx, const Tensor& x, float factor);
+
 /// out[t] = table[ids[t]]. ids [tokens] i32 (checked against the vocabulary), table [vocab,
 /// hidden].
 void embedding(const OpContext& ctx, const Tensor& ids, const Tensor& table, const Tensor& out);

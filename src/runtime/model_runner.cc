@@ -6,89 +6,150 @@
 
 namespace pagoda {
 
+RowDraw RowDraw::from(const DeviceDraw& d) {
+  RowDraw r;
+  r.temperature = d.temperature;
+  r.seed = d.seed;
+  r.counter = d.counter;
+  r.top_k = d.top_k;
+  r.top_p = d.top_p;
+  r.min_p = d.min_p;
+  r.repetition_penalty = d.repetition_penalty;
+  r.presence_penalty = d.presence_penalty;
+  r.frequency_penalty = d.frequency_penalty;
+  r.num_logprobs = d.num_logprobs;
+  r.penalty_tokens.assign(d.penalty_tokens.begin(), d.penalty_tokens.end());
+  r.logit_bias.assign(d.logit_bias.begin(), d.logit_bias.end());
+  r.masked.assign(d.masked.begin(), d.masked.end());
+  return r;
+}
+
+DeviceDraw RowDraw::view() const {
+  DeviceDraw d;
+  d.temperature = temperature;
+  d.seed = seed;
+  d.counter = counter;
+  d.top_k = top_k;
+  d.top_p = top_p;
+  d.min_p = min_p;
+  d.repetition_penalty = repetition_penalty;
+  d.presence_penalty = presence_penalty;
+  d.frequency_penalty = frequency_penalty;
+  d.penalty_tokens = penalty_tokens;
+  d.logit_bias = logit_bias;
+  d.masked = masked;
+  d.num_logprobs = num_logprobs;
+  return d;
+}
+
 ModelRunner::ModelRunner(Model& model, int block_size) : model_(model), block_size_(block_size) {}
 
-void ModelRunner::launch(std::span<const SequenceStep> steps,
-                         std::span<const kv::BlockCopy> copies) {
+std::span<const int32_t> ModelRunner::block_table(uint64_t id) const {
+  const auto it = tables_.find(id);
+  return it == tables_.end() ? std::span<const int32_t>{} : std::span<const int32_t>(it->second);
+}
+
+void ModelRunner::launch(StepPlan plan) {
   PAGODA_CHECK(!in_flight_, "ModelRunner::launch while a step is in flight");
-  if (!copies.empty()) {
-    std::vector<std::pair<int32_t, int32_t>> pairs;
-    for (const kv::BlockCopy& c : copies) pairs.emplace_back(c.src, c.dst);
-    model_.copy_kv_blocks(pairs);
+  // Check the whole plan before changing any state: a bad plan fails alone.
+  for (const PlannedSequence& s : plan.seqs) {
+    const auto it = tables_.find(s.id);
+    const size_t held = it == tables_.end() ? 0 : it->second.size();
+    PAGODA_CHECK(!s.tokens.empty() && s.num_computed >= 0 && s.num_spec >= 0 &&
+                     s.num_spec < static_cast<int32_t>(s.tokens.size()) &&
+                     s.rows.size() <= s.tokens.size(),
+                 "sequence {}: {} tokens ({} drafts) with {} rows from position {}", s.id,
+                 s.tokens.size(), s.num_spec, s.rows.size(), s.num_computed);
+    PAGODA_CHECK(s.block_table_start >= 0 && static_cast<size_t>(s.block_table_start) <= held,
+                 "sequence {}: block table kept to {} of the {} blocks held", s.id,
+                 s.block_table_start, held);
+    const int64_t end = int64_t{s.num_computed} + static_cast<int64_t>(s.tokens.size());
+    const int64_t blocks = s.block_table_start + static_cast<int64_t>(s.new_blocks.size());
+    PAGODA_CHECK(blocks * block_size_ >= end, "sequence {}: {} blocks for {} tokens", s.id, blocks,
+                 end);
   }
-  const int block_size = block_size_;
+  for (const uint64_t id : plan.finished) tables_.erase(id);
+  if (!plan.block_copies.empty()) model_.copy_kv_blocks(plan.block_copies);
+
   ids_.clear();
   positions_.clear();
   query_start_.assign(1, 0);
   seq_lens_.clear();
-  tables_.clear();
+  tables_flat_.clear();
   logits_rows_.clear();
   slots_.clear();
   draws_.clear();
-  StepLogits out;
+  StepResult out;
   out.vocab = model_.config().vocab_size;
-  out.sample_row.assign(steps.size(), -1);
-  out.first_token_row.assign(steps.size(), -1);
+  out.seqs.resize(plan.seqs.size());
 
   int max_blocks = 1;
-  for (const SequenceStep& s : steps)
-    max_blocks = std::max(max_blocks, static_cast<int>(s.block_table.size()));
-  for (size_t i = 0; i < steps.size(); ++i) {
-    const SequenceStep& s = steps[i];
-    const int end = s.num_computed + s.num_new;
-    PAGODA_CHECK(s.num_new > 0 && end <= static_cast<int>(s.token_ids.size()),
-                 "step of {} tokens from {} of {}", s.num_new, s.num_computed, s.token_ids.size());
-    PAGODA_CHECK(static_cast<int64_t>(s.block_table.size()) * block_size >= end,
-                 "block table of {} blocks for {} tokens", s.block_table.size(), end);
-    if (s.prompt_logits) out.first_token_row[i] = static_cast<int>(logits_rows_.size());
-    for (int p = s.num_computed; p < end; ++p) {
+  for (const PlannedSequence& s : plan.seqs) {
+    std::vector<int32_t>& table = tables_[s.id];
+    table.resize(static_cast<size_t>(s.block_table_start));
+    table.insert(table.end(), s.new_blocks.begin(), s.new_blocks.end());
+    max_blocks = std::max(max_blocks, static_cast<int>(table.size()));
+  }
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const PlannedSequence& s = plan.seqs[i];
+    const std::vector<int32_t>& table = tables_.at(s.id);
+    const auto num_new = static_cast<int32_t>(s.tokens.size());
+    const auto first_row = num_new - static_cast<int32_t>(s.rows.size());
+    SequenceResult& r = out.seqs[i];
+    r.first_row = static_cast<int32_t>(logits_rows_.size());
+    r.tokens.assign(s.rows.size(), -1);
+    r.logprobs.resize(s.rows.size());
+    for (int32_t j = 0; j < num_new; ++j) {
+      const int32_t p = s.num_computed + j;
       const auto row = static_cast<int32_t>(ids_.size());
-      ids_.push_back(s.token_ids[static_cast<size_t>(p)]);
+      ids_.push_back(s.tokens[static_cast<size_t>(j)]);
       positions_.push_back(p);
-      slots_.push_back(static_cast<int64_t>(s.block_table[static_cast<size_t>(p / block_size)]) *
-                           block_size +
-                       p % block_size);
-      if (s.prompt_logits) {
+      slots_.push_back(int64_t{table[static_cast<size_t>(p / block_size_)]} * block_size_ +
+                       p % block_size_);
+      if (j >= first_row) {
         logits_rows_.push_back(row);
-        draws_.emplace_back();  // prompt rows are returned as logits
+        draws_.push_back(s.rows[static_cast<size_t>(j - first_row)].view());
       }
-    }
-    if (s.sample) {
-      if (!s.prompt_logits) {
-        logits_rows_.push_back(static_cast<int32_t>(ids_.size()) - 1);
-        draws_.push_back(s.draw);
-      } else {
-        draws_.back() = s.draw;  // the last prompt row is also the sampled one
-      }
-      out.sample_row[i] = static_cast<int>(logits_rows_.size()) - 1;
     }
     query_start_.push_back(static_cast<int32_t>(ids_.size()));
-    seq_lens_.push_back(end);
-    tables_.insert(tables_.end(), s.block_table.begin(), s.block_table.end());
-    tables_.resize(static_cast<size_t>(max_blocks) * (i + 1), kv::kNullBlockId);
+    seq_lens_.push_back(s.num_computed + num_new);
+    tables_flat_.insert(tables_flat_.end(), table.begin(), table.end());
+    tables_flat_.resize(static_cast<size_t>(max_blocks) * (i + 1), 0);  // 0: the null block
   }
   max_blocks_ = max_blocks;
-  out.tokens.assign(logits_rows_.size(), -1);
-  out.logprobs.resize(logits_rows_.size());
-  synchronous_ = !model_.start_step(batch(), draws_);
+  hidden_layers_.assign(plan.hidden_layers.begin(), plan.hidden_layers.end());
+  plan_ = std::move(plan);  // draws_ view its rows until wait()
   pending_ = std::move(out);
+  synchronous_ = !model_.start_step(batch(), draws_);
   in_flight_ = true;
 }
 
 ForwardBatch ModelRunner::batch() const {
-  return ForwardBatch{ids_,    positions_,  query_start_, seq_lens_,
-                      tables_, max_blocks_, slots_,       logits_rows_};
+  ForwardBatch b{ids_,         positions_,  query_start_, seq_lens_,
+                 tables_flat_, max_blocks_, slots_,       logits_rows_};
+  b.hidden_layers = hidden_layers_;
+  return b;
 }
 
-StepLogits ModelRunner::wait() {
+StepResult ModelRunner::wait() {
   PAGODA_CHECK(in_flight_, "ModelRunner::wait without launch");
   in_flight_ = false;
-  StepLogits out = std::move(pending_);
-  out.rows = synchronous_ ? model_.forward_sample(batch(), draws_, out.tokens, out.logprobs)
-                          : model_.finish_step(out.tokens, out.logprobs);
-  PAGODA_CHECK(
-      out.rows.empty() || out.rows.size() == logits_rows_.size() * static_cast<size_t>(out.vocab),
-      "the model returned {} logits for {} rows", out.rows.size(), logits_rows_.size());
+  StepResult out = std::move(pending_);
+  std::vector<int32_t> tokens(logits_rows_.size(), -1);
+  std::vector<DrawnLogprobs> logprobs(logits_rows_.size());
+  out.logits = synchronous_ ? model_.forward_sample(batch(), draws_, tokens, logprobs)
+                            : model_.finish_step(tokens, logprobs);
+  PAGODA_CHECK(out.logits.empty() ||
+                   out.logits.size() == logits_rows_.size() * static_cast<size_t>(out.vocab),
+               "the model returned {} logits for {} rows", out.logits.size(), logits_rows_.size());
+  for (SequenceResult& r : out.seqs) {
+    for (size_t j = 0; j < r.tokens.size(); ++j) {
+      const size_t row = static_cast<size_t>(r.first_row) + j;
+      r.tokens[j] = tokens[row];
+      r.logprobs[j] = std::move(logprobs[row]);
+    }
+  }
+  out.hidden_states = model_.hidden_states();
   return out;
 }
 

@@ -308,9 +308,16 @@ class ChatCall final : public EngineCall {
   openai::ChatResponseBuilder builder_;
 };
 
-http::HttpServerOptions with_openai_errors(http::HttpServerOptions options) {
+/// The transport's options with OpenAI error bodies, and the API key checked before routing on
+/// every /v1/ path: without the key, a path without a route answers 401 too, not 404.
+http::HttpServerOptions with_openai_errors(http::HttpServerOptions options,
+                                           const Server::Impl* server) {
   options.error_body = [](int status, std::string_view message) {
     return api_error_response({status, "", std::string(message), ""});
+  };
+  options.guard = [server](const http::HttpRequest& request) -> std::optional<http::HttpResponse> {
+    if (!request.path.starts_with("/v1/") || server->authorized(request)) return std::nullopt;
+    return api_error_response(openai::unauthorized().error());
   };
   return options;
 }
@@ -323,7 +330,7 @@ Server::Impl::Impl(EngineCore& engine_ref, ServerOptions opts)
       metrics(options.served_model_names.empty() ? std::string("model")
                                                  : options.served_model_names.front(),
               options.metrics_prefix),
-      http(with_openai_errors(options.http)) {
+      http(with_openai_errors(options.http, this)) {
   PAGODA_CHECK(!options.served_model_names.empty(), "the server needs a served model name");
   const Tokenizer* tokenizer = engine.tokenizer() ? &*engine.tokenizer() : nullptr;
   // The template: --chat-template, else the tokenizer's, else the plain default (models that
@@ -342,6 +349,8 @@ Server::Impl::Impl(EngineCore& engine_ref, ServerOptions opts)
   ctx.chat_template = &*chat_template;
   ctx.defaults = options.generation_defaults;
   ctx.model_created = openai::unix_time_now();
+  ctx.max_prompts_per_request = options.max_prompts_per_request;
+  ctx.max_sequences_per_request = options.max_sequences_per_request;
   // vLLM's rules: auto tool choice needs a parser; a parser alone parses nothing.
   if (!options.tool_call_parser.empty()) {
     tool_parser = openai::make_tool_parser(options.tool_call_parser);
@@ -370,16 +379,14 @@ bool Server::Impl::authorized(const http::HttpRequest& request) const {
 
 void Server::Impl::add_routes() {
   // Handlers hold the Impl by raw pointer (it owns them); calls in flight hold it by shared_ptr.
-  // Every handler runs inside this guard: the API key on /v1 routes, and any exception (the
-  // parsers' ApiException, submit's InvalidArgument, a bug) answered as an OpenAI error.
+  // The API key of /v1/ paths is checked before routing (with_openai_errors). Every handler runs
+  // inside this guard: any exception (the parsers' ApiException, submit's InvalidArgument, a bug)
+  // is answered as an OpenAI error.
   auto route = [this](const char* method, const char* path, auto fn) {
-    const bool needs_key = std::string_view(path).starts_with("/v1/");
     http.route(method, path,
-               [this, needs_key, fn](http::HttpRequest request,
-                                     std::shared_ptr<http::Responder> responder) {
+               [this, fn](http::HttpRequest request, std::shared_ptr<http::Responder> responder) {
                  const std::string where = request.method + " " + request.path;
                  try {
-                   if (needs_key && !authorized(request)) throw openai::unauthorized();
                    fn(std::move(request), responder);
                  } catch (const std::exception& e) {
                    const openai::ApiError error = openai::api_error_from(e);

@@ -35,6 +35,9 @@ struct ServerOptions {
   /// sampling defaults of generation_config.json.
   int64_t vocab_size = 0;
   openai::GenerationDefaults generation_defaults;
+  /// --max-prompts-per-request, --max-sequences-per-request (openai::ServerContext).
+  int64_t max_prompts_per_request = 1024;
+  int64_t max_sequences_per_request = 1024;
 };
 
 /// The API server: /v1/completions, /v1/chat/completions, /v1/models, /tokenize, /detokenize,

@@ -34,6 +34,24 @@ inline const char* const kTinyFixtures[] = {"llama-llama3-rope",
                                             "qwen2-hd64-bias",
                                             "qwen3-hd128-qknorm"};
 
+/// The fixtures of the Phi-3 and Gemma-2 families and the YaRN / dynamic NTK scalings (the entries
+/// of tools/make_golden_fixtures.py after qwen3-hd128-qknorm), on both backends. Until they are
+/// generated on the device machine and committed, their tests skip (GTEST_SKIP) for each fixture
+/// directory that does not exist.
+inline const char* const kFamilyFixtures[] = {
+    "phi3-hd64",         "phi3-longrope-long", "phi3-longrope-short", "gemma2-hd64-softcap",
+    "gemma2-hd256-bf16", "qwen2-yarn-hd64",    "llama-yarn-mscale",   "llama-dynamic-hd64"};
+
+/// The load options of a fixture: golden.json's optional "max_model_len", the engine setting its
+/// RoPE semantics rely on (LongRoPE's factor lists, dynamic NTK's base; model/rope.h).
+inline LoadOptions fixture_load_options(const std::string& dir) {
+  LoadOptions options;
+  const json golden = json::parse(read_text_file(dir + "/golden.json"));
+  if (golden.contains("max_model_len"))
+    options.definition.max_model_len = golden.at("max_model_len").get<int64_t>();
+  return options;
+}
+
 /// Runs one sequence through the model with a paged cache of its own.
 class SequenceRunner {
  public:

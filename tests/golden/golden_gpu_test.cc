@@ -20,6 +20,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <numeric>
 
 #include <set>
@@ -53,13 +54,37 @@ TEST(GoldenGpu, TinyArchitecturesOnTheGpu) {
     const std::string dir = golden::kSource + "/tests/data/tiny/" + name;
     for (int block_size : kBlockSizes) {
       SCOPED_TRACE(std::string(name) + " block size " + std::to_string(block_size));
-      auto model = load_model_on_device(dir, LoadOptions{}, "cuda", pool);
+      auto model = load_model_on_device(dir, golden::fixture_load_options(dir), "cuda", pool);
       golden::check_model(*model, dir, {0.5, false, /*most_steps=*/false}, block_size);
     }
     ++checked;
   }
   EXPECT_EQ(checked, 10);
 }
+
+// Phi-3, Gemma-2, YaRN and dynamic NTK (golden::kFamilyFixtures), one test per fixture, under the
+// tiny fixtures' rule; skipped while the fixture has not been generated yet.
+class GoldenGpuFamily : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GoldenGpuFamily, MatchesTransformers) {
+  ASSERT_TRUE(cuda_available()) << "no CUDA GPU: run this test on the device machine (label gpu)";
+  const std::string dir = golden::kSource + "/tests/data/tiny/" + GetParam();
+  if (!std::filesystem::exists(dir))
+    GTEST_SKIP() << dir << " not generated yet (bench/device/make_fixtures.sh)";
+  ThreadPool pool(2);
+  for (int block_size : kBlockSizes) {
+    SCOPED_TRACE("block size " + std::to_string(block_size));
+    auto model = load_model_on_device(dir, golden::fixture_load_options(dir), "cuda", pool);
+    golden::check_model(*model, dir, {0.5, false, /*most_steps=*/false}, block_size);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenGpuFamily, ::testing::ValuesIn(golden::kFamilyFixtures),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 // The CUDA model's device sampler (forward_sample with DeviceDraws) against the CPU sampler on the
 // same step's returned logits: greedy tokens with every processor, raw log-probabilities and their

@@ -9,6 +9,7 @@
 // (bench/device/make_fixtures.sh) and list its directory in kTinyFixtures.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -18,6 +19,7 @@
 #include "../unit/model/test_checkpoint.h"
 #include "core/mapped_file.h"
 #include "golden_check.h"
+#include "model/config.h"
 #include "model/model.h"
 #include "pagoda/llm.h"
 #include "sampling/sampler.h"
@@ -32,7 +34,7 @@ using nlohmann::json;
 
 void check_cpu(const std::string& dir, Tolerance tol, int block_size) {
   ThreadPool pool(2);
-  auto model = load_model(dir, LoadOptions{}, pool);
+  auto model = load_model(dir, golden::fixture_load_options(dir), pool);
   check_model(*model, dir, tol, block_size);
 }
 
@@ -45,6 +47,39 @@ TEST(Golden, TinyArchitectures) {
   for (const char* name : golden::kTinyFixtures)
     check_cpu(kSource + "/tests/data/tiny/" + name, {1e-3, false}, 16);
 }
+
+// Phi-3, Gemma-2, YaRN and dynamic NTK (golden::kFamilyFixtures), one test per fixture, under the
+// tiny fixtures' rule; skipped while the fixture has not been generated yet.
+class GoldenFamily : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(GoldenFamily, MatchesTransformers) {
+  const std::string dir = kSource + "/tests/data/tiny/" + GetParam();
+  if (!std::filesystem::exists(dir))
+    GTEST_SKIP() << dir << " not generated yet (bench/device/make_fixtures.sh)";
+  // First the RoPE tables alone: what transformers' rotary embedding last used (golden.json's
+  // rope_debug) against rope_tables at the fixture's max_model_len, so that a scaling that
+  // disagrees is named before the logits disagree.
+  const json golden = json::parse(read_text_file(dir + "/golden.json"));
+  if (golden.contains("rope_debug") && golden.at("rope_debug").contains("inv_freq")) {
+    const json& hf = golden.at("rope_debug");
+    const ModelConfig config = load_model_config(dir);
+    const RopeTables ours = rope_tables(config.rope, config.head_dim,
+                                        golden::fixture_load_options(dir).definition.max_model_len);
+    const auto theirs = hf.at("inv_freq").get<std::vector<double>>();
+    ASSERT_EQ(ours.inv_freq.size(), theirs.size()) << hf.at("rope_type");
+    for (size_t i = 0; i < theirs.size(); ++i)
+      EXPECT_NEAR(ours.inv_freq[i], theirs[i], 1e-6 * theirs[i]) << "inv_freq " << i;
+    EXPECT_NEAR(ours.attention_factor, hf.at("attention_scaling").get<double>(), 1e-6);
+  }
+  for (int block_size : {16, 5}) check_cpu(dir, {1e-3, false}, block_size);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, GoldenFamily, ::testing::ValuesIn(golden::kFamilyFixtures),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                           std::string name = info.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(Golden, Stories260KThroughTheEngineInOneBatch) {
   // All golden prompts submitted at once to the engine (continuous batching, chunked prefill with

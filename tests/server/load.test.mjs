@@ -1,6 +1,12 @@
 // Suite 2: 500 concurrent streaming chat requests. Every one completes; its streamed text equals
-// the non-streamed text for the same seed; the usage counts match; and /metrics shows the KV cache
+// the non-streamed text of its twin; the usage counts match; and /metrics shows the KV cache
 // empty again afterwards. The sizes are set for stories260K on two CPU cores (well under a minute).
+//
+// The twins decode greedily. With temperature sampling and a seed they differed now and then
+// (request 204's last token: " min", " mre", " mit"): its draw falls where a 1e-6 change of the
+// logits picks another token, and the CPU logits differ at that level with the batch around a
+// request and with what the prefix cache held (issue 21, "Determinism"). Seeds under batching are
+// tested in tests/unit/engine (SeedGivesTheSameOutputWhateverElseRuns).
 import assert from 'node:assert/strict';
 import { after, before, it } from 'node:test';
 import OpenAI from 'openai';
@@ -30,8 +36,7 @@ function request(i) {
     model: server.model,
     messages: [{ role: 'user', content: `Story number ${i} is about a ${['dog', 'cat', 'bird'][i % 3]}.` }],
     max_tokens: MAX_TOKENS - (i % 5),  // several lengths in one batch
-    temperature: 0.8,
-    seed: 1000 + i,
+    temperature: 0,
   };
 }
 
@@ -85,7 +90,7 @@ it(`${NUM_REQUESTS} concurrent streamed chats match their non-streamed twins`, a
     if (s.finish === 'length') assert.equal(s.usage.completion_tokens, request(i).max_tokens);
     assert.ok(s.contentChunks <= s.usage.completion_tokens, `request ${i}: chunks <= tokens`);
   }
-  assert.equal(mismatches, 0, 'streamed text equals non-streamed text for the same seed');
+  assert.equal(mismatches, 0, 'streamed text equals the non-streamed text');
 
   const idle = await waitForIdle(server.baseURL);
   assert.equal(finishedRequests(idle) - finishedRequests(before), 2 * NUM_REQUESTS,

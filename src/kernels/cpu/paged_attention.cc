@@ -160,6 +160,7 @@ void run_item(const PagedAttentionParams& p, const WorkItem& item, Scratch& s) {
       float chunk_max = -std::numeric_limits<float>::infinity();
       for (int j = ja; j < jb; ++j) {
         sc[j] = dot(q, kptr[j], d);
+        if (p.softcap > 0) sc[j] = p.softcap * std::tanh(sc[j] / p.softcap);
         chunk_max = std::max(chunk_max, sc[j]);
       }
       // Online softmax: rescale what was accumulated under the old maximum.

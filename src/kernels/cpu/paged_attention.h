@@ -45,10 +45,12 @@ struct PagedAttentionParams {
   int max_blocks_per_seq = 0;
   int sliding_window = 0;  // 0: unlimited
   float scale = 1.0f;      // usually 1/sqrt(head_dim)
+  float softcap = 0.0f;    // > 0: each score s = scale * q.k becomes softcap * tanh(s / softcap)
   PagedKVLayout layout;
 };
 
-/// Softmax(q k^T * scale) v per query token and head, online-softmax in fp32.
+/// Softmax(q k^T * scale) v per query token and head (scores soft-capped when softcap > 0),
+/// online-softmax in fp32.
 void paged_attention(const PagedAttentionParams& params, ThreadPool& pool);
 
 }  // namespace pagoda::cpu

@@ -1,4 +1,5 @@
-// silu_and_mul: a grid-stride loop over 8-element chunks (16-byte loads) when the rows allow it.
+// silu_and_mul and gelu_tanh_and_mul: a grid-stride loop over 8-element chunks (16-byte loads)
+// when the rows allow it.
 #include "kernels/cuda/activation.h"
 #include "kernels/cuda/common.cuh"
 
@@ -7,9 +8,26 @@ namespace {
 
 __device__ __forceinline__ float silu(float g) { return g / (1.0f + expf(-g)); }
 
-template <typename T, int kVec>
-__global__ void silu_and_mul_kernel(const T* gate, const T* up, int64_t rows, int64_t cols,
-                                    int64_t in_stride, T* out) {
+// PyTorch's gelu(approximate='tanh') in fp32: 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))).
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float inner = 0.7978845608028654f * (x + 0.044715f * x * x * x);
+  return 0.5f * x * (1.0f + tanhf(inner));
+}
+
+enum class Gate : uint8_t { kSilu, kGeluTanh };
+
+template <Gate kGate>
+__device__ __forceinline__ float gate_fn(float g) {
+  if constexpr (kGate == Gate::kSilu) {
+    return silu(g);
+  } else {
+    return gelu_tanh(g);
+  }
+}
+
+template <typename T, int kVec, Gate kGate>
+__global__ void gated_kernel(const T* gate, const T* up, int64_t rows, int64_t cols,
+                             int64_t in_stride, T* out) {
   begin_dependent_kernel();
   const int64_t chunks_per_row = cols / kVec;
   const int64_t total = rows * chunks_per_row;
@@ -21,19 +39,18 @@ __global__ void silu_and_mul_kernel(const T* gate, const T* up, int64_t rows, in
       load8(gate + r * in_stride + c, g);
       load8(up + r * in_stride + c, u);
 #pragma unroll
-      for (int j = 0; j < 8; ++j) g[j] = silu(g[j]) * u[j];
+      for (int j = 0; j < 8; ++j) g[j] = gate_fn<kGate>(g[j]) * u[j];
       store8(out + r * cols + c, g);
     } else {
-      out[r * cols + c] =
-          from_float<T>(silu(to_float(gate[r * in_stride + c])) * to_float(up[r * in_stride + c]));
+      out[r * cols + c] = from_float<T>(gate_fn<kGate>(to_float(gate[r * in_stride + c])) *
+                                        to_float(up[r * in_stride + c]));
     }
   }
 }
 
-}  // namespace
-
-cudaError_t silu_and_mul(const void* gate, const void* up, int64_t rows, int64_t cols,
-                         int64_t in_stride, void* out, DType dtype, cudaStream_t stream) {
+template <Gate kGate>
+cudaError_t gated(const void* gate, const void* up, int64_t rows, int64_t cols, int64_t in_stride,
+                  void* out, DType dtype, cudaStream_t stream) {
   if (rows <= 0 || cols <= 0) return cudaSuccess;
   PAGODA_DISPATCH_HALF(dtype, {
     const auto* g = static_cast<const scalar_t*>(gate);
@@ -46,13 +63,25 @@ cudaError_t silu_and_mul(const void* gate, const void* up, int64_t rows, int64_t
     const auto blocks =
         static_cast<unsigned>(std::min<int64_t>((work + threads - 1) / threads, 65536));
     if (vec)
-      launch_kernel(silu_and_mul_kernel<scalar_t, 8>, blocks, threads, 0, stream, g, u, rows, cols,
+      launch_kernel(gated_kernel<scalar_t, 8, kGate>, blocks, threads, 0, stream, g, u, rows, cols,
                     in_stride, o);
     else
-      launch_kernel(silu_and_mul_kernel<scalar_t, 1>, blocks, threads, 0, stream, g, u, rows, cols,
+      launch_kernel(gated_kernel<scalar_t, 1, kGate>, blocks, threads, 0, stream, g, u, rows, cols,
                     in_stride, o);
     return cudaGetLastError();
   });
+}
+
+}  // namespace
+
+cudaError_t silu_and_mul(const void* gate, const void* up, int64_t rows, int64_t cols,
+                         int64_t in_stride, void* out, DType dtype, cudaStream_t stream) {
+  return gated<Gate::kSilu>(gate, up, rows, cols, in_stride, out, dtype, stream);
+}
+
+cudaError_t gelu_tanh_and_mul(const void* gate, const void* up, int64_t rows, int64_t cols,
+                              int64_t in_stride, void* out, DType dtype, cudaStream_t stream) {
+  return gated<Gate::kGeluTanh>(gate, up, rows, cols, in_stride, out, dtype, stream);
 }
 
 }  // namespace pagoda::cuda

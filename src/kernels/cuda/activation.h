@@ -1,5 +1,5 @@
 #pragma once
-// The gated MLP activation of Llama-family models on the GPU.
+// The gated MLP activations on the GPU: SiLU (Llama, Qwen, Mistral, Phi-3), GELU-tanh (Gemma).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -14,5 +14,10 @@ namespace pagoda::cuda {
 /// [rows, cols] contiguous; may equal gate when in_stride == cols. dtype: bf16 or f16.
 cudaError_t silu_and_mul(const void* gate, const void* up, int64_t rows, int64_t cols,
                          int64_t in_stride, void* out, DType dtype, cudaStream_t stream);
+
+/// out = gelu_tanh(gate) * up with the layout of silu_and_mul; gelu_tanh(x) = x / 2 * (1 +
+/// tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) in fp32 (Gemma's gelu_pytorch_tanh), rounded once.
+cudaError_t gelu_tanh_and_mul(const void* gate, const void* up, int64_t rows, int64_t cols,
+                              int64_t in_stride, void* out, DType dtype, cudaStream_t stream);
 
 }  // namespace pagoda::cuda

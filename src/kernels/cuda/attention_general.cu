@@ -71,7 +71,8 @@ __global__ void __launch_bounds__(kWarps * 32) general_attention_kernel(PagedAtt
       const int e = lane + 32 * j;
       if (e < d) dot = fmaf(qf[j], to_float(keys[base + e]), dot);
     }
-    const float score = warp_sum(dot);  // every lane holds it
+    float score = warp_sum(dot);  // every lane holds it
+    if (p.softcap > 0) score = p.softcap * tanhf(score / (p.softcap * kLog2e)) * kLog2e;
     const float m_new = fmaxf(m, score);
     const float correction = exp2f(m - m_new);  // 0 on the first key (m = -inf)
     const float weight = exp2f(score - m_new);

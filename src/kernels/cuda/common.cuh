@@ -138,8 +138,8 @@ __device__ __forceinline__ void begin_dependent_kernel() {
 #endif
 }
 
-/// Whether launches use programmatic dependent launch: compute capability >= 9 and
-/// PAGODA_PDL=1 (off by default: see launch.cu). Fixed per process at its first call.
+/// Whether launches use programmatic dependent launch: compute capability >= 9 and turned on with
+/// set_dependent_launch (off by default: see launch.cu).
 bool dependent_launch_enabled();
 
 /// kernel<<<grid, block, smem, stream>>>(args...), as a programmatic dependent launch when enabled.

@@ -285,6 +285,8 @@ cudaError_t linear_gemv_fused(const void* x, int64_t m, int64_t k, const void* w
                               cudaStream_t stream) {
   if (n <= 0 || m <= 0) return m == 0 || n == 0 ? cudaSuccess : cudaErrorInvalidValue;
   GemvParams p;
+  if (fusion.epilogue == GemvEpilogue::kRopeCache && fusion.rope.cache_dtype != dtype)
+    return cudaErrorNotSupported;
   if (const cudaError_t e = make_gemv_params(x, m, k, w, n, fusion, kCols / 2, &p);
       e != cudaSuccess)
     return e;

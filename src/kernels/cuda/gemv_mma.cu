@@ -359,6 +359,8 @@ cudaError_t linear_gemv_mma_fused(const void* x, int64_t m, int64_t k, const voi
                                   cudaStream_t stream, const GemvMmaTuning& tuning) {
   if (n <= 0 || m <= 0) return m == 0 || n == 0 ? cudaSuccess : cudaErrorInvalidValue;
   GemvParams p;
+  if (fusion.epilogue == GemvEpilogue::kRopeCache && fusion.rope.cache_dtype != dtype)
+    return cudaErrorNotSupported;
   if (const cudaError_t e = make_gemv_params(x, m, k, w, n, fusion, kRopePairs, &p);
       e != cudaSuccess)
     return e;

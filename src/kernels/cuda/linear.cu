@@ -52,6 +52,8 @@ struct LtPlan {
 struct LtPlanCache {
   using Key = std::tuple<int64_t, int64_t, int64_t, int, bool>;  // m, n, k, dtype, bias
   std::map<Key, std::unique_ptr<LtPlan>> plans;
+  std::map<Key, int> choices;  // the timed (or given) candidate index per shape
+  int timed_shapes = 0;
 };
 
 namespace {
@@ -98,8 +100,8 @@ int fastest_candidate(const BlasContext& ctx, const LtDescs& s,
 /// first, or the fastest of its first kTuneCandidates when ctx.tune_new_plans allows timing them
 /// on this call's operands.
 cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t k, int64_t n, const void* bias,
-                      cudaDataType_t dt, const void* x, const void* w, void* y, cudaStream_t stream,
-                      LtPlan* plan) {
+                      cudaDataType_t dt, cudaDataType_t dt_out, const void* x, const void* w,
+                      void* y, cudaStream_t stream, const LtPlanCache::Key& key, LtPlan* plan) {
   LtDescs& s = plan->descs;
   PAGODA_LT(cublasLtMatmulDescCreate(&s.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t trans_a = CUBLAS_OP_T, trans_b = CUBLAS_OP_N;
@@ -118,23 +120,38 @@ cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t k, int64_t n, c
       cublasLtMatrixLayoutCreate(&s.a, dt, static_cast<uint64_t>(k), static_cast<uint64_t>(n), k));
   PAGODA_LT(
       cublasLtMatrixLayoutCreate(&s.b, dt, static_cast<uint64_t>(k), static_cast<uint64_t>(m), k));
-  PAGODA_LT(
-      cublasLtMatrixLayoutCreate(&s.d, dt, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
+  PAGODA_LT(cublasLtMatrixLayoutCreate(&s.d, dt_out, static_cast<uint64_t>(n),
+                                       static_cast<uint64_t>(m), n));
   PAGODA_LT(cublasLtMatmulPreferenceCreate(&s.pref));
   const uint64_t ws = ctx.workspace_bytes;
   PAGODA_LT(cublasLtMatmulPreferenceSetAttribute(s.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                  &ws, sizeof(ws)));
+  // A known choice (timed earlier, or saved by an earlier start-up) is taken as it is.
+  int known = -1;
+  if (ctx.plans != nullptr) {
+    const auto it = ctx.plans->choices.find(key);
+    if (it != ctx.plans->choices.end()) known = it->second;
+  }
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  const bool tune = ctx.tune_new_plans && m <= kTuneMaxM &&
+  const bool tune = known < 0 && ctx.tune_new_plans && m <= kTuneMaxM &&
                     cudaStreamIsCapturing(stream, &capture) == cudaSuccess &&
                     capture == cudaStreamCaptureStatusNone;
   cublasLtMatmulHeuristicResult_t results[kTuneCandidates] = {};
   int found = 0;
-  PAGODA_LT(cublasLtMatmulAlgoGetHeuristic(ctx.handle, s.op, s.a, s.b, s.d, s.d, s.pref,
-                                           tune ? kTuneCandidates : 1, results, &found));
+  const int wanted = tune ? kTuneCandidates : known >= 0 ? std::min(known + 1, kTuneCandidates) : 1;
+  PAGODA_LT(cublasLtMatmulAlgoGetHeuristic(ctx.handle, s.op, s.a, s.b, s.d, s.d, s.pref, wanted,
+                                           results, &found));
   if (found == 0) return cudaErrorNotSupported;
-  const int chosen =
-      tune && found > 1 ? fastest_candidate(ctx, s, results, found, x, w, y, stream) : 0;
+  int chosen = 0;
+  if (known >= 0 && known < found) {
+    chosen = known;  // a stale index (another library's list) falls back to the first
+  } else if (tune && found > 1) {
+    chosen = fastest_candidate(ctx, s, results, found, x, w, y, stream);
+    if (ctx.plans != nullptr) {
+      ctx.plans->choices[key] = chosen;
+      ++ctx.plans->timed_shapes;
+    }
+  }
   plan->algo = results[chosen].algo;
   return cudaSuccess;
 }
@@ -163,21 +180,53 @@ void blas_context_destroy(BlasContext* ctx) {
   *ctx = BlasContext{};
 }
 
-cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, int64_t k,
-                            const void* w, int64_t n, const void* bias, void* y, DType dtype,
-                            cudaStream_t stream) {
+void blas_add_tuned_choices(BlasContext* ctx, const std::vector<TunedChoice>& choices) {
+  if (ctx->plans == nullptr) return;
+  for (const TunedChoice& c : choices) {
+    if (c.candidate < 0 || c.candidate >= kTuneCandidates) continue;
+    ctx->plans->choices[{c.m, c.n, c.k, c.dtype, c.bias}] = c.candidate;
+  }
+}
+
+std::vector<TunedChoice> blas_tuned_choices(const BlasContext& ctx) {
+  std::vector<TunedChoice> out;
+  if (ctx.plans == nullptr) return out;
+  for (const auto& [key, candidate] : ctx.plans->choices) {
+    const auto& [m, n, k, dtype, bias] = key;
+    out.push_back({m, n, k, dtype, bias, candidate});
+  }
+  return out;
+}
+
+int blas_timed_shapes(const BlasContext& ctx) {
+  return ctx.plans == nullptr ? 0 : ctx.plans->timed_shapes;
+}
+
+namespace {
+
+/// cuBLASLt's y = x w^T (+ bias) with x and w in `in`, y in `out` (fp32 accumulation), through
+/// the context's plan cache. The cache key's dtype is `in` when the types are equal (the key the
+/// tuning cache has always used) and in | out << 8 otherwise.
+cudaError_t cublaslt_matmul(const BlasContext& ctx, const void* x, int64_t m, int64_t k,
+                            const void* w, int64_t n, const void* bias, void* y, DType in,
+                            DType out, cudaStream_t stream) {
   if (m == 0 || n == 0) return cudaSuccess;
   if (m < 0 || n < 0 || k <= 0 || ctx.handle == nullptr) return cudaErrorInvalidValue;
-  if (dtype != DType::kBF16 && dtype != DType::kF16) return cudaErrorInvalidValue;
-  const cudaDataType_t dt = dtype == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
-  const LtPlanCache::Key key{m, n, k, static_cast<int>(dtype), bias != nullptr};
+  if (in != DType::kBF16 && in != DType::kF16) return cudaErrorInvalidValue;
+  if (out != in && (out != DType::kF32 || bias != nullptr)) return cudaErrorNotSupported;
+  const cudaDataType_t dt = in == DType::kBF16 ? CUDA_R_16BF : CUDA_R_16F;
+  const cudaDataType_t dt_out = out == DType::kF32 ? CUDA_R_32F : dt;
+  const int key_dtype =
+      out == in ? static_cast<int>(in) : static_cast<int>(in) | static_cast<int>(out) << 8;
+  const LtPlanCache::Key key{m, n, k, key_dtype, bias != nullptr};
   LtPlan* plan = nullptr;
   std::unique_ptr<LtPlan> uncached;
   if (ctx.plans != nullptr) {
     auto it = ctx.plans->plans.find(key);
     if (it == ctx.plans->plans.end()) {
       auto made = std::make_unique<LtPlan>();
-      if (const cudaError_t e = make_plan(ctx, m, k, n, bias, dt, x, w, y, stream, made.get());
+      if (const cudaError_t e =
+              make_plan(ctx, m, k, n, bias, dt, dt_out, x, w, y, stream, key, made.get());
           e != cudaSuccess)
         return e;
       it = ctx.plans->plans.emplace(key, std::move(made)).first;
@@ -185,7 +234,8 @@ cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, in
     plan = it->second.get();
   } else {
     uncached = std::make_unique<LtPlan>();
-    if (const cudaError_t e = make_plan(ctx, m, k, n, bias, dt, x, w, y, stream, uncached.get());
+    if (const cudaError_t e =
+            make_plan(ctx, m, k, n, bias, dt, dt_out, x, w, y, stream, key, uncached.get());
         e != cudaSuccess)
       return e;
     plan = uncached.get();
@@ -201,6 +251,14 @@ cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, in
   return cudaGetLastError();
 }
 
+}  // namespace
+
+cudaError_t linear_cublaslt(const BlasContext& ctx, const void* x, int64_t m, int64_t k,
+                            const void* w, int64_t n, const void* bias, void* y, DType dtype,
+                            cudaStream_t stream) {
+  return cublaslt_matmul(ctx, x, m, k, w, n, bias, y, dtype, dtype, stream);
+}
+
 cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
                    int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream) {
   if (m >= 1 && m <= kGemvMaxM && k > 0 && k % 8 == 0 && aligned16(x) && aligned16(w))
@@ -213,6 +271,15 @@ cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, 
   const cudaError_t e = linear_cublaslt(ctx, x, m, k, w, n, bias, y, dtype, stream);
   if (e == cudaErrorNotSupported) return linear_fallback(x, m, k, w, n, bias, y, dtype, stream);
   return e;
+}
+
+cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
+                   int64_t n, const void* bias, void* y, const LinearTypes& types,
+                   cudaStream_t stream) {
+  if (types.x == types.w && types.w == types.y)
+    return linear(ctx, x, m, k, w, n, bias, y, types.x, stream);
+  if (types.x != types.w) return cudaErrorNotSupported;
+  return cublaslt_matmul(ctx, x, m, k, w, n, bias, y, types.x, types.y, stream);
 }
 
 }  // namespace pagoda::cuda

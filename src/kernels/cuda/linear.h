@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "kernels/cuda/kv_cache.h"
@@ -56,6 +57,24 @@ inline constexpr int kTuneCandidates = 8;
 [[nodiscard]] cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes = 32u << 20);
 void blas_context_destroy(BlasContext* ctx);
 
+/// A shape's timed choice: the index of the fastest among the heuristic's first kTuneCandidates
+/// algorithms for (m, n, k, dtype, bias). The heuristic's list depends only on the shape, the GPU
+/// and the cuBLASLt version, so the index stays valid where those match: a choice saved after one
+/// start-up (runtime/cuda/tuning_cache.h) spares the next one the timing.
+struct TunedChoice {
+  int64_t m = 0, n = 0, k = 0;
+  int dtype = 0;  // static_cast<int>(DType)
+  bool bias = false;
+  int candidate = 0;
+  bool operator==(const TunedChoice&) const = default;
+};
+/// Choices to use, without timing, for shapes met later (replacing earlier ones of the same key).
+void blas_add_tuned_choices(BlasContext* ctx, const std::vector<TunedChoice>& choices);
+/// Every choice the context knows: given, or timed so far.
+[[nodiscard]] std::vector<TunedChoice> blas_tuned_choices(const BlasContext& ctx);
+/// How many shapes this context has timed (tests: a warm start times none).
+[[nodiscard]] int blas_timed_shapes(const BlasContext& ctx);
+
 /// y[m, n] = sum_k x[m, k] * w[n, k] + bias[n], accumulated in fp32, rounded once to dtype.
 /// x: [m, k] row-major; w: [n, k] row-major (a torch nn.Linear weight); bias: [n] or null;
 /// y: [m, n] row-major, must not alias x or w. All in dtype (bf16 or f16), on the device.
@@ -67,6 +86,20 @@ void blas_context_destroy(BlasContext* ctx);
 /// linear_fallback.
 cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
                    int64_t n, const void* bias, void* y, DType dtype, cudaStream_t stream);
+
+/// The element types of a product's input, weight and output.
+struct LinearTypes {
+  DType x = DType::kBF16;
+  DType w = DType::kBF16;
+  DType y = DType::kBF16;
+};
+/// linear() with the three types separate. Equal types run linear(); a bf16 or f16 product with an
+/// fp32 output and no bias (an LM head writing fp32 logits) runs cuBLASLt with fp32 accumulation
+/// and one rounding to fp32; other combinations are cudaErrorNotSupported until a weight format
+/// brings its kernel (model/linear.h).
+cudaError_t linear(const BlasContext& ctx, const void* x, int64_t m, int64_t k, const void* w,
+                   int64_t n, const void* bias, void* y, const LinearTypes& types,
+                   cudaStream_t stream);
 
 // Measured on the H200 (docs/benchmarks.md): our CUDA-core GEMV beats cuBLASLt at m = 1 on every
 // Llama-8B shape (up to 100% of HBM bandwidth) and loses from m = 2-4 on. linear() routes m <= this
@@ -105,6 +138,7 @@ struct GemvRope {
   void* value_cache = nullptr;            // KVCacheLayout, dtype
   KVCacheLayout layout;
   int num_heads = 0;
+  DType cache_dtype = DType::kBF16;  // today it must be the GEMV's dtype (else NotSupported)
 };
 struct GemvFusion {
   // Non-null: x is RMS-normalised first, y = (x / rms(x) * norm_weight) w^T, with

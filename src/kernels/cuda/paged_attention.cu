@@ -9,13 +9,14 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
                             const AttentionLimits& limits, void* workspace, cudaStream_t stream) {
   const KVCacheLayout& L = params.layout;
   if (params.num_tokens <= 0) return cudaSuccess;
+  if (params.kv_dtype != params.dtype) return cudaErrorNotSupported;
   if (L.num_kv_heads <= 0 || params.num_heads % L.num_kv_heads != 0 ||
       L.head_dim != limits.head_dim || params.num_tokens > limits.max_tokens ||
       (params.dtype != DType::kBF16 && params.dtype != DType::kF16))
     return cudaErrorInvalidValue;
   // The fast kernel needs its tile shapes and 16-byte rows of q; the general one takes the rest.
   // A plan made for a general shape has no splits, so the fast kernel may still run it.
-  if (!attention_fast_kernel_supports(L.head_dim, L.block_size) ||
+  if (!attention_fast_kernel_supports(L.head_dim, L.block_size) || params.softcap > 0 ||
       params.num_heads / L.num_kv_heads > kAttentionTileRows || params.q_stride % 8 != 0 ||
       !aligned16(params.q))
     return paged_attention_general(params, stream);

@@ -46,10 +46,14 @@ struct PagedAttentionParams {
   int num_seqs = 0;
   int num_heads = 0;  // a multiple of layout.num_kv_heads (the plan: at most 64 per kv head)
   int max_blocks_per_seq = 0;
-  int sliding_window = 0;  // 0: unlimited
-  float scale = 1.0f;      // usually 1/sqrt(head_dim)
-  KVCacheLayout layout;    // head_dim 1..256, block_size >= 1 (fast kernel: see above)
-  DType dtype = DType::kBF16;
+  int sliding_window = 0;         // 0: unlimited
+  float scale = 1.0f;             // usually 1/sqrt(head_dim)
+  float softcap = 0.0f;           // > 0: scores s = scale * q.k become softcap * tanh(s / softcap)
+                                  // (Gemma-2; the general kernel runs such launches)
+  KVCacheLayout layout;           // head_dim 1..256, block_size >= 1 (fast kernel: see above)
+  DType dtype = DType::kBF16;     // of q and out
+  DType kv_dtype = DType::kBF16;  // of the caches: today it must be dtype (else
+                                  // cudaErrorNotSupported); fp8/int8 caches come with scales
 };
 
 /// One block's work: query rows (token, head of this kv head) of tokens [token_begin, token_end)

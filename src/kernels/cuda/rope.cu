@@ -74,6 +74,7 @@ cudaError_t rope_and_cache(const RopeCacheParams& params, cudaStream_t stream) {
   if (params.layout.head_dim % 2 != 0 || params.num_tokens > 0x7fffffff ||
       norm != (params.k_norm != nullptr))
     return cudaErrorInvalidValue;
+  if (params.cache_dtype != params.dtype) return cudaErrorNotSupported;
   const int pairs = (params.num_heads + params.layout.num_kv_heads) * params.layout.head_dim / 2;
   const int threads = std::min(512, std::max(32, (pairs + 31) / 32 * 32));
   const size_t smem =

@@ -25,8 +25,10 @@ struct RopeCacheParams {
   void* value_cache = nullptr;            // KVCacheLayout, dtype
   int64_t num_tokens = 0;
   int num_heads = 0;
-  KVCacheLayout layout;  // layout.head_dim and layout.num_kv_heads describe q, k and v too
-  DType dtype = DType::kBF16;
+  KVCacheLayout layout;        // layout.head_dim and layout.num_kv_heads describe q, k and v too
+  DType dtype = DType::kBF16;  // of q, k and v
+  DType cache_dtype = DType::kBF16;  // of the caches: today it must be dtype (else
+                                     // cudaErrorNotSupported); fp8/int8 caches come with scales
   // Per-head q/k RMSNorm before the rotation (Qwen3), both or neither: each head of q (k) becomes
   // x / sqrt(mean(x^2) + norm_eps) * q_norm (k_norm), [head_dim] in dtype, rounded to dtype as
   // the separate rms_norm would write it.

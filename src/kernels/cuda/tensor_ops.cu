@@ -46,6 +46,28 @@ __global__ void gather_rows_kernel(const char* src, const int32_t* rows, int64_t
   }
 }
 
+__global__ void affine_kernel(void* x, DType d, int64_t n, float scale, float offset) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    store_float(x, d, i, fmaf(scale, load_as_float(x, d, i), offset));
+  }
+}
+
+__global__ void add_kernel(const void* a, const void* b, void* out, DType d, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    store_float(out, d, i, load_as_float(a, d, i) + load_as_float(b, d, i));
+  }
+}
+
+__global__ void softcap_kernel(void* x, DType d, int64_t n, float cap) {
+  const float inv = 1.0f / cap;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    store_float(x, d, i, cap * tanhf(load_as_float(x, d, i) * inv));
+  }
+}
+
 int grid_for(int64_t n) {
   const int64_t blocks = (n + 255) / 256;
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
@@ -64,6 +86,27 @@ cudaError_t fill_uniform(void* dst, DType dtype, int64_t count, uint64_t seed, f
                          float scale, cudaStream_t stream) {
   if (count <= 0) return cudaSuccess;
   fill_uniform_kernel<<<grid_for(count), 256, 0, stream>>>(dst, dtype, count, seed, offset, scale);
+  return cudaGetLastError();
+}
+
+cudaError_t affine(void* x, DType dtype, int64_t count, float scale, float offset,
+                   cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  affine_kernel<<<grid_for(count), 256, 0, stream>>>(x, dtype, count, scale, offset);
+  return cudaGetLastError();
+}
+
+cudaError_t add(const void* a, const void* b, void* out, DType dtype, int64_t count,
+                cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  add_kernel<<<grid_for(count), 256, 0, stream>>>(a, b, out, dtype, count);
+  return cudaGetLastError();
+}
+
+cudaError_t softcap(void* x, DType dtype, int64_t count, float cap, cudaStream_t stream) {
+  if (count <= 0) return cudaSuccess;
+  if (!(cap > 0)) return cudaErrorInvalidValue;
+  softcap_kernel<<<grid_for(count), 256, 0, stream>>>(x, dtype, count, cap);
   return cudaGetLastError();
 }
 

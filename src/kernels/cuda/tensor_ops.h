@@ -19,6 +19,18 @@ cudaError_t convert(const void* src, DType src_dtype, void* dst, DType dst_dtype
 cudaError_t fill_uniform(void* dst, DType dtype, int64_t count, uint64_t seed, float offset,
                          float scale, cudaStream_t stream);
 
+/// x[i] = scale * x[i] + offset in place (dtype f32, bf16 or f16; computed in fp32, rounded once):
+/// the norm weights' offsets of Gemma (1 + w) and its embedding scale.
+cudaError_t affine(void* x, DType dtype, int64_t count, float scale, float offset,
+                   cudaStream_t stream);
+
+/// out[i] = a[i] + b[i] (dtype bf16 or f16, computed in fp32, rounded once); out may alias a or b.
+cudaError_t add(const void* a, const void* b, void* out, DType dtype, int64_t count,
+                cudaStream_t stream);
+
+/// x[i] = cap * tanh(x[i] / cap) in place (computed in fp32), cap > 0: Gemma-2's logit soft-cap.
+cudaError_t softcap(void* x, DType dtype, int64_t count, float cap, cudaStream_t stream);
+
 /// dst[r, :] = src[rows[r], :] for r in [0, num_rows); rows of row_bytes bytes (a multiple of 16
 /// when both pointers are 16-byte aligned, any size otherwise). rows: device int32.
 cudaError_t gather_rows(const void* src, const int32_t* rows, int64_t num_rows, int64_t row_bytes,

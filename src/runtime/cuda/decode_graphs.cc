@@ -20,7 +20,8 @@ std::vector<int> DecodeGraphs::buckets(int max_num_seqs) {
 
 void DecodeGraphs::launch(const Key& key, cudaStream_t stream,
                           const std::function<void()>& record) {
-  BucketGraph& g = graphs_[key.tokens];
+  const std::pair<int64_t, int> slot{key.seqs, key.tokens_per_seq};
+  BucketGraph& g = graphs_[slot];
   if (g.exec == nullptr || g.key != key) {
     cudaGraph_t captured = nullptr;
     PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -45,7 +46,7 @@ void DecodeGraphs::launch(const Key& key, cudaStream_t stream,
     if (err != cudaSuccess) err = cudaGraphInstantiate(&g.exec, captured, 0);
     cudaGraphDestroy(captured);
     if (err != cudaSuccess) {
-      graphs_.erase(key.tokens);
+      graphs_.erase(slot);
       PAGODA_CUDA_CHECK(err);
     }
     g.key = key;
@@ -54,7 +55,7 @@ void DecodeGraphs::launch(const Key& key, cudaStream_t stream,
 }
 
 void DecodeGraphs::clear() {
-  for (auto& [tokens, g] : graphs_) cudaGraphExecDestroy(g.exec);
+  for (auto& [slot, g] : graphs_) cudaGraphExecDestroy(g.exec);
   graphs_.clear();
 }
 

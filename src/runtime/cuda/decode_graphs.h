@@ -1,5 +1,6 @@
 #pragma once
-// The CUDA graphs of decode-only steps, one per batch-size bucket (docs/engine.md, "CUDA graphs
+// The CUDA graphs of decode steps, one per (batch-size bucket, tokens per sequence): plain decodes
+// compute one token per sequence, speculative verification 1 + k (docs/engine.md, "CUDA graphs
 // and warm-up").
 #include <cuda_runtime.h>
 
@@ -7,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <utility>
 #include <vector>
 
 namespace pagoda {
@@ -15,12 +17,14 @@ class DecodeGraphs {
  public:
   /// What a graph bakes into its kernels' parameters besides the buffers' addresses.
   struct Key {
-    int64_t tokens;  // the bucket
+    int64_t seqs;        // the bucket of the sequence count
+    int tokens_per_seq;  // 1 for decodes, 1 + k when verifying k drafts
     int table_width;
     int decode_grid;
     auto operator<=>(const Key&) const = default;
   };
-  static constexpr int64_t kMaxTokens = 256;
+  static constexpr int64_t kMaxTokens = 256;  // seqs * tokens_per_seq at most
+  static constexpr int kMaxTokensPerSeq = 16;
 
   /// The bucket a decode batch of t sequences runs as: 1, 2, 4, 8, then multiples of 8 (vLLM's
   /// capture sizes).
@@ -33,14 +37,16 @@ class DecodeGraphs {
   DecodeGraphs& operator=(const DecodeGraphs&) = delete;
   ~DecodeGraphs() { clear(); }
 
-  /// Launches the graph of key.tokens's bucket on `stream`. When the bucket has none yet, or one
-  /// captured for another key, `record` (which must only enqueue work on `stream`) is captured
-  /// first; a bucket's existing executable graph is updated in place (cudaGraphExecUpdate: only
-  /// kernel parameters differ, a fraction of a fresh instantiate), else a new one instantiated.
-  /// Throws Internal on a CUDA error.
+  /// Launches the graph of (key.seqs, key.tokens_per_seq) on `stream`. When the bucket has none
+  /// yet, or one captured for another key, `record` (which must only enqueue work on `stream`) is
+  /// captured first; a bucket's existing executable graph is updated in place (cudaGraphExecUpdate:
+  /// only kernel parameters differ, a fraction of a fresh instantiate), else a new one
+  /// instantiated. Throws Internal on a CUDA error.
   void launch(const Key& key, cudaStream_t stream, const std::function<void()>& record);
-  /// Whether a graph was captured for the bucket of `tokens` (of any key).
-  [[nodiscard]] bool captured(int64_t tokens) const { return graphs_.contains(bucket(tokens)); }
+  /// Whether a graph was captured for the bucket of `seqs` sequences of tokens_per_seq tokens.
+  [[nodiscard]] bool captured(int64_t seqs, int tokens_per_seq) const {
+    return graphs_.contains({bucket(seqs), tokens_per_seq});
+  }
   /// Destroys every graph (after a buffer they bake in moved).
   void clear();
 
@@ -49,7 +55,7 @@ class DecodeGraphs {
     Key key{};
     cudaGraphExec_t exec = nullptr;
   };
-  std::map<int64_t, BucketGraph> graphs_;  // by Key::tokens
+  std::map<std::pair<int64_t, int>, BucketGraph> graphs_;  // by (Key::seqs, Key::tokens_per_seq)
 };
 
 }  // namespace pagoda

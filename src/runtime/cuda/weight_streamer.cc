@@ -14,7 +14,6 @@
 #include "core/logging.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "runtime/cuda/device_buffer.h"
-#include "runtime/env_knobs.h"
 #include "runtime/weight_chunk_plan.h"
 
 namespace pagoda {
@@ -214,12 +213,12 @@ void stream_pageable(std::span<const WeightUpload> uploads, cudaStream_t stream,
 
 }  // namespace
 
-WeightStreamOptions WeightStreamOptions::from_env(int num_threads) {
+WeightStreamOptions WeightStreamOptions::from(const RuntimeOptions& runtime, int num_threads) {
   WeightStreamOptions options;
-  options.pinned = env_flag("PAGODA_LOAD_PINNED", true);
+  options.pinned = runtime.load_pinned;
   options.num_buffers =
-      static_cast<int>(env_int("PAGODA_LOAD_BUFFERS", std::clamp(2 * num_threads, 4, 16), 1, 256));
-  options.buffer_bytes = env_int("PAGODA_LOAD_BUFFER_MIB", 16, 1, 1024) * kMiB;
+      runtime.load_buffers > 0 ? runtime.load_buffers : std::clamp(2 * num_threads, 4, 16);
+  options.buffer_bytes = int64_t{runtime.load_buffer_mib} * kMiB;
   return options;
 }
 

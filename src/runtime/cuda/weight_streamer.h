@@ -22,6 +22,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "pagoda/runtime_options.h"
 
 namespace pagoda {
 
@@ -40,9 +41,9 @@ struct WeightStreamOptions {
   int num_buffers = 8;
   int64_t buffer_bytes = int64_t{16} << 20;
 
-  /// Defaults for a pool of `num_threads` readers (two buffers per reader, 4 to 16 of 16 MiB),
-  /// overridden by PAGODA_LOAD_PINNED=0, PAGODA_LOAD_BUFFERS=N and PAGODA_LOAD_BUFFER_MIB=M.
-  [[nodiscard]] static WeightStreamOptions from_env(int num_threads);
+  /// For a pool of `num_threads` readers: the runtime options' load_pinned, load_buffers (0: two
+  /// per reader, 4 to 16) and load_buffer_mib.
+  [[nodiscard]] static WeightStreamOptions from(const RuntimeOptions& options, int num_threads);
 };
 
 /// Copies every upload to GPU `device`, converting dtypes on the device, and returns when all are

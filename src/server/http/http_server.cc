@@ -1,7 +1,12 @@
 // HttpServer: the acceptor, the io threads and the shutdown sequence; sessions live in session.cc.
 #include "server/http/http_server.h"
 
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/socket_base.hpp>
@@ -9,6 +14,7 @@
 #include "core/logging.h"
 #include "core/status.h"
 #include "server/http/server_impl.h"
+#include "server/http/wire.h"
 
 namespace pagoda::http {
 
@@ -30,6 +36,19 @@ HttpResponse HttpServer::Impl::error_response(int status, std::string_view messa
 
 void HttpServer::Impl::dispatch(HttpRequest request,
                                 const std::shared_ptr<Responder>& responder) const {
+  if (options.guard) {
+    std::optional<HttpResponse> refused;
+    try {
+      refused = options.guard(request);
+    } catch (const std::exception& e) {
+      spdlog::error("http: the request guard threw: {}", e.what());
+      refused = error_response(500, "internal error");
+    }
+    if (refused) {
+      responder->send(std::move(*refused));
+      return;
+    }
+  }
   Router::Match match = router.find(request.method, request.path);
   if (match.handler == nullptr) {
     HttpResponse response =
@@ -63,36 +82,124 @@ void HttpServer::Impl::dispatch(HttpRequest request,
 
 void HttpServer::Impl::do_accept() {
   Strand strand = net::make_strand(ioc);
-  acceptor.async_accept(
-      strand, [self = shared_from_this(), strand](error_code ec, tcp::socket socket) {
-        if (!self->acceptor.is_open() || ec == net::error::operation_aborted) return;
-        if (ec) {
-          // Out of descriptors (EMFILE/ENFILE) or a transient error: back off a little instead of
-          // spinning; pending connections wait in the backlog.
-          spdlog::warn("http: accept failed: {}", ec.message());
-          self->accept_retry.expires_after(std::chrono::milliseconds(50));
-          self->accept_retry.async_wait([self](error_code ec) {
-            if (!ec) self->do_accept();
-          });
-          return;
-        }
-        if (self->draining.load()) {
-          error_code ignored;
-          socket.close(ignored);
-          return;
-        }
-        error_code ignored;
-        socket.set_option(tcp::no_delay(true), ignored);
-        uint64_t id = 0;
-        {
-          std::lock_guard lock(self->sessions_mutex);
-          id = self->next_session_id++;
-        }
-        auto session = std::make_shared<Session>(std::move(socket), strand, self, id);
-        self->add_session(session);
-        net::post(session->strand(), [session] { session->start(); });
-        self->do_accept();
-      });
+  acceptor.async_accept(strand,
+                        [self = shared_from_this(), strand](error_code ec, tcp::socket socket) {
+                          if (!self->acceptor.is_open() || ec == net::error::operation_aborted)
+                            return;
+                          if (ec == net::error::no_descriptors || ec.value() == ENFILE) {
+                            self->accept_without_descriptors();
+                          } else if (ec) {
+                            self->retry_accept_later(ec);
+                          } else {
+                            self->start_session(std::move(socket), strand);
+                            self->do_accept();
+                          }
+                        });
+}
+
+void HttpServer::Impl::start_session(tcp::socket socket, const Strand& strand) {
+  error_code ignored;
+  if (draining.load()) {
+    socket.close(ignored);
+    return;
+  }
+  socket.set_option(tcp::no_delay(true), ignored);
+  uint64_t id = 0;
+  {
+    std::lock_guard lock(sessions_mutex);
+    id = next_session_id++;
+  }
+  // Past max_connections the connection is still read, to answer it 503 and close.
+  const bool refuse = options.max_connections > 0 && num_open.load() >= options.max_connections;
+  auto session =
+      std::make_shared<Session>(std::move(socket), strand, shared_from_this(), id, refuse);
+  add_session(session);
+  net::post(session->strand(), [session] { session->start(); });
+}
+
+void HttpServer::Impl::retry_accept_later(error_code ec) {
+  // A transient error, or no descriptor to spare: back off a little instead of spinning; pending
+  // connections wait in the backlog.
+  warn_rarely(fmt::format("http: accept failed: {}", ec.message()));
+  accept_retry.expires_after(std::chrono::milliseconds(50));
+  accept_retry.async_wait([self = shared_from_this()](error_code ec) {
+    if (!ec) self->do_accept();
+  });
+}
+
+void HttpServer::Impl::accept_without_descriptors() {
+  auto is_out = [](error_code ec) {
+    return ec == net::error::no_descriptors || ec.value() == ENFILE;
+  };
+  auto is_empty = [](error_code ec) {
+    return ec == net::error::would_block || ec == net::error::try_again;
+  };
+  auto wait_for_connection = [this] {
+    acceptor.async_wait(tcp::acceptor::wait_read, [self = shared_from_this()](error_code ec) {
+      if (!ec) self->do_accept();
+    });
+  };
+  error_code ec;
+  acceptor.non_blocking(true, ec);
+  // Linux fails accept when the descriptors are out even with no connection pending, and the
+  // failure may be stale: descriptors may have been freed since. Try again first.
+  Strand strand = net::make_strand(ioc);
+  tcp::socket socket(strand);
+  acceptor.accept(socket, ec);
+  if (!ec) {
+    start_session(std::move(socket), strand);
+    do_accept();
+    return;
+  }
+  if (is_empty(ec)) return wait_for_connection();
+  if (!is_out(ec) || reserve_fd < 0) return retry_accept_later(ec);
+  // Still out: answer the pending connection 503 through the reserve descriptor, then close it
+  // at once (the descriptor is needed for the next one). What the client sent is read first, so
+  // that closing does not reset the connection under the answer.
+  ::close(reserve_fd);
+  tcp::socket refused(ioc);
+  acceptor.accept(refused, ec);
+  if (!ec) {
+    const int fd = refused.native_handle();
+    char sink[4096];
+    while (::recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+    }
+    const std::string answer = refusal_bytes();
+    (void)::send(fd, answer.data(), answer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+    error_code ignored;
+    refused.close(ignored);
+  }
+  reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (!ec) {
+    warn_rarely(
+        "http: out of file descriptors: new connections are answered 503 (raise the open file "
+        "limit or lower --max-connections)");
+    do_accept();
+  } else if (is_empty(ec)) {
+    wait_for_connection();
+  } else {
+    retry_accept_later(ec);
+  }
+}
+
+void HttpServer::Impl::warn_rarely(const std::string& message) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_warning < std::chrono::seconds(10)) return;
+  last_warning = now;
+  spdlog::warn("{}", message);
+}
+
+std::string HttpServer::Impl::refusal_bytes() const {
+  HttpResponse response = error_response(503, "the server is out of file descriptors; retry later");
+  response.headers.emplace_back("Retry-After", "1");
+  HeadSpec head;
+  head.status = 503;
+  head.content_type = response.content_type;
+  head.headers = &response.headers;
+  head.content_length = static_cast<long long>(response.body.size());
+  head.keep_alive = false;
+  return serialize_head(head) + response.body;
 }
 
 void HttpServer::Impl::add_session(const std::shared_ptr<Session>& session) {
@@ -149,6 +256,7 @@ uint16_t HttpServer::start() {
   s.acceptor.listen(s.options.backlog, ec);
   if (ec) fail("listen");
   s.port = s.acceptor.local_endpoint().port();
+  s.reserve_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   s.started = true;
 
   s.work.emplace(s.ioc.get_executor());
@@ -209,6 +317,8 @@ void HttpServer::shutdown(std::chrono::milliseconds grace) {
   }
   for (auto& thread : s.threads) thread.join();
   s.threads.clear();
+  if (s.reserve_fd >= 0) ::close(s.reserve_fd);
+  s.reserve_fd = -1;
 }
 
 void HttpServer::post(std::function<void()> fn) {

@@ -45,6 +45,17 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   [[nodiscard]] HttpResponse error_response(int status, std::string_view message) const;
 
   void do_accept();
+  /// A session for an accepted connection (or a close, when draining).
+  void start_session(tcp::socket socket, const Strand& strand);
+  /// do_accept() again in a little while (a transient accept error).
+  void retry_accept_later(boost::system::error_code ec);
+  /// accept failed for want of descriptors: a pending connection is answered 503 through the
+  /// reserve descriptor and the next one accepted at once; with none pending, waits for one.
+  void accept_without_descriptors();
+  /// A whole 503 response with Connection: close, for accept_without_descriptors().
+  [[nodiscard]] std::string refusal_bytes() const;
+  /// Logs a warning at most every 10 s (accept errors repeat as fast as connections arrive).
+  void warn_rarely(const std::string& message);
   void add_session(const std::shared_ptr<Session>& session);
   void remove_session(uint64_t id);
   /// Live sessions, for shutdown to post to.
@@ -57,6 +68,8 @@ struct HttpServer::Impl : std::enable_shared_from_this<HttpServer::Impl> {
   Strand accept_strand;
   tcp::acceptor acceptor;
   net::steady_timer accept_retry;
+  int reserve_fd = -1;  // a descriptor kept free for refusing connections when they run out
+  std::chrono::steady_clock::time_point last_warning{};
   std::vector<std::thread> threads;
   uint16_t port = 0;
   bool started = false;
@@ -82,8 +95,10 @@ struct RequestState {
 /// pending so that a client going away is noticed at once.
 class Session : public std::enable_shared_from_this<Session> {
  public:
-  /// `socket` was accepted with `strand` as its executor.
-  Session(tcp::socket socket, Strand strand, std::shared_ptr<HttpServer::Impl> server, uint64_t id);
+  /// `socket` was accepted with `strand` as its executor. A session that `refuse`s reads one
+  /// request and answers it 503 (the server is at max_connections).
+  Session(tcp::socket socket, Strand strand, std::shared_ptr<HttpServer::Impl> server, uint64_t id,
+          bool refuse = false);
   ~Session();
 
   [[nodiscard]] uint64_t id() const { return id_; }
@@ -109,7 +124,7 @@ class Session : public std::enable_shared_from_this<Session> {
   void read_body();
   void on_body(boost::system::error_code ec);
   void on_read_error(boost::system::error_code ec);
-  void reply_and_close(int status, std::string_view message);
+  void reply_and_close(int status, std::string_view message, Headers headers = {});
 
   void start_watch();
   void on_watch(boost::system::error_code ec, size_t n);
@@ -142,6 +157,8 @@ class Session : public std::enable_shared_from_this<Session> {
 
   Phase phase_ = Phase::kReading;
   bool first_request_ = true;
+  bool idle_ = false;                   // reading, under the keep-alive timeout (no request yet)
+  bool refuse_ = false;                 // answer the request 503 (max_connections reached)
   bool counted_ = false;                // counted in server_->num_active
   bool open_ = false;                   // counted in server_->num_open
   std::shared_ptr<Session> self_hold_;  // alive while a request is answered, whatever is pending

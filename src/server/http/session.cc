@@ -121,7 +121,7 @@ std::string lower(std::string_view s) {
 }  // namespace
 
 Session::Session(tcp::socket socket, Strand strand, std::shared_ptr<HttpServer::Impl> server,
-                 uint64_t id)
+                 uint64_t id, bool refuse)
     : server_(std::move(server)),
       id_(id),
       strand_(std::move(strand)),
@@ -131,6 +131,7 @@ Session::Session(tcp::socket socket, Strand strand, std::shared_ptr<HttpServer::
   error_code ec;
   auto endpoint = socket_.remote_endpoint(ec);
   if (!ec) remote_ = endpoint.address().to_string() + ":" + std::to_string(endpoint.port());
+  refuse_ = refuse;
   open_ = true;
   server_->num_open.fetch_add(1);
 }
@@ -156,9 +157,12 @@ void Session::read_next() {
   parser_->body_limit(server_->options.max_request_body);
   parser_->header_limit(server_->options.max_header_bytes);
   // A new connection has the whole request timeout to send its first request; a kept-alive one
-  // may idle for the keep-alive timeout before the next request's header is complete.
+  // may idle for the keep-alive timeout (and the grace after it) before its next request begins,
+  // and that request then has the request timeout (on_read_timeout).
+  idle_ = !first_request_;
   arm(read_timer_,
-      first_request_ ? server_->options.request_timeout : server_->options.keep_alive_timeout,
+      first_request_ ? server_->options.request_timeout
+                     : server_->options.keep_alive_timeout + server_->options.keep_alive_grace,
       &Session::on_read_timeout);
   bhttp::async_read_header(
       socket_, buffer_, *parser_,
@@ -171,8 +175,36 @@ void Session::on_header(error_code ec) {
     on_read_error(ec);
     return;
   }
-  if (!first_request_)
+  if (idle_) {
+    idle_ = false;
     arm(read_timer_, server_->options.request_timeout, &Session::on_read_timeout);
+  }
+  if (refuse_) {
+    reply_and_close(503,
+                    "the server is at its limit of " +
+                        std::to_string(server_->options.max_connections) +
+                        " open connections; retry later",
+                    {{"Retry-After", "1"}});
+    return;
+  }
+  const auto& head = parser_->get();
+  // RFC 9112 3.2: an HTTP/1.1 request carries exactly one Host header.
+  if (head.version() >= 11 && head.count(bhttp::field::host) != 1) {
+    reply_and_close(400, head.count(bhttp::field::host) == 0
+                             ? "the request has no Host header"
+                             : "the request has more than one Host header");
+    return;
+  }
+  // Bodies are read as sent: a compressed one would be taken for its bytes (RFC 9110 15.5.16).
+  const auto encoding = head[bhttp::field::content_encoding];
+  if (head.count(bhttp::field::content_encoding) > 1 ||
+      (!encoding.empty() && !beast::iequals(encoding, "identity"))) {
+    reply_and_close(415,
+                    "Content-Encoding " + std::string(view(encoding)) +
+                        " is not supported: send the body uncompressed (identity)",
+                    {{"Accept-Encoding", "identity"}});
+    return;
+  }
   auto expect = parser_->get()[bhttp::field::expect];
   if (!parser_->is_done() && beast::iequals(expect, "100-continue")) {
     net::async_write(socket_, net::buffer(kContinue.data(), kContinue.size()),
@@ -209,7 +241,7 @@ void Session::on_read_error(error_code ec) {
   }
 }
 
-void Session::reply_and_close(int status, std::string_view message) {
+void Session::reply_and_close(int status, std::string_view message, Headers headers) {
   disarm(read_timer_);
   phase_ = Phase::kHandling;
   self_hold_ = shared_from_this();
@@ -221,7 +253,9 @@ void Session::reply_and_close(int status, std::string_view message) {
   path_ = parser_ && parser_->is_header_done() ? std::string(view(parser_->get().target())) : "";
   keep_alive_ = false;
   head_queued_ = streaming_ = body_complete_ = false;
-  do_send(seq_, server_->error_response(status, message));
+  HttpResponse response = server_->error_response(status, message);
+  for (auto& header : headers) response.headers.push_back(std::move(header));
+  do_send(seq_, std::move(response));
 }
 
 void Session::on_body(error_code ec) {
@@ -323,6 +357,7 @@ void Session::do_send(uint64_t seq, HttpResponse response) {
   head.content_length = static_cast<long long>(response.body.size());
   head.keep_alive = keep_alive_;
   head.http10 = http10_;
+  head.keep_alive_seconds = keep_alive_header_seconds(server_->options.keep_alive_timeout);
   body_complete_ = true;
   std::string bytes = serialize_head(head);
   if (response.body.size() <= 16 * 1024) {
@@ -349,6 +384,7 @@ void Session::do_start_stream(uint64_t seq, int status, std::string content_type
   head.content_length = -1;
   head.keep_alive = keep_alive_;
   head.http10 = http10_;
+  head.keep_alive_seconds = keep_alive_header_seconds(server_->options.keep_alive_timeout);
   enqueue(serialize_head(head));
 }
 
@@ -522,6 +558,17 @@ void Session::disarm(net::steady_timer& timer) {
 }
 
 void Session::on_read_timeout() {
+  if (phase_ == Phase::kReading && idle_) {
+    // The keep-alive time is over, but if the next request has begun to arrive (bytes read, or
+    // waiting in the socket: a busy server may not have read them yet), closing now would drop
+    // it under the client. It gets the request timeout instead.
+    error_code ec;
+    if (buffer_.size() > 0 || socket_.available(ec) > 0) {
+      idle_ = false;
+      arm(read_timer_, server_->options.request_timeout, &Session::on_read_timeout);
+      return;
+    }
+  }
   if (phase_ == Phase::kReading) {
     spdlog::debug("http: {} timed out sending a request", remote_);
     close_quietly();

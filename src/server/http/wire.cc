@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -93,11 +94,20 @@ std::string serialize_head(const HeadSpec& spec) {
   }
   if (!spec.keep_alive) {
     out += "Connection: close\r\n";
-  } else if (spec.http10) {
-    out += "Connection: keep-alive\r\n";
+  } else {
+    if (spec.http10) out += "Connection: keep-alive\r\n";
+    if (spec.keep_alive_seconds >= 0) {
+      fmt::format_to(std::back_inserter(out), "Keep-Alive: timeout={}\r\n",
+                     spec.keep_alive_seconds);
+    }
   }
   out += "\r\n";
   return out;
+}
+
+int keep_alive_header_seconds(std::chrono::milliseconds timeout) {
+  const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout).count();
+  return static_cast<int>(std::clamp<int64_t>(seconds, 0, 86400));
 }
 
 std::string frame_chunk(std::string_view data) {

@@ -75,6 +75,11 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
   read_request_extensions(body, e);
   // Range checks before the (costlier) render; max_tokens is settled after it when defaulted.
   if (max_tokens_given) validate_sampling(e.params, ctx);
+  if (e.params.n > ctx.max_sequences_per_request) {
+    throw bad_request(fmt::format("n = {} sequences; a request may ask for at most {}", e.params.n,
+                                  ctx.max_sequences_per_request),
+                      "n");
+  }
 
   const ChatConversation conversation = read_chat_conversation(body, ctx);
   r.tool_choice = conversation.tool_choice;

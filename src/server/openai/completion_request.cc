@@ -82,6 +82,26 @@ std::vector<Prompt> read_prompts(const Json& body, bool add_special_tokens,
   return prompts;
 }
 
+// Prompts and sequences (n x prompts) per request are bounded, and checked before any prompt is
+// tokenized: 100,000 prompts in one request would hold the engine for seconds and a gigabyte.
+void check_request_size(const Json& body, int n, const ServerContext& ctx) {
+  const Json* prompt = find_field(body, "prompt");
+  if (prompt == nullptr || !prompt->is_array() || is_token_list(*prompt)) return;  // one prompt
+  const auto num_prompts = static_cast<int64_t>(prompt->size());
+  if (num_prompts > ctx.max_prompts_per_request) {
+    throw bad_request(fmt::format("'prompt' holds {} prompts; a request may hold at most {}",
+                                  num_prompts, ctx.max_prompts_per_request),
+                      "prompt");
+  }
+  if (num_prompts * n > ctx.max_sequences_per_request) {
+    throw bad_request(
+        fmt::format("n = {} for each of {} prompts asks for {} sequences; a request may ask for "
+                    "at most {}",
+                    n, num_prompts, num_prompts * n, ctx.max_sequences_per_request),
+        "n");
+  }
+}
+
 }  // namespace
 
 CompletionRequest parse_completion_request(std::string_view body_text, const ServerContext& ctx) {
@@ -128,6 +148,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
     base.params.prompt_logprobs = *r.logprobs;
   }
 
+  check_request_size(body, base.params.n, ctx);
   std::vector<Prompt> prompts = read_prompts(body, add_special_tokens, ctx);
   r.model = resolve_model(body, ctx);
   for (Prompt& p : prompts) {

@@ -46,6 +46,10 @@ struct ServerContext {
   const ReasoningFormat* reasoning = nullptr;
   /// The "created" timestamp /v1/models reports (server start).
   int64_t model_created = 0;
+  /// Bounds on one request's work: the prompts of a completions request, and its sequences (n x
+  /// prompts). Past them the request is a 400 naming the field, before any prompt is tokenized.
+  int64_t max_prompts_per_request = 1024;
+  int64_t max_sequences_per_request = 1024;
 };
 
 }  // namespace pagoda::openai

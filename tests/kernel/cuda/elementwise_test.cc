@@ -229,6 +229,7 @@ TEST(CudaRope, RopeAndCacheMatchesCpu) {
         p.num_heads = s.heads;
         p.layout = {num_blocks, s.block_size, s.kv_heads, d};
         p.dtype = dt;
+        p.cache_dtype = dt;
         if (qk_norm) {
           p.q_norm = dqn.get();
           p.k_norm = dkn.get();

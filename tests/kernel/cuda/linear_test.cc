@@ -107,6 +107,42 @@ TEST(CudaLinear, MatchesCpuOverGrid) {
 // With tune_new_plans, a new shape times cuBLASLt's candidates on its own operands and keeps the
 // fastest: the result must still be the product (with and without bias), and a shape first met
 // inside a stream capture must not be timed there (the capture would fail), yet run correctly.
+// Separate types: bf16/f16 products written as fp32 (cuBLASLt, one rounding to fp32: closer to the
+// fp32 reference than a 16-bit output), and the combinations without a kernel refused by name.
+TEST(CudaLinear, SeparateTypesWriteFp32OutputsOrRefuse) {
+  REQUIRE_GPU();
+  ThreadPool pool(8);
+  BlasContext ctx;
+  CUDA_OK(blas_context_create(&ctx));
+  uint32_t seed = 7;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    for (const KN s : {KN{64, 512}, KN{4096, 512}, KN{333, 129}}) {
+      for (int64_t m : {1, 8, 300}) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_label(dt) << " m=" << m << " k=" << s.k << " n=" << s.n);
+        const LinearInputs in = random_linear_inputs(m, s.k, s.n, dt, seed);
+        std::vector<float> ref(static_cast<size_t>(m * s.n));
+        cpu::linear(in.x.values.data(), m, s.k, in.wbytes.data(), dt, s.n, nullptr, ref.data(),
+                    pool);
+        DeviceBuffer dy(static_cast<size_t>(m * s.n) * sizeof(float));
+        poison(dy);
+        CUDA_OK(linear(ctx, in.dx.get(), m, s.k, in.dw.get(), s.n, nullptr, dy.get(),
+                       LinearTypes{dt, dt, DType::kF32}, nullptr));
+        CUDA_OK(cudaDeviceSynchronize());
+        EXPECT_LE(normalised_error(to_host<float>(dy, m * s.n), ref), 1e-4);
+        // A bias with an fp32 output, and mixed input and weight types, have no kernel yet.
+        EXPECT_EQ(linear(ctx, in.dx.get(), m, s.k, in.dw.get(), s.n, in.db.get(), dy.get(),
+                         LinearTypes{dt, dt, DType::kF32}, nullptr),
+                  cudaErrorNotSupported);
+        EXPECT_EQ(linear(ctx, in.dx.get(), m, s.k, in.dw.get(), s.n, nullptr, dy.get(),
+                         LinearTypes{DType::kF32, dt, dt}, nullptr),
+                  cudaErrorNotSupported);
+      }
+    }
+  }
+  blas_context_destroy(&ctx);
+}
+
 TEST(CudaLinear, TunedPlansMatchCpuAndSkipCaptures) {
   REQUIRE_GPU();
   ThreadPool pool(8);
@@ -311,6 +347,7 @@ TEST(CudaLinear, GemvRopeEpilogueMatchesRopeAndCache) {
             rp.num_heads = s.heads;
             rp.layout = {num_blocks, s.block_size, s.kv_heads, d};
             rp.dtype = dt;
+            rp.cache_dtype = dt;
             CUDA_OK(rope_and_cache(rp, nullptr));
 
             f.epilogue = GemvEpilogue::kRopeCache;
@@ -321,6 +358,7 @@ TEST(CudaLinear, GemvRopeEpilogueMatchesRopeAndCache) {
             f.rope.value_cache = got_v.get();
             f.rope.layout = rp.layout;
             f.rope.num_heads = s.heads;
+            f.rope.cache_dtype = dt;
             if (mma && d % 32 != 0) {
               EXPECT_EQ(linear_gemv_mma_fused(dx.get(), m, s.k, dw.get(), n, b, got_y.get(), f, dt,
                                               nullptr),

@@ -138,6 +138,7 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
   gp.scale = cp.scale;
   gp.layout = {num_blocks, bs, kvh, d};
   gp.dtype = dt;
+  gp.kv_dtype = dt;
 
   AttentionPlanInput in;
   in.query_start_loc = qsl.data();

@@ -15,6 +15,7 @@
 // Workload (engine_test_util.h) through an engine built with gpu_engine() and compare with
 // expect_close against the requests run alone.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
@@ -33,6 +34,8 @@
 namespace pagoda {
 namespace {
 
+using engine_test::expect_close;
+using engine_test::expect_workload_close;
 using engine_test::greedy;
 using engine_test::kStories;
 using engine_test::make_workload;
@@ -54,49 +57,6 @@ constexpr double kTinyTolerance = 0.5;
 EngineArgs gpu_engine(int budget, bool prefix_caching, const std::string& model = kStories,
                       int64_t kv_bytes = 64 << 20) {
   return small_engine(budget, prefix_caching, kv_bytes, "cuda", model);
-}
-
-bool in_top(const TokenLogprobs& t, int32_t id) {
-  for (const auto& [token, lp] : t.top)
-    if (token == id) return true;
-  return false;
-}
-
-/// check_logprobs_close on two completions of one request; returns whether they diverged.
-bool expect_close(const CompletionOutput& ref, const CompletionOutput& got, double tolerance,
-                  const std::string& what) {
-  SCOPED_TRACE(what);
-  EXPECT_EQ(got.token_ids.size(), ref.token_ids.size());
-  EXPECT_EQ(ref.logprobs.size(), ref.token_ids.size());
-  EXPECT_EQ(got.logprobs.size(), got.token_ids.size());
-  const size_t n = std::min(
-      {ref.token_ids.size(), got.token_ids.size(), ref.logprobs.size(), got.logprobs.size()});
-  for (size_t step = 0; step < n; ++step) {
-    const int32_t a = ref.token_ids[step], b = got.token_ids[step];
-    if (a == b) {
-      EXPECT_NEAR(got.logprobs[step].logprob, ref.logprobs[step].logprob, tolerance)
-          << "step " << step << " token " << a;
-      continue;
-    }
-    EXPECT_TRUE(in_top(ref.logprobs[step], b))
-        << "step " << step << ": token " << b << " not in the reference top-" << kLogprobs;
-    EXPECT_TRUE(in_top(got.logprobs[step], a))
-        << "step " << step << ": reference token " << a << " not in the top-" << kLogprobs;
-    return true;
-  }
-  return false;
-}
-
-/// Compares a whole workload; prints how many requests diverged (allowed by the rule).
-void expect_workload_close(const std::vector<CompletionOutput>& ref,
-                           const std::vector<CompletionOutput>& got, double tolerance,
-                           const std::string& what) {
-  ASSERT_EQ(got.size(), ref.size());
-  int diverged = 0;
-  for (size_t i = 0; i < ref.size(); ++i)
-    diverged += expect_close(ref[i], got[i], tolerance, what + " request " + std::to_string(i));
-  std::printf("%s: %d of %zu requests diverged at a near-tie (check_logprobs_close)\n",
-              what.c_str(), diverged, ref.size());
 }
 
 /// The workload and each of its requests alone on the GPU, computed once per model.
@@ -262,6 +222,75 @@ TEST(EngineGpu, TinyHd64FixtureBatchedMatchesAlone) {
     expect_workload_close(ref.alone, out, kTinyTolerance, what);
     EXPECT_EQ(engine.stats().kv_cache_usage, 0.0) << what;
   }
+}
+
+// Multi-token steps on the GPU: every running request verifies up to 4 drafts per step (the next
+// tokens of its reference continuation, so most are accepted and steps of 5 tokens per sequence
+// run as CUDA graphs), with graphs and eagerly; outputs follow the plain reference under
+// check_logprobs_close, and the run takes fewer steps than tokens.
+TEST(EngineGpu, SpeculativeVerificationStepsMatchPlainDecoding) {
+  REQUIRE_GPU();
+  for (const std::string& model : {kStories, kTinyHd64}) {
+    const Reference& ref = reference(model);
+    std::map<std::vector<int32_t>, std::vector<int32_t>> refs;
+    for (size_t i = 0; i < ref.workload.prompts.size(); ++i)
+      refs[ref.workload.prompts[i]] = ref.alone[i].token_ids;
+    auto oracle = [&refs](std::span<const int32_t> tokens) {
+      std::vector<int32_t> next;
+      for (const auto& [prompt, out] : refs) {
+        if (tokens.size() < prompt.size() ||
+            !std::equal(prompt.begin(), prompt.end(), tokens.begin()))
+          continue;
+        for (size_t j = tokens.size() - prompt.size(); j < out.size() && next.size() < 4; ++j)
+          next.push_back(out[j]);
+        break;
+      }
+      return next;
+    };
+    for (const bool eager : {false, true}) {
+      const std::string what = fmt::format("{} eager {}", model, eager);
+      EngineArgs args = gpu_engine(2048, false, model);
+      args.enforce_eager = eager;
+      args.speculative_proposer = oracle;
+      args.num_speculative_tokens = 4;
+      EngineCore engine(args);
+      const auto out = run_batched_outputs(engine, ref.workload, 300, kLogprobs);
+      expect_workload_close(ref.alone, out, model == kStories ? kStoriesTolerance : kTinyTolerance,
+                            what);
+      const EngineStats st = engine.stats();
+      EXPECT_LT(st.num_steps, st.generation_tokens) << what;
+      EXPECT_EQ(st.kv_cache_usage, 0.0) << what;
+    }
+  }
+}
+
+// A seeded sampled request draws its tokens on the device whether or not it asks for prompt
+// log-probabilities (their rows come back as logits in the same step), so both give the same
+// tokens; the prompt log-probabilities are there and finite.
+TEST(EngineGpu, PromptLogprobsKeepTheDeviceDraw) {
+  REQUIRE_GPU();
+  EngineCore engine(gpu_engine(2048, false));
+  std::vector<int32_t> tokens[2];
+  for (const int with_prompt_logprobs : {0, 1}) {
+    EngineRequest r;
+    r.prompt_token_ids = {1, 403, 407, 260, 500, 33};
+    r.params.temperature = 0.9f;
+    r.params.seed = 1234;
+    r.params.max_tokens = 12;
+    r.params.ignore_eos = true;
+    if (with_prompt_logprobs) r.params.prompt_logprobs = 3;
+    const GenerateResult out = collect_result(*engine.submit(std::move(r)));
+    tokens[with_prompt_logprobs] = out.outputs.at(0).token_ids;
+    if (with_prompt_logprobs) {
+      ASSERT_EQ(out.prompt_logprobs.size(), 6u);
+      EXPECT_FALSE(out.prompt_logprobs[0].has_value());
+      for (size_t i = 1; i < out.prompt_logprobs.size(); ++i) {
+        ASSERT_TRUE(out.prompt_logprobs[i].has_value()) << i;
+        EXPECT_TRUE(std::isfinite(out.prompt_logprobs[i]->logprob)) << i;
+      }
+    }
+  }
+  EXPECT_EQ(tokens[0], tokens[1]);
 }
 
 }  // namespace

@@ -6,7 +6,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <filesystem>
 
+#include <nlohmann/json.hpp>
+
+#include "../model/test_checkpoint.h"
+#include "core/mapped_file.h"
 #include "core/status.h"
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
@@ -337,6 +342,37 @@ TEST(Engine, PromptLogprobsAndLogprobs) {
   EXPECT_EQ(r.outputs[0].logprobs[0].token, 432);
   EXPECT_NEAR(r.outputs[0].logprobs[0].logprob, -0.031703, 1e-4);
   EXPECT_EQ(r.outputs[0].logprobs[0].top.size(), 5u);
+}
+
+// The model's context (the default and the limit of --max-model-len) is vLLM's derived one:
+// max_position_embeddings, times the factor for the scalings that extend it (YaRN: the original
+// length times the factor). Stories260K with YaRN over its 512 positions serves 2048.
+TEST(Engine, MaxModelLenFollowsTheRopeScaling) {
+  testing::TempDir dir;
+  const std::filesystem::path src = engine_test::kStories;
+  for (const char* f : {"model.safetensors", "tokenizer.json"})
+    std::filesystem::copy_file(src / f, dir.path() / f);
+  nlohmann::json config = nlohmann::json::parse(read_text_file((src / "config.json").string()));
+  config["rope_parameters"] = {{"rope_theta", 10000.0},
+                               {"rope_type", "yarn"},
+                               {"factor", 4.0},
+                               {"original_max_position_embeddings", 512}};
+  testing::write_file(dir.path() / "config.json", config.dump());
+  EngineArgs args = small_engine(2048, true, 64 << 20, "cpu", dir.str());
+  EXPECT_EQ(EngineCore(args).max_model_len(), 2048);
+  args.max_model_len = 1500;
+  EXPECT_EQ(EngineCore(args).max_model_len(), 1500);
+  args.max_model_len = 2049;
+  try {
+    EngineCore engine(args);
+    ADD_FAILURE() << "--max-model-len beyond the context accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("exceeds the model's context 2048"), std::string::npos)
+        << e.what();
+  }
+  args.model = engine_test::kStories;  // no scaling: max_position_embeddings
+  args.max_model_len = 0;
+  EXPECT_EQ(EngineCore(args).max_model_len(), 512);
 }
 
 }  // namespace

@@ -87,6 +87,30 @@ TEST(BlockPool, CachedBlocksSurviveFreeUntilEvicted) {
   EXPECT_EQ(pool.num_cached_blocks(), 1);
 }
 
+TEST(BlockPool, ReportsStoredAndEvictedBlocksWhenAsked) {
+  BlockPool pool(4, true);  // usable: 1, 2, 3
+  Ids ids = pool.get_new_blocks(2);
+  pool.cache_full_blocks(ids, std::vector<BlockHash>{hash_of(10), hash_of(11)});
+  EXPECT_TRUE(pool.take_events().empty());  // not recording yet
+  pool.set_record_events(true);
+  const Ids more = pool.get_new_blocks(1);
+  pool.cache_full_blocks(more, std::vector<BlockHash>{hash_of(12)});
+  pool.free_blocks(Ids{ids[1], ids[0], more[0]});
+  // Free cached blocks, next to evict first: all three, in the order they were freed.
+  EXPECT_EQ(pool.evictable_cached_blocks(), (Ids{ids[1], ids[0], more[0]}));
+  (void)pool.get_new_blocks(1);  // evicts ids[1] (hash 11)
+  const std::vector<KVCacheEvent> events = pool.take_events();
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, KVCacheEvent::Kind::kStored);
+  EXPECT_EQ(events[0].hash, hash_of(12));
+  EXPECT_EQ(events[0].block_id, more[0]);
+  EXPECT_EQ(events[1].kind, KVCacheEvent::Kind::kEvicted);
+  EXPECT_EQ(events[1].hash, hash_of(11));
+  EXPECT_EQ(events[1].block_id, ids[1]);
+  EXPECT_TRUE(pool.take_events().empty());
+  EXPECT_EQ(pool.evictable_cached_blocks(), (Ids{ids[0], more[0]}));
+}
+
 TEST(BlockPool, TouchingACachedFreeBlockRemovesItFromTheQueue) {
   BlockPool pool(5, true);
   const Ids ids = pool.get_new_blocks(3);

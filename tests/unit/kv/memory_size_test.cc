@@ -4,6 +4,7 @@
 
 #include "core/status.h"
 #include "kv/kv_cache_config.h"
+#include "kv/kv_cache_spec.h"
 
 namespace pagoda::kv {
 namespace {
@@ -39,14 +40,26 @@ TEST(MemorySize, RejectsGarbageNamingTheValue) {
 
 TEST(KVCacheSizing, BytesPerTokenAndBlocks) {
   // Llama-3-8B: 32 layers, 8 KV heads, head_dim 128, bf16 -> 128 KiB per token.
-  const int64_t per_token = kv_cache_bytes_per_token(32, 8, 128, 2);
+  const KVCacheSpec spec{32, 8, 128, DType::kBF16, KVLayout::kHeadMajor};
+  const int64_t per_token = spec.bytes_per_token();
   EXPECT_EQ(per_token, 131072);
   EXPECT_EQ(num_blocks_for_memory(parse_memory_size("4G"), 16, per_token), 2048);
   EXPECT_EQ(num_blocks_for_memory(2 * 16 * per_token + 5, 16, per_token), 2);
   EXPECT_THROW((void)num_blocks_for_memory(2 * 16 * per_token - 1, 16, per_token), InvalidArgument);
   EXPECT_THROW((void)num_blocks_for_memory(0, 16, per_token), InvalidArgument);
-  EXPECT_THROW((void)kv_cache_bytes_per_token(0, 8, 128, 2), InvalidArgument);
-  EXPECT_THROW((void)kv_cache_bytes_per_token(1LL << 40, 1LL << 20, 128, 2), InvalidArgument);
+  EXPECT_EQ(spec.block_bytes(16), 16 * per_token);
+  EXPECT_EQ(spec.layer_block_bytes(16), 16 * 8 * 128 * 2);
+  EXPECT_THROW((void)(KVCacheSpec{0, 8, 128, DType::kBF16}.bytes_per_token()), InvalidArgument);
+  EXPECT_THROW((void)(KVCacheSpec{1 << 30, 1 << 20, 1 << 20, DType::kF32}.bytes_per_token()),
+               InvalidArgument);
+}
+
+TEST(KVCacheSpec, OffsetsOfBothLayouts) {
+  // Block 3, slot 5, head 2 of 8 heads of 128 elements, blocks of 16 tokens.
+  KVCacheSpec spec{1, 8, 128, DType::kBF16, KVLayout::kHeadMajor};
+  EXPECT_EQ(spec.offset(3, 5, 2, 16), ((3 * 8 + 2) * 16 + 5) * 128);
+  spec.layout = KVLayout::kTokenMajor;
+  EXPECT_EQ(spec.offset(3, 5, 2, 16), ((3 * 16 + 5) * 8 + 2) * 128);
 }
 
 }  // namespace

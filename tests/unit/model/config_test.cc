@@ -9,6 +9,7 @@
 
 #include "core/mapped_file.h"
 #include "core/status.h"
+#include "model/registry.h"
 
 namespace pagoda {
 namespace {
@@ -44,26 +45,26 @@ TEST(ModelConfig, Defaults) {
   EXPECT_TRUE(c.eos_token_ids.empty());
 }
 
-TEST(ModelConfig, SharedConfigsInV4DialectLoad) {
+TEST(ModelConfig, RepoConfigsInV4DialectLoad) {
   for (const char* name : {"llama-3.1-8b", "llama-3.2-1b", "llama-3.1-70b", "mistral-7b-v0.3",
                            "qwen2.5-7b", "qwen3-8b"}) {
-    const std::string path = std::string(PAGODA_SHARED_DIR) + "/configs/" + name + "/config.json";
+    const std::string path = std::string(PAGODA_SOURCE_DIR) + "/configs/" + name + "/config.json";
     const ModelConfig c = parse_model_config(read_text_file(path), path);
     EXPECT_EQ(c.dtype, DType::kBF16) << name;
     EXPECT_GT(c.rope.theta, 0) << name;
     EXPECT_FALSE(c.eos_token_ids.empty()) << name;
   }
-  const std::string p8b = std::string(PAGODA_SHARED_DIR) + "/configs/llama-3.1-8b/config.json";
+  const std::string p8b = std::string(PAGODA_SOURCE_DIR) + "/configs/llama-3.1-8b/config.json";
   const ModelConfig llama = parse_model_config(read_text_file(p8b), p8b);
   EXPECT_EQ(llama.rope.scaling, RopeScalingType::kLlama3);
   EXPECT_EQ(llama.rope.factor, 8.0);
   EXPECT_EQ(llama.rope.original_max_position_embeddings, 8192);
   EXPECT_EQ(llama.rope.theta, 500000.0);
   EXPECT_EQ(llama.eos_token_ids, (std::vector<int32_t>{128001, 128008, 128009}));
-  const std::string pq = std::string(PAGODA_SHARED_DIR) + "/configs/qwen3-8b/config.json";
+  const std::string pq = std::string(PAGODA_SOURCE_DIR) + "/configs/qwen3-8b/config.json";
   const ModelConfig qwen3 = parse_model_config(read_text_file(pq), pq);
   EXPECT_EQ(qwen3.head_dim, 128);
-  const std::string pq2 = std::string(PAGODA_SHARED_DIR) + "/configs/qwen2.5-7b/config.json";
+  const std::string pq2 = std::string(PAGODA_SOURCE_DIR) + "/configs/qwen2.5-7b/config.json";
   EXPECT_EQ(parse_model_config(read_text_file(pq2), pq2).sliding_window,
             0);  // use_sliding_window false
 }
@@ -167,8 +168,11 @@ TEST(ModelConfig, RopeFrequencies) {
   rope.factor = 4.0;
   EXPECT_FLOAT_EQ(rope_inv_freq(rope, 8)[1], f[1] / 4.0f);
   // llama3: the highest frequencies are kept, the lowest divided by factor.
-  RopeConfig l3{500000.0, RopeScalingType::kLlama3, 8.0, 1.0, 4.0, 8192};
-  RopeConfig plain{500000.0};
+  RopeConfig l3, plain;
+  l3.theta = plain.theta = 500000.0;
+  l3.scaling = RopeScalingType::kLlama3;
+  l3.factor = 8.0;
+  l3.original_max_position_embeddings = 8192;
   const auto scaled = rope_inv_freq(l3, 128), base = rope_inv_freq(plain, 128);
   EXPECT_FLOAT_EQ(scaled[0], base[0]);
   EXPECT_FLOAT_EQ(scaled[63], base[63] / 8.0f);
@@ -186,11 +190,21 @@ TEST(ModelConfig, ErrorsNameTheFileAndField) {
   j["num_key_value_heads"] = 3;
   EXPECT_NE(error_of(j).find("num_key_value_heads"), std::string::npos);
   j = minimal();
-  j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
-  EXPECT_NE(error_of(j).find("'yarn' is not supported"), std::string::npos);
+  j["rope_scaling"] = {{"rope_type", "ntk-by-parts"}, {"factor", 4.0}};
+  EXPECT_NE(error_of(j).find("rope_scaling.rope_type' 'ntk-by-parts' is not supported"),
+            std::string::npos)
+      << error_of(j);
   j = minimal();
+  // The activation is the family's to check (model/arch/), when it builds its definition.
   j["hidden_act"] = "gelu";
-  EXPECT_NE(error_of(j).find("hidden_act"), std::string::npos);
+  const ModelConfig gelu = parse_model_config(j.dump(), "dir/config.json");
+  try {
+    (void)define_model(gelu);
+    ADD_FAILURE() << "exact GELU accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("dir/config.json: field 'hidden_act'"), std::string::npos)
+        << e.what();
+  }
   j = minimal();
   j["torch_dtype"] = "int8";
   EXPECT_NE(error_of(j).find("torch_dtype"), std::string::npos);

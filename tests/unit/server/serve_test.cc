@@ -76,6 +76,21 @@ TEST_F(ServeTest, V1RoutesNeedTheApiKey) {
   EXPECT_EQ(http::testing::fetch(port(), "GET", "/version").status, 200);
 }
 
+// Without the key, a /v1/ path with no route (or the wrong method) is a 401 as well: the answer
+// must not tell which paths exist. With the key it is the 404 (405).
+TEST_F(ServeTest, UnknownV1PathsAre401BeforeTheyAre404) {
+  TestClient client(port());
+  client.send_request("GET", "/v1/no-such-thing");
+  EXPECT_EQ(client.read_response().status, 401);
+  client.send_request("DELETE", "/v1/models");
+  EXPECT_EQ(client.read_response().status, 401);
+  client.send_request("GET", "/v1/no-such-thing", "", kAuth);
+  EXPECT_EQ(client.read_response().status, 404);
+  client.send_request("DELETE", "/v1/models", "", kAuth);
+  EXPECT_EQ(client.read_response().status, 405);
+  EXPECT_EQ(http::testing::fetch(port(), "GET", "/no-such-thing").status, 404);
+}
+
 TEST_F(ServeTest, CompletionAndErrors) {
   TestClient client(port());
   client.send_request("POST", "/v1/completions",

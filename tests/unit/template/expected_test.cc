@@ -1,9 +1,9 @@
-// The 16 conversations-with-expected-renders in shared/chat_templates/expected, each rendered with
-// exactly the variables the case gives (absent variables are undefined) and compared byte for
+// The 16 conversations-with-expected-renders in tests/data/chat_templates/expected, each rendered
+// with exactly the variables the case gives (absent variables are undefined) and compared byte for
 // byte; cases with "error" must raise a TemplateError with that message.
 //
-// To add a case: add a file of the same format to shared/chat_templates/expected (its
-// "template_file" names a template in shared/chat_templates/templates); it is picked up here.
+// To add a case: add a file of the same format to tests/data/chat_templates/expected (its
+// "template_file" names a template in tests/data/chat_templates/templates); it is picked up here.
 #include <filesystem>
 
 #include <gtest/gtest.h>

@@ -1,5 +1,5 @@
-// Every template in shared/chat_templates/templates (56 of them) parses, and renders through the
-// chat layer (transformers' variables: tools and documents None unless given):
+// Every template in tests/data/chat_templates/templates (56 of them) parses, and renders through
+// the chat layer (transformers' variables: tools and documents None unless given):
 //  1. a plain system + user + assistant + user conversation with a generation prompt, checking
 //     that every message's text reaches the output; and
 //  2. the seven conversation shapes of data/template_goldens.json, compared byte for byte with
@@ -8,7 +8,7 @@
 // Templates that legitimately refuse the plain conversation get one that satisfies them; each
 // such exception is listed in kPlainConversationExceptions with the reason.
 //
-// To add a template: drop it in shared/chat_templates/templates and regenerate
+// To add a template: drop it in tests/data/chat_templates/templates and regenerate
 // data/template_goldens.json with data/generate_goldens.py (needs Python with jinja2; see there).
 #include <filesystem>
 #include <map>

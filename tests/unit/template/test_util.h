@@ -34,9 +34,9 @@ inline RenderOptions fixed_clock_options() {
 }
 
 inline const std::string kTemplatesDir =
-    std::string(PAGODA_SHARED_DIR) + "/chat_templates/templates/";
+    std::string(PAGODA_SOURCE_DIR) + "/tests/data/chat_templates/templates/";
 inline const std::string kExpectedDir =
-    std::string(PAGODA_SHARED_DIR) + "/chat_templates/expected/";
+    std::string(PAGODA_SOURCE_DIR) + "/tests/data/chat_templates/expected/";
 inline const std::string kDataDir = std::string(PAGODA_SOURCE_DIR) + "/tests/unit/template/data/";
 
 }  // namespace pagoda::tmpl::testing

@@ -260,7 +260,7 @@ Tokenizer llama2_as_metaspace_export() {
 
 TEST(ComponentsEndToEndTest, Llama2MetaspaceExportMatchesLegacyVectors) {
   const Tokenizer tok = llama2_as_metaspace_export();
-  std::ifstream in(std::string(PAGODA_SHARED_DIR) + "/tokenizers/vectors/llama2.json");
+  std::ifstream in(testing::vectors_path("llama2"));
   const Json vectors = Json::parse(in);
   int checked = 0;
   for (const auto& c : vectors["cases"]) {

@@ -1,5 +1,6 @@
 #pragma once
-// Shared helpers for the tokenizer tests: where the shared tokenizers live, cached loading.
+// Shared helpers for the tokenizer tests: where the test tokenizers live (tests/data/tokenizers),
+// cached loading.
 #include <map>
 #include <mutex>
 #include <string>
@@ -8,11 +9,16 @@
 
 namespace pagoda::testing {
 
-/// The tokenizer.json of a named shared tokenizer ("llama3", ..., or "stories260K").
+/// The tokenizer.json of a named test tokenizer ("llama3", ..., or "stories260K").
 inline std::string tokenizer_path(const std::string& name) {
-  const std::string shared = PAGODA_SHARED_DIR;
-  if (name == "stories260K") return shared + "/models/stories260K/tokenizer.json";
-  return shared + "/tokenizers/" + name + "/tokenizer.json";
+  const std::string source = PAGODA_SOURCE_DIR;
+  if (name == "stories260K") return source + "/models/stories260K/tokenizer.json";
+  return source + "/tests/data/tokenizers/" + name + "/tokenizer.json";
+}
+
+/// The Hugging Face vectors file of a named test tokenizer.
+inline std::string vectors_path(const std::string& name) {
+  return std::string(PAGODA_SOURCE_DIR) + "/tests/data/tokenizers/vectors/" + name + ".json";
 }
 
 /// Loads each tokenizer once per test binary (llama3's file is 17 MB).

@@ -1,4 +1,4 @@
-// Checks every case of /work/shared/tokenizers/vectors/<name>.json, produced by Hugging Face
+// Checks every case of tests/data/tokenizers/vectors/<name>.json, produced by Hugging Face
 // `tokenizers`: `ids` (no special tokens), `ids_with_special`, and `decoded`.
 // To add a tokenizer: add its name to kAllTokenizers in test_util.h and a vectors file.
 #include <fstream>
@@ -14,7 +14,7 @@ namespace {
 using testing::shared_tokenizer;
 
 nlohmann::json load_vectors(const std::string& name) {
-  std::ifstream in(std::string(PAGODA_SHARED_DIR) + "/tokenizers/vectors/" + name + ".json");
+  std::ifstream in(testing::vectors_path(name));
   EXPECT_TRUE(in.good()) << name;
   return nlohmann::json::parse(in);
 }

@@ -20,8 +20,8 @@ inline const Tokenizer& tokenizer() {
 }
 
 inline const tmpl::ChatTemplate& qwen_template() {
-  static const tmpl::ChatTemplate chat(
-      read_file(PAGODA_SHARED_DIR "/chat_templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
+  static const tmpl::ChatTemplate chat(read_file(
+      PAGODA_SOURCE_DIR "/tests/data/chat_templates/templates/Qwen-Qwen2.5-7B-Instruct.jinja"));
   return chat;
 }
 

@@ -1,14 +1,14 @@
 # Developer tool: regenerates template_goldens.json.
-# Usage: python3 generate_goldens.py /path/to/shared template_goldens.json
-# For every template in shared/chat_templates/templates: render the conversation shapes of the
+# Usage: python3 generate_goldens.py tests/data template_goldens.json
+# For every template in tests/data/chat_templates/templates: render the conversation shapes of the
 # expected files with Jinja2 configured as transformers does (tools/documents None when absent).
 import json, glob, os, sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hf_reference as ref
-shared = sys.argv[1]
-cases = json.load(open(os.path.join(shared, 'chat_templates/expected/Qwen-Qwen3-0.6B.json')))['cases']
+data = sys.argv[1]
+cases = json.load(open(os.path.join(data, 'chat_templates/expected/Qwen-Qwen3-0.6B.json')))['cases']
 out = {}
-for f in sorted(glob.glob(os.path.join(shared, 'chat_templates/templates/*.jinja'))):
+for f in sorted(glob.glob(os.path.join(data, 'chat_templates/templates/*.jinja'))):
     src = open(f).read()
     results = []
     for c in cases:

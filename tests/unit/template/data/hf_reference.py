@@ -1,7 +1,7 @@
 # Developer tool, not part of pagoda: Jinja2 configured the way Hugging Face transformers'
 # _compile_jinja_template configures it (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks,
 # loopcontrols, the {% generation %} extension, tojson with ensure_ascii=False, raise_exception,
-# strftime_now), with strftime_now pinned to 2024-07-26 like shared/chat_templates/expected.
+# strftime_now), with strftime_now pinned to 2024-07-26 like tests/data/chat_templates/expected.
 import json
 from datetime import datetime
 

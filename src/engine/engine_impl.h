@@ -1,0 +1,150 @@
+#pragma once
+// The engine's state (internal to engine/): the requests it tracks, their completions, and the
+// Impl behind EngineCore. engine_core.cc has the construction, the loop, admission, the step's
+// launch and the emission of tokens; engine_step.cc completes a step (prompt log-probabilities,
+// sampling with draft verification, forks, drafts for the next step).
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "engine/draw_inputs.h"
+#include "engine/engine_core.h"
+#include "engine/step_planner.h"
+#include "engine/stop_checker.h"
+#include "kv/kv_cache_manager.h"
+#include "runtime/executor.h"
+#include "sampling/sampler.h"
+#include "scheduler/scheduler.h"
+#include "tokenizer/streaming_detokenizer.h"
+
+namespace pagoda {
+
+/// A request as the engine tracks it: parameters, output channel, and its n completions.
+struct ActiveRequest {
+  std::string id;
+  SamplingParams params;
+  std::vector<int32_t> prompt;
+  int priority = 0;
+  std::string cache_salt;
+  std::shared_ptr<OutputStream> stream;
+  std::vector<kv::RequestId> completion_ids;  // index -> kv id (grows when forks happen)
+  int num_unfinished = 1;
+  bool forked = false;
+  std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
+  bool prompt_logprobs_sent = false;
+  std::chrono::steady_clock::time_point submitted;                       // submit() was called
+  std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
+};
+
+/// One of a request's completions: its sampler, detokenizer and stop strings.
+struct Completion {
+  std::shared_ptr<ActiveRequest> request;
+  int index = 0;
+  RequestSampler sampler;
+  std::optional<StreamingDetokenizer> detok;
+  StopChecker stop;
+  int num_output_tokens = 0;
+  int num_cached_tokens = 0;
+  uint64_t device_seed = 0;  // the seed of draws made on the model's device
+  DrawInputs draw_inputs{};  // the sparse processor lists of those draws
+};
+
+/// How a completion's next token is drawn: on the model's device (processors, truncations and
+/// log-probabilities included; only the token and its log-probabilities come back) unless it needs
+/// the raw row on the host: the first token of an n > 1 request, which its forks sample too. (A
+/// row whose logits also come back, the last of a prompt with prompt log-probabilities, is drawn
+/// on the device all the same.) A model without a device sampler (the CPU model) returns every
+/// row, and the CPU sampler draws it.
+inline DeviceDraw device_draw(Completion& c, const scheduler::Request& r) {
+  const SamplingParams& p = c.request->params;
+  if (p.n > 1 && !c.request->forked) return DeviceDraw{};
+  return c.draw_inputs.draw(p, c.device_seed, r.output_token_ids());
+}
+
+inline TokenLogprobs to_token_logprobs(const SampledToken& t) {
+  TokenLogprobs out{t.token, t.logprob, {}};
+  for (const TokenLogprob& alt : t.top_logprobs) out.top.emplace_back(alt.token, alt.logprob);
+  return out;
+}
+
+struct EngineCore::Impl {
+  EngineArgs args;
+  // Made first: the worker-process executor forks before the engine has threads of its own.
+  std::unique_ptr<Executor> executor;
+  std::unique_ptr<ThreadPool> pool;  // host sampling
+  std::unique_ptr<kv::KVCacheManager> kv_manager;
+  std::unique_ptr<scheduler::Scheduler> scheduler;
+  StepPlanner planner;
+  const std::optional<Tokenizer>* tokenizer = nullptr;
+
+  // Shared with client threads.
+  mutable std::mutex mutex;
+  std::condition_variable wake;
+  std::deque<std::pair<std::shared_ptr<ActiveRequest>, std::vector<int32_t>>> incoming;
+  std::vector<std::string> aborts;
+  std::unordered_map<std::string, bool> live_ids;  // ids submitted and not yet finished
+  bool stopping = false;
+  EngineStats stats;
+  uint64_t next_request_number = 0;
+
+  // Engine-thread state.
+  std::unordered_map<std::string, std::shared_ptr<ActiveRequest>> requests;
+  std::unordered_map<kv::RequestId, Completion> completions;
+  kv::RequestId next_kv_id = 1;
+  std::mt19937_64 seed_source;
+  int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
+  std::thread thread;
+
+  explicit Impl(const EngineArgs& a) : args(a), seed_source(a.seed) {}
+  [[nodiscard]] const ModelConfig& config() const { return executor->config(); }
+
+  // The step the device is running (launched, not yet completed) and the tokens of the step
+  // before it, emitted while the device runs.
+  std::optional<scheduler::SchedulerOutput> in_flight;
+  struct Emit {
+    kv::RequestId id;
+    SampledToken token;
+    bool length_finished;  // the request's last token before max_tokens
+  };
+  std::vector<Emit> to_emit;
+  EngineStats::StepTimes times;
+  bool completing_decode_step = false;  // the step in flight computes one token per request
+
+  void loop();
+  void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
+  void launch_step();
+  void complete_step();
+  void record_prompt_logprobs(const scheduler::ScheduledRequest& s, StepResult& result,
+                              int32_t first_row);
+  /// Samples request i of a completed step: its sampled row, and one more row per draft accepted.
+  void sample_request(const scheduler::SchedulerOutput& out, StepResult& result, size_t i,
+                      std::vector<SampledToken>& tokens);
+  /// Asks the speculative proposer for the next step's drafts of the requests that just sampled.
+  void propose_drafts(const scheduler::SchedulerOutput& out);
+  [[nodiscard]] bool live_completion(kv::RequestId id) const { return completions.count(id) != 0; }
+  void emit_pending();
+  void fail_all(const std::string& error);
+  /// An error while processing one request fails that request alone: its completions end with
+  /// the error (held-back text is dropped) and its KV blocks are freed; the others go on.
+  void fail_request(const std::string& id, const std::string& what);
+  /// The test-only fault hook (EngineArgs::fault_hook) at `stage` of request `id`.
+  void fault_point(RequestStage stage, const std::string& id) const {
+    if (args.fault_hook) args.fault_hook(stage, id);
+  }
+  void emit_token(kv::RequestId id, const SampledToken& token, bool length_finished);
+  void finish(kv::RequestId id, FinishReason reason, std::string stop_reason, std::string error,
+              RequestOutput out, bool flush_text = true);
+  void abort_request(const std::string& id, const std::string& error, bool flush_text = true);
+  void publish_stats();
+};
+
+}  // namespace pagoda

@@ -1,0 +1,230 @@
+// Completing a step (engine_impl.h): prompt log-probabilities, sampling with the verification of
+// drafts, the forks of n > 1 requests, and the drafts of the next step.
+#include <algorithm>
+
+#include "core/logging.h"
+#include "core/status.h"
+#include "engine/engine_impl.h"
+
+namespace pagoda {
+
+void EngineCore::Impl::record_prompt_logprobs(const scheduler::ScheduledRequest& s,
+                                              StepResult& result, int32_t first_row) {
+  // Row j of a chunk predicts prompt token num_computed + j + 1.
+  ActiveRequest& a = *completions.at(s.id).request;
+  const int k = *a.params.prompt_logprobs;
+  a.prompt_logprobs.resize(a.prompt.size());
+  std::vector<float> lp(static_cast<size_t>(result.vocab));
+  for (int j = 0; j < s.num_new_tokens; ++j) {
+    const size_t target = static_cast<size_t>(s.num_computed_tokens + j + 1);
+    if (target >= a.prompt.size()) break;
+    log_softmax(result.row(first_row + j), lp);
+    TokenLogprobs t{a.prompt[target], lp[static_cast<size_t>(a.prompt[target])], {}};
+    if (k > 0) {
+      for (const TokenLogprob& alt : top_k_entries(lp, k))
+        t.top.emplace_back(alt.token, alt.logprob);
+    }
+    a.prompt_logprobs[target] = std::move(t);
+  }
+}
+
+void EngineCore::Impl::complete_step() {
+  const scheduler::SchedulerOutput out = std::move(*in_flight);
+  in_flight.reset();
+  const auto wait_start = std::chrono::steady_clock::now();
+  StepResult result = executor->wait();
+  times.device_wait_seconds +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  ++num_steps;
+  // Rows of requests that finished while the step ran (an emitted EOS or stop string, an abort)
+  // are dropped: their completions are gone and the scheduler no longer runs them.
+  auto live = [&](kv::RequestId id) { return completions.count(id) != 0; };
+  PAGODA_CHECK(result.seqs.size() == out.scheduled.size(), "a result of {} sequences for {}",
+               result.seqs.size(), out.scheduled.size());
+
+  // Prompt log-probabilities, then sampling. A request's sampled rows are its last 1 + k rows
+  // (k drafts): row j's token is accepted, and the next row read, while it equals draft j.
+  std::vector<size_t> to_sample;
+  std::vector<std::pair<kv::RequestId, std::vector<float>>> fork_rows;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    const scheduler::ScheduledRequest& s = out.scheduled[i];
+    if (!live(s.id)) continue;
+    const SequenceResult& r = result.seqs[i];
+    const Completion& c = completions.at(s.id);
+    const bool prompt_logits = c.request->params.prompt_logprobs.has_value() &&
+                               static_cast<int>(r.tokens.size()) == s.num_new_tokens &&
+                               s.num_computed_tokens < scheduler->get(s.id)->num_prompt_tokens();
+    if (prompt_logits) {
+      try {
+        record_prompt_logprobs(s, result, r.first_row);
+      } catch (const std::exception& e) {
+        fail_request(std::string(c.request->id), e.what());
+        continue;
+      }
+    }
+    if (!s.samples) continue;
+    to_sample.push_back(i);
+    if (c.request->params.n > 1 && !c.request->forked) {
+      const std::span<float> row =
+          result.row(r.first_row + static_cast<int32_t>(r.tokens.size()) - 1);
+      fork_rows.emplace_back(s.id, std::vector<float>(row.begin(), row.end()));
+    }
+  }
+  // Each request has its own sampler and RNG, so requests are sampled in parallel on the engine's
+  // pool (a 128k-vocabulary row costs ~0.5 ms; 64 of them one after the other would outlast a GPU
+  // step).
+  std::vector<std::vector<SampledToken>> tokens(to_sample.size());
+  // A request whose draw throws fails after the loop (the pool's threads only record it).
+  std::vector<std::optional<std::string>> sample_errors(to_sample.size());
+  auto sample_rows = [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      try {
+        sample_request(out, result, to_sample[static_cast<size_t>(j)],
+                       tokens[static_cast<size_t>(j)]);
+      } catch (const std::exception& e) {
+        tokens[static_cast<size_t>(j)].clear();
+        sample_errors[static_cast<size_t>(j)] = e.what();
+      }
+    }
+  };
+  // Rows drawn on the device only need copying: waking the pool for them would cost more than the
+  // work (this runs while the device idles between steps).
+  const bool any_host_row = std::any_of(to_sample.begin(), to_sample.end(), [&](size_t i) {
+    const SequenceResult& r = result.seqs[i];
+    return std::any_of(r.tokens.begin(), r.tokens.end(), [](int32_t t) { return t < 0; });
+  });
+  if (any_host_row) {
+    pool->parallel_for(static_cast<int64_t>(to_sample.size()), 4, sample_rows);
+  } else {
+    sample_rows(0, static_cast<int64_t>(to_sample.size()));
+  }
+  for (size_t j = 0; j < to_sample.size(); ++j) {
+    const auto it = completions.find(out.scheduled[to_sample[j]].id);
+    if (sample_errors[j] && it != completions.end()) {
+      fail_request(std::string(it->second.request->id), *sample_errors[j]);
+    }
+  }
+  std::vector<std::pair<kv::RequestId, std::vector<int32_t>>> new_tokens;
+  std::vector<Emit> sampled;
+  for (size_t j = 0; j < to_sample.size(); ++j) {
+    const kv::RequestId id = out.scheduled[to_sample[j]].id;
+    if (!live(id)) continue;  // failed above, itself or another completion of its request
+    std::vector<int32_t> ids;
+    for (SampledToken& t : tokens[j]) {
+      ids.push_back(t.token);
+      sampled.push_back({id, std::move(t), false});
+    }
+    new_tokens.emplace_back(id, std::move(ids));
+  }
+  const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
+  generation_tokens += static_cast<int64_t>(sampled.size());
+
+  // n > 1: each further completion samples its own first token from the parent's logits (its
+  // own seed) and shares the parent's prompt blocks.
+  for (auto& [parent_id, row] : fork_rows) {
+    if (!live(parent_id)) continue;
+    std::shared_ptr<ActiveRequest> a = completions.at(parent_id).request;
+    a->forked = true;
+    try {
+      for (int index = 1; index < a->params.n; ++index) {
+        SamplingParams child_params = a->params;
+        if (child_params.seed)
+          child_params.seed = *child_params.seed + static_cast<uint64_t>(index);
+        Completion child{a, index,
+                         RequestSampler(child_params, config().eos_token_ids, seed_source()),
+                         std::nullopt, StopChecker(a->params.stop)};
+        child.device_seed = child_params.seed.value_or(seed_source());
+        child.draw_inputs =
+            DrawInputs(child_params, a->prompt, config().eos_token_ids, config().vocab_size);
+        if (tokenizer->has_value()) {
+          child.detok.emplace(**tokenizer, child_params.skip_special_tokens, a->prompt);
+        }
+        fault_point(RequestStage::kSample, a->id);
+        std::vector<float> child_row = row;
+        SampledToken t = child.sampler.sample(child_row, a->prompt, {});
+        const kv::RequestId child_id = next_kv_id++;
+        auto r = std::make_unique<scheduler::Request>(
+            child_id, a->prompt, a->params.max_tokens, a->priority,
+            scheduler->get(parent_id) ? std::string(scheduler->get(parent_id)->cache_salt())
+                                      : a->cache_salt);
+        r->append_output_tokens(std::span<const int32_t>(&t.token, 1));
+        a->completion_ids.push_back(child_id);
+        completions.emplace(child_id, std::move(child));
+        // With max_tokens 1 the first token is the child's last: it never runs a step (the
+        // scheduler would refuse it), and emitting that token finishes it.
+        if (a->params.max_tokens > 1) (void)scheduler->fork_request(parent_id, std::move(r));
+        ++generation_tokens;
+        sampled.push_back({child_id, std::move(t), false});
+      }
+    } catch (const std::exception& e) {
+      fail_request(std::string(a->id), e.what());
+    }
+  }
+  // A request that reached max_tokens finishes with the last of its tokens.
+  for (const kv::RequestId id : length_finished) {
+    for (auto it = sampled.rbegin(); it != sampled.rend(); ++it) {
+      if (it->id == id) {
+        it->length_finished = true;
+        break;
+      }
+    }
+  }
+  propose_drafts(out);
+
+  // Emitted by the loop once the next step is launched.
+  to_emit = std::move(sampled);
+}
+
+void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, StepResult& result,
+                                      size_t i, std::vector<SampledToken>& tokens) {
+  const scheduler::ScheduledRequest& s = out.scheduled[i];
+  const SequenceResult& r = result.seqs[i];
+  Completion& c = completions.at(s.id);  // distinct per request: no two threads share a sampler
+  fault_point(RequestStage::kSample, c.request->id);
+  const scheduler::Request* req = scheduler->get(s.id);
+  const auto drafts = req->spec_token_ids();
+  std::vector<int32_t> output(req->output_token_ids().begin(), req->output_token_ids().end());
+  const auto num_rows = static_cast<int>(r.tokens.size());
+  const int first = num_rows - 1 - s.num_spec_tokens;  // the first sampled row
+  for (int row = first; row < num_rows; ++row) {
+    SampledToken t;
+    const int32_t drawn = r.tokens[static_cast<size_t>(row)];
+    if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
+      t.token = drawn;
+      if (c.request->params.logprobs) {
+        const DrawnLogprobs& lp = r.logprobs[static_cast<size_t>(row)];
+        t.logprob = lp.logprob;
+        for (const auto& [token, logprob] : lp.top) t.top_logprobs.push_back({token, logprob});
+      }
+    } else {
+      t = c.sampler.sample(result.row(r.first_row + row), req->prompt_token_ids(), output);
+    }
+    const int draft = row - first;
+    const bool accepted = draft < s.num_spec_tokens && static_cast<size_t>(draft) < drafts.size() &&
+                          t.token == drafts[static_cast<size_t>(draft)];
+    output.push_back(t.token);
+    tokens.push_back(std::move(t));
+    if (!accepted) break;
+  }
+}
+
+void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
+  if (!args.speculative_proposer || args.num_speculative_tokens <= 0) return;
+  for (const scheduler::ScheduledRequest& s : out.scheduled) {
+    scheduler::Request* r = scheduler->get_mutable(s.id);
+    if (r == nullptr || !s.samples || !live_completion(s.id)) continue;
+    // Drafts are verified by comparing tokens (complete_step), which is exact for greedy draws
+    // whose distribution does not depend on the tokens before them in the step.
+    const SamplingParams& p = completions.at(s.id).request->params;
+    const bool history_free = p.repetition_penalty == 1.0f && p.presence_penalty == 0.0f &&
+                              p.frequency_penalty == 0.0f && p.bad_words_token_ids.empty() &&
+                              r->num_output_tokens() >= p.min_tokens;
+    if (!p.greedy() || !history_free || p.n > 1 || p.prompt_logprobs) continue;
+    std::vector<int32_t> drafts = args.speculative_proposer(r->all_token_ids());
+    if (drafts.size() > static_cast<size_t>(args.num_speculative_tokens))
+      drafts.resize(static_cast<size_t>(args.num_speculative_tokens));
+    r->set_spec_token_ids(std::move(drafts));
+  }
+}
+
+}  // namespace pagoda

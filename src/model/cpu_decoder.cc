@@ -1,0 +1,352 @@
+#include "model/cpu_decoder.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/half.h"
+#include "core/status.h"
+#include "model/kv_cache_storage.h"
+#include "model/linear.h"
+#include "ops/ops.h"
+
+namespace pagoda {
+namespace {
+
+/// A norm weight as the CPU kernels take it: fp32, owned, with the definition's weight offset
+/// folded in (Gemma's 1 + w), so every norm is y = x / rms(x) * w.
+struct NormWeight {
+  Buffer buffer;
+  Tensor tensor;
+};
+
+NormWeight norm_weight(const WeightStore& weights, const NormDef& def) {
+  const Tensor& t = checked_float_tensor(weights, def.name, Shape{def.size});
+  NormWeight out{Buffer(static_cast<size_t>(def.size) * sizeof(float)), {}};
+  float* dst = out.buffer.as<float>();
+  for (int64_t i = 0; i < def.size; ++i) {
+    float w = 0;
+    switch (t.dtype) {
+      case DType::kF32:
+        w = t.as<float>()[i];
+        break;
+      case DType::kBF16:
+        w = bf16_to_float(t.as<uint16_t>()[i]);
+        break;
+      default:
+        w = f16_to_float(t.as<uint16_t>()[i]);
+        break;
+    }
+    dst[i] = def.weight_offset + w;
+  }
+  out.tensor = Tensor{out.buffer.data(), DType::kF32, Shape{def.size}};
+  return out;
+}
+
+std::optional<NormWeight> optional_norm(const WeightStore& w, const std::optional<NormDef>& def) {
+  if (!def) return std::nullopt;
+  return norm_weight(w, *def);
+}
+
+/// One layer's weights, bound as the definition's LayerDef names them.
+struct LayerWeights {
+  NormWeight input_norm, pre_mlp_norm;
+  std::optional<NormWeight> post_attention_norm, post_mlp_norm, q_norm, k_norm;
+  std::unique_ptr<CpuLinear> qkv, o, gate_up, down;
+};
+
+/// Scratch activations for one forward pass, grown to the largest batch seen; every buffer is
+/// [capacity, features] fp32.
+struct Workspace {
+  int64_t capacity = 0;
+  Buffer residual, hidden, normed, qkv, q, k, v, attn, gate_up, gate, up, gathered, final_normed;
+
+  void reserve(int64_t tokens, const ModelDefinition& d) {
+    if (tokens <= capacity) return;
+    capacity = std::max<int64_t>(tokens, 2 * capacity);
+    int64_t q_size = 0, kv_size = 0, qkv_size = 0, inter = 0;
+    for (const LayerDef& l : d.layers) {
+      q_size = std::max(q_size, l.attention.q_size());
+      kv_size = std::max(kv_size, l.attention.kv_size());
+      qkv_size = std::max(qkv_size, l.qkv.out());
+      inter = std::max(inter, l.gate_up.out_segments[0]);
+    }
+    auto floats = [&](int64_t per_token) {
+      return Buffer(static_cast<size_t>(capacity * per_token) * sizeof(float));
+    };
+    const int64_t h = d.hidden_size;
+    residual = floats(h);
+    hidden = floats(h);
+    normed = floats(h);
+    qkv = floats(qkv_size);
+    q = floats(q_size);
+    k = floats(kv_size);
+    v = floats(kv_size);
+    attn = floats(q_size);
+    gate_up = floats(2 * inter);
+    gate = floats(inter);
+    up = floats(inter);
+    gathered = floats(h);
+    final_normed = floats(h);
+  }
+};
+
+Tensor view2(const Buffer& b, int64_t rows, int64_t cols) {
+  return Tensor{b.data(), DType::kF32, Shape{rows, cols}};
+}
+Tensor view3(const Buffer& b, int64_t a, int64_t rows, int64_t cols) {
+  return Tensor{b.data(), DType::kF32, Shape{a, rows, cols}};
+}
+
+/// Copies columns [first, first + cols) of src [rows, src_cols] into dst [rows, cols].
+void copy_columns(const Tensor& src, int64_t first, const Tensor& dst) {
+  const int64_t rows = dst.shape[0], cols = dst.shape[1], src_cols = src.shape[1];
+  for (int64_t r = 0; r < rows; ++r) {
+    std::memcpy(dst.as<float>() + r * cols, src.as<float>() + r * src_cols + first,
+                static_cast<size_t>(cols) * sizeof(float));
+  }
+}
+
+/// A ModelDefinition on the CPU. The residual stream lives in `residual`; a sublayer's output
+/// waits in `hidden` until the next norm adds it (ops::add_rms_norm), so each residual add is
+/// fused with the norm that follows it.
+class CpuDecoderModel final : public Model {
+ public:
+  CpuDecoderModel(const ModelConfig& config, ModelDefinition definition, WeightStore weights,
+                  const OpContext& ctx)
+      : config_(config), def_(std::move(definition)), weights_(std::move(weights)), ctx_(ctx) {
+    bind_weights();
+    const AttentionDef& a = def_.layers.at(0).attention;
+    for (const LayerDef& l : def_.layers) {
+      PAGODA_CHECK(l.attention.num_kv_heads == a.num_kv_heads && l.attention.head_dim == a.head_dim,
+                   "{}: layers with different KV shapes are not supported", def_.architecture);
+    }
+    kv_spec_ = kv::KVCacheSpec{static_cast<int>(def_.layers.size()), a.num_kv_heads, a.head_dim,
+                               DType::kF32, kv::KVLayout::kTokenMajor};
+  }
+
+  const ModelConfig& config() const override { return config_; }
+  const ModelDefinition& definition() const override { return def_; }
+  const kv::KVCacheSpec& kv_cache_spec() const override { return kv_spec_; }
+
+  void init_kv_cache(int64_t num_blocks, int block_size) override {
+    kv_.reset();  // free the old cache before allocating the new one
+    kv_ = std::make_unique<KVCacheStorage>(kv_spec_, num_blocks, block_size);
+  }
+
+  void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override {
+    PAGODA_CHECK(kv_ != nullptr, "copy_kv_blocks before init_kv_cache");
+    for (const auto& [src, dst] : src_dst) kv_->copy_block(src, dst);
+  }
+  void export_kv_block(int32_t block, std::span<std::byte> out) override {
+    PAGODA_CHECK(kv_ != nullptr, "export_kv_block before init_kv_cache");
+    kv_->export_block(block, out);
+  }
+  void import_kv_block(int32_t block, std::span<const std::byte> in) override {
+    PAGODA_CHECK(kv_ != nullptr, "import_kv_block before init_kv_cache");
+    kv_->import_block(block, in);
+  }
+
+  std::span<float> forward(const ForwardBatch& batch) override;
+  std::span<float> hidden_states() override { return hidden_states_; }
+
+ private:
+  void bind_weights();
+  /// normed = norm(residual (+ hidden, when a sublayer's output is pending)).
+  void norm_residual(const NormWeight& w, int64_t T);
+  /// The attention block of layer l: qkv projection, q/k norms, RoPE, cache write, attention;
+  /// leaves the attention output in ws_.attn.
+  void attention(int l, const ForwardBatch& batch);
+  /// Copies the residual stream (with the pending sublayer output added) to hidden_states_ for
+  /// each batch.hidden_layers entry equal to `layer`.
+  void keep_hidden(const ForwardBatch& batch, int layer);
+
+  ModelConfig config_;
+  ModelDefinition def_;
+  WeightStore weights_;
+  OpContext ctx_;
+  kv::KVCacheSpec kv_spec_;
+  Tensor embed_tokens_, lm_head_table_;
+  std::unique_ptr<CpuLinear> lm_head_;  // null: tied (lm_head_table_ is the embedding)
+  NormWeight final_norm_;
+  std::vector<LayerWeights> layers_;
+  Workspace ws_;
+  bool pending_ = false;  // ws_.hidden holds a sublayer output not yet added to the residual
+  std::unique_ptr<KVCacheStorage> kv_;
+  std::vector<float> logits_;
+  std::vector<float> hidden_states_;  // [hidden_layers, T, hidden]
+};
+
+void CpuDecoderModel::bind_weights() {
+  const ModelDefinition& d = def_;
+  embed_tokens_ = checked_float_tensor(weights_, d.embed_name, Shape{d.vocab_size, d.hidden_size});
+  final_norm_ = norm_weight(weights_, d.final_norm);
+  const LinearMethod& head_method = linear_method(d.lm_head.format);
+  // Tied checkpoints usually omit lm_head.weight; some write it anyway.
+  const bool head_present = weights_.contains(d.lm_head.sources.at(0).prefix + ".weight");
+  if (!d.lm_head_tied || head_present) {
+    lm_head_ = head_method.bind_cpu(d.lm_head, weights_);
+  } else {
+    lm_head_table_ = embed_tokens_;
+  }
+  for (const LayerDef& l : d.layers) {
+    LayerWeights w;
+    w.input_norm = norm_weight(weights_, l.input_norm);
+    w.pre_mlp_norm = norm_weight(weights_, l.pre_mlp_norm);
+    w.post_attention_norm = optional_norm(weights_, l.post_attention_norm);
+    w.post_mlp_norm = optional_norm(weights_, l.post_mlp_norm);
+    w.q_norm = optional_norm(weights_, l.attention.q_norm);
+    w.k_norm = optional_norm(weights_, l.attention.k_norm);
+    w.qkv = linear_method(l.qkv.format).bind_cpu(l.qkv, weights_);
+    w.o = linear_method(l.o.format).bind_cpu(l.o, weights_);
+    w.gate_up = linear_method(l.gate_up.format).bind_cpu(l.gate_up, weights_);
+    w.down = linear_method(l.down.format).bind_cpu(l.down, weights_);
+    layers_.push_back(std::move(w));
+  }
+}
+
+void CpuDecoderModel::norm_residual(const NormWeight& w, int64_t T) {
+  const Tensor residual = view2(ws_.residual, T, def_.hidden_size);
+  const Tensor normed = view2(ws_.normed, T, def_.hidden_size);
+  if (pending_) {
+    ops::add_rms_norm(ctx_, residual, view2(ws_.hidden, T, def_.hidden_size), w.tensor,
+                      def_.norm_eps, normed);
+  } else {
+    ops::rms_norm(ctx_, residual, w.tensor, def_.norm_eps, normed);
+  }
+  pending_ = false;
+}
+
+void CpuDecoderModel::attention(int l, const ForwardBatch& batch) {
+  const LayerDef& def = def_.layers[static_cast<size_t>(l)];
+  const LayerWeights& w = layers_[static_cast<size_t>(l)];
+  const AttentionDef& a = def.attention;
+  const int64_t T = batch.num_tokens();
+  const Tensor qkv = view2(ws_.qkv, T, def.qkv.out());
+  w.qkv->apply(ctx_, view2(ws_.normed, T, def_.hidden_size), qkv);
+  // qkv [T, q + 2 kv] -> q [T, heads, head_dim], k and v [T, kv_heads, head_dim].
+  copy_columns(qkv, 0, view2(ws_.q, T, a.q_size()));
+  copy_columns(qkv, a.q_size(), view2(ws_.k, T, a.kv_size()));
+  copy_columns(qkv, a.q_size() + a.kv_size(), view2(ws_.v, T, a.kv_size()));
+  const Tensor q3 = view3(ws_.q, T, a.num_heads, a.head_dim);
+  const Tensor k3 = view3(ws_.k, T, a.num_kv_heads, a.head_dim);
+  const Tensor v3 = view3(ws_.v, T, a.num_kv_heads, a.head_dim);
+  if (w.q_norm) ops::rms_norm(ctx_, q3, w.q_norm->tensor, def_.norm_eps, q3);
+  if (w.k_norm) ops::rms_norm(ctx_, k3, w.k_norm->tensor, def_.norm_eps, k3);
+  const Tensor positions{const_cast<int32_t*>(batch.positions.data()), DType::kI32, Shape{T}};
+  const Tensor inv_freq{const_cast<float*>(def_.rope_inv_freq.data()), DType::kF32,
+                        Shape{static_cast<int64_t>(def_.rope_inv_freq.size())}};
+  ops::rope(ctx_, q3, k3, positions, inv_freq);
+  const Tensor slots{const_cast<int64_t*>(batch.slot_mapping.data()), DType::kI64, Shape{T}};
+  ops::reshape_and_cache(ctx_, k3, v3, slots, kv_->key_cache(l), kv_->value_cache(l),
+                         kv_->layout());
+  cpu::PagedAttentionParams p;
+  p.q = ws_.q.as<float>();
+  p.positions = batch.positions.data();
+  p.query_start_loc = batch.query_start_loc.data();
+  p.seq_lens = batch.seq_lens.data();
+  p.block_tables = batch.block_tables.data();
+  p.key_cache = kv_->key_cache(l).as<float>();
+  p.value_cache = kv_->value_cache(l).as<float>();
+  p.out = ws_.attn.as<float>();
+  p.num_tokens = T;
+  p.num_seqs = batch.num_seqs();
+  p.num_heads = a.num_heads;
+  p.max_blocks_per_seq = batch.max_blocks_per_seq;
+  p.sliding_window = a.sliding_window;
+  p.scale = a.scale;
+  p.softcap = a.softcap;
+  p.layout = kv_->layout();
+  ops::paged_attention(ctx_, p);
+}
+
+void CpuDecoderModel::keep_hidden(const ForwardBatch& batch, int layer) {
+  const int64_t T = batch.num_tokens(), h = def_.hidden_size;
+  for (size_t i = 0; i < batch.hidden_layers.size(); ++i) {
+    if (batch.hidden_layers[i] != layer) continue;
+    float* dst = hidden_states_.data() + static_cast<int64_t>(i) * T * h;
+    const float* r = ws_.residual.as<float>();
+    const float* x = ws_.hidden.as<float>();
+    for (int64_t e = 0; e < T * h; ++e) dst[e] = pending_ ? r[e] + x[e] : r[e];
+  }
+}
+
+std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
+  PAGODA_CHECK(kv_ != nullptr, "forward before init_kv_cache");
+  const ModelDefinition& d = def_;
+  const int64_t T = batch.num_tokens();
+  validate_forward_batch(batch, kv_->layout().num_blocks, kv_->layout().block_size);
+  if (T == 0) return {};
+  ws_.reserve(T, d);
+  const int64_t h = d.hidden_size;
+  const Tensor ids{const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, Shape{T}};
+  const Tensor residual = view2(ws_.residual, T, h);
+  const Tensor hidden = view2(ws_.hidden, T, h);
+  ops::embedding(ctx_, ids, embed_tokens_, residual);
+  if (d.embed_scale != 1.0f) ops::scale(ctx_, residual, d.embed_scale);
+  pending_ = false;
+  for (const int32_t l : batch.hidden_layers) {
+    PAGODA_CHECK(l >= -1 && l < static_cast<int>(d.layers.size()), "hidden layer {} of {}", l,
+                 d.layers.size());
+  }
+  hidden_states_.resize(batch.hidden_layers.size() * static_cast<size_t>(T * h));
+  keep_hidden(batch, -1);
+  for (size_t l = 0; l < d.layers.size(); ++l) {
+    const LayerDef& def = d.layers[l];
+    const LayerWeights& w = layers_[l];
+    norm_residual(w.input_norm, T);
+    attention(static_cast<int>(l), batch);
+    w.o->apply(ctx_, view2(ws_.attn, T, def.attention.q_size()), hidden);
+    if (w.post_attention_norm)
+      ops::rms_norm(ctx_, hidden, w.post_attention_norm->tensor, d.norm_eps, hidden);
+    pending_ = true;
+    norm_residual(w.pre_mlp_norm, T);
+    const int64_t inter = def.gate_up.out_segments[0];
+    const Tensor gate_up = view2(ws_.gate_up, T, 2 * inter);
+    w.gate_up->apply(ctx_, view2(ws_.normed, T, h), gate_up);
+    const Tensor gate = view2(ws_.gate, T, inter), up = view2(ws_.up, T, inter);
+    copy_columns(gate_up, 0, gate);
+    copy_columns(gate_up, inter, up);
+    if (def.activation == Activation::kSilu) {
+      ops::silu_and_mul(ctx_, gate, up, gate);
+    } else {
+      ops::gelu_tanh_and_mul(ctx_, gate, up, gate);
+    }
+    w.down->apply(ctx_, gate, hidden);
+    if (w.post_mlp_norm) ops::rms_norm(ctx_, hidden, w.post_mlp_norm->tensor, d.norm_eps, hidden);
+    pending_ = true;
+    keep_hidden(batch, static_cast<int>(l));
+  }
+  // Only the rows whose logits are wanted go through the final norm and the LM head.
+  const int64_t L = static_cast<int64_t>(batch.logits_indices.size());
+  if (L == 0) return {};
+  const Tensor gathered = view2(ws_.gathered, L, h);
+  const Tensor gathered_hidden = view2(ws_.normed, L, h);
+  for (int64_t i = 0; i < L; ++i) {
+    const int64_t row = batch.logits_indices[static_cast<size_t>(i)];
+    std::memcpy(gathered.as<float>() + i * h, residual.as<float>() + row * h,
+                static_cast<size_t>(h) * sizeof(float));
+    std::memcpy(gathered_hidden.as<float>() + i * h, hidden.as<float>() + row * h,
+                static_cast<size_t>(h) * sizeof(float));
+  }
+  const Tensor final_normed = view2(ws_.final_normed, L, h);
+  ops::add_rms_norm(ctx_, gathered, gathered_hidden, final_norm_.tensor, d.norm_eps, final_normed);
+  logits_.resize(static_cast<size_t>(L * d.vocab_size));
+  const Tensor out{logits_.data(), DType::kF32, Shape{L, d.vocab_size}};
+  if (lm_head_) {
+    lm_head_->apply(ctx_, final_normed, out);
+  } else {
+    ops::linear(ctx_, final_normed, lm_head_table_, nullptr, out);
+  }
+  if (d.final_softcap > 0) ops::softcap(ctx_, out, d.final_softcap);
+  return logits_;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> build_cpu_model(const ModelConfig& config, ModelDefinition definition,
+                                       WeightStore weights, const OpContext& ctx) {
+  PAGODA_CHECK(!definition.layers.empty(), "{}: a model without layers", config.architecture);
+  return std::make_unique<CpuDecoderModel>(config, std::move(definition), std::move(weights), ctx);
+}
+
+}  // namespace pagoda

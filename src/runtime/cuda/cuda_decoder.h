@@ -1,0 +1,157 @@
+#pragma once
+// The CUDA backend's model (internal to runtime/cuda): a ModelDefinition on one GPU. Its methods
+// live in cuda_decoder_model.cc (buffers, step staging, graphs, sampling) and cuda_forward.cc
+// (the kernel sequence of a step: the definition's blocks, fused for small steps).
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/linear.h"
+#include "kernels/cuda/paged_attention.h"
+#include "model/model.h"
+#include "pagoda/runtime_options.h"
+#include "runtime/cuda/cuda_weights.h"
+#include "runtime/cuda/decode_graphs.h"
+#include "runtime/cuda/device_buffer.h"
+#include "runtime/cuda/device_sampler.h"
+
+namespace pagoda {
+
+/// Device activations of one step, grown to the largest step seen; each [capacity, width] in the
+/// activation dtype, width the widest over the layers.
+struct CudaActivations {
+  int64_t capacity = 0;
+  DeviceBuffer residual, hidden, normed;  // [capacity, hidden]
+  DeviceBuffer qkv;                       // [capacity, q + 2 kv]
+  DeviceBuffer attn;                      // [capacity, q]
+  DeviceBuffer gate_up;                   // [capacity, 2 intermediate]
+  DeviceBuffer act;                       // [capacity, intermediate]
+
+  void reserve(int64_t tokens, const ModelDefinition& d, size_t element_size);
+};
+
+/// Device pointers of one step's inputs (see CudaDecoderModel::stage_inputs).
+struct StepInputs {
+  const int64_t* slots;
+  const int32_t* ids;
+  const int32_t* positions;
+  const int32_t* query_start;
+  const int32_t* seq_lens;
+  const int32_t* block_tables;  // [num_seqs, table_width]
+  const int32_t* logits_rows;
+  int table_width;
+};
+
+/// The model on the GPU.
+class CudaDecoderModel final : public Model {
+ public:
+  CudaDecoderModel(const ModelConfig& config, ModelDefinition definition, DType dtype, int device,
+                   CudaWeightSource weights, const RuntimeOptions& options, ThreadPool& pool);
+  ~CudaDecoderModel() override;
+
+  const ModelConfig& config() const override { return config_; }
+  const ModelDefinition& definition() const override { return def_; }
+  const kv::KVCacheSpec& kv_cache_spec() const override { return kv_spec_; }
+  void init_kv_cache(int64_t num_blocks, int block_size) override;
+  void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override;
+  void export_kv_block(int32_t block, std::span<std::byte> out) override;
+  void import_kv_block(int32_t block, std::span<const std::byte> in) override;
+
+  std::span<float> forward(const ForwardBatch& batch) override {
+    return forward_sample(batch, {}, {}, {});
+  }
+  std::span<float> forward_sample(const ForwardBatch& batch, std::span<const DeviceDraw> draws,
+                                  std::span<int32_t> tokens,
+                                  std::span<DrawnLogprobs> logprobs) override {
+    PAGODA_CHECK(start_step(batch, draws), "start_step failed");
+    return finish_step(tokens, logprobs);
+  }
+  bool start_step(const ForwardBatch& batch, std::span<const DeviceDraw> draws) override;
+  std::span<float> finish_step(std::span<int32_t> tokens,
+                               std::span<DrawnLogprobs> logprobs) override;
+
+  std::vector<int> decode_graph_sizes(int max_num_seqs) const override {
+    return options_.cuda_graphs ? DecodeGraphs::buckets(max_num_seqs) : std::vector<int>{};
+  }
+  std::optional<std::pair<size_t, size_t>> device_memory() const override;
+  void end_warm_up() override;
+  std::span<float> hidden_states() override {
+    return {static_cast<float*>(host_hidden_), hidden_elems_};
+  }
+
+ private:
+  StepInputs stage_inputs(const ForwardBatch& batch, int table_width);
+  const ForwardBatch& pad_to_graph_bucket(const ForwardBatch& b);
+  /// The kernel sequence of one step (cuda_forward.cc): enqueues only, so it can be captured.
+  void run_kernels(const StepInputs& in, const cuda::AttentionPlan& plan, int64_t T, int S,
+                   int64_t L);
+  void attention_input(int l, const StepInputs& in, int64_t T, bool fused, bool fused_rope);
+  /// Copies the residual stream (+ act_.hidden when a sublayer output is pending) into
+  /// hidden_dev_'s slice of each hidden_layers_ entry equal to `layer`.
+  void keep_hidden(int layer, int64_t T, bool pending);
+  /// Grows the hidden-state buffers for `elems` elements and enqueues their copy to the host.
+  void reserve_hidden(size_t elems);
+  void linear(const void* x, int64_t m, const CudaLinear& w, void* y);
+  void gemv_fused(const void* x, int64_t m, const CudaLinear& w, void* y,
+                  const cuda::GemvFusion& f);
+  cuda::GemvFusion fusion(const DeviceBuffer& norm_weight, cuda::GemvEpilogue epilogue) const;
+  // Steps of up to this many tokens run the fused projections (when fuse_small_steps_).
+  int64_t fused_max_m() const { return std::max(cuda::kGemvMaxM, blas_.gemv_mma_max_m); }
+
+  ModelConfig config_;
+  ModelDefinition def_;
+  kv::KVCacheSpec kv_spec_;
+  DType dtype_;
+  int device_;
+  RuntimeOptions options_;
+  int num_sms_ = 132;
+  cudaStream_t stream_ = nullptr;
+  cuda::BlasContext blas_;
+  std::string device_signature_;  // GPU model, SMs and cuBLASLt version: the tuning cache's key
+  CudaWeights w_;
+  DeviceBuffer inv_freq_;  // [head_dim / 2] fp32
+  float embed_scale_ = 1.0f;
+  cuda::KVCacheLayout layout_;
+  int block_size_ = 0;
+  std::vector<DeviceBuffer> keys_, values_;  // per layer, KVCacheLayout
+  CudaActivations act_;
+  // Step inputs: one pinned host area and one device area, copied in one transfer.
+  void* host_inputs_ = nullptr;
+  size_t host_inputs_bytes_ = 0;
+  DeviceBuffer device_inputs_;
+  DeviceBuffer logits_dtype_, logits_f32_, gathered_;
+  void* host_logits_ = nullptr;  // pinned [rows, vocab] fp32, returned by forward()
+  DeviceSampler sampler_;        // rows drawn on the device
+  // Hidden states of the step's ForwardBatch::hidden_layers: [layers, T, hidden] in the activation
+  // dtype on the device, fp32 on the device and in pinned host memory.
+  std::vector<int32_t> hidden_layers_;
+  DeviceBuffer hidden_dev_, hidden_f32_;
+  void* host_hidden_ = nullptr;
+  size_t host_hidden_capacity_ = 0;  // elements
+  size_t hidden_elems_ = 0;          // of the last step
+  size_t host_logits_elems_ = 0;
+  cuda::AttentionLimits limits_;
+  DeviceBuffer attention_workspace_;
+  // Whether steps of at most fused_max_m() tokens run the fused GEMVs (run_kernels): the plain
+  // Llama block (model/definition.h) with every projection's k a multiple of 8 (the GEMVs'
+  // 16-byte loads), unless options_.gemv_fusion is off (A/B).
+  bool fuse_small_steps_ = false;
+  DecodeGraphs graphs_;  // of decode-only steps (options_.cuda_graphs)
+  // A decode batch padded to its graph bucket (pad_to_graph_bucket).
+  struct PaddedBatch {
+    std::vector<int32_t> ids, positions, query_start, seq_lens, tables, rows;
+    std::vector<int64_t> slots;
+    ForwardBatch batch;
+  } padded_;
+  // The step start_step() launched and finish_step() collects.
+  struct PendingStep {
+    bool active = false;
+    int64_t rows = 0;               // logits rows
+    size_t logits_elems = 0;        // > 0: the fp32 logits are being copied to host_logits_
+    bool sampled = false;           // sampler_ drew some rows
+    std::vector<DeviceDraw> draws;  // the rows' draws (for sampler_.collect)
+  } pending_;
+};
+
+}  // namespace pagoda

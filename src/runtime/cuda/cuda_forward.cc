@@ -1,0 +1,229 @@
+// The kernel sequence of one step on the GPU: the ModelDefinition's blocks (model/definition.h)
+// in the order the definition composes them, with the small-step fusions of the plain Llama block.
+#include <cmath>
+
+#include "kernels/cuda/activation.h"
+#include "kernels/cuda/embedding.h"
+#include "kernels/cuda/norm.h"
+#include "kernels/cuda/rope.h"
+#include "kernels/cuda/tensor_ops.h"
+#include "runtime/cuda/cuda_decoder.h"
+
+namespace pagoda {
+
+void CudaDecoderModel::linear(const void* x, int64_t m, const CudaLinear& w, void* y) {
+  PAGODA_CUDA_CHECK(cuda::linear(blas_, x, m, w.in, w.weight.get(), w.out, w.bias.get(), y,
+                                 cuda::LinearTypes{dtype_, w.dtype, dtype_}, stream_));
+}
+
+cuda::GemvFusion CudaDecoderModel::fusion(const DeviceBuffer& norm_weight,
+                                          cuda::GemvEpilogue epilogue) const {
+  cuda::GemvFusion f;
+  f.norm_weight = norm_weight.get();
+  f.norm_eps = def_.norm_eps;
+  f.epilogue = epilogue;
+  return f;
+}
+
+// The fused projection of a small step: the CUDA-core GEMV at m = 1, the tensor-core one above.
+void CudaDecoderModel::gemv_fused(const void* x, int64_t m, const CudaLinear& w, void* y,
+                                  const cuda::GemvFusion& f) {
+  if (m <= cuda::kGemvMaxM) {
+    PAGODA_CUDA_CHECK(cuda::linear_gemv_fused(x, m, w.in, w.weight.get(), w.out, w.bias.get(), y, f,
+                                              dtype_, stream_));
+  } else {
+    PAGODA_CUDA_CHECK(cuda::linear_gemv_mma_fused(x, m, w.in, w.weight.get(), w.out, w.bias.get(),
+                                                  y, f, dtype_, stream_));
+  }
+}
+
+/// The attention input block of layer l: input norm (with the pending residual add), the qkv
+/// projection and its bias, the per-head q/k norms, RoPE and the cache write. Fused: the norm runs
+/// inside the GEMV, and with fused_rope RoPE and the cache write too.
+void CudaDecoderModel::attention_input(int l, const StepInputs& in, int64_t T, bool fused,
+                                       bool fused_rope) {
+  const LayerDef& def = def_.layers[static_cast<size_t>(l)];
+  const CudaLayerWeights& w = w_.layers[static_cast<size_t>(l)];
+  const AttentionDef& a = def.attention;
+  const size_t es = dtype_size(dtype_);
+  const int64_t h = def_.hidden_size, q = a.q_size(), kv = a.kv_size();
+  const int64_t qkv_width = def.qkv.out();
+  char* qkv = act_.qkv.as<char>();
+  if (fused) {
+    cuda::GemvFusion f = fusion(w.input_norm, cuda::GemvEpilogue::kStore);
+    if (fused_rope) {
+      f.epilogue = cuda::GemvEpilogue::kRopeCache;
+      f.rope.positions = in.positions;
+      f.rope.inv_freq = inv_freq_.as<float>();
+      f.rope.slot_mapping = in.slots;
+      f.rope.key_cache = keys_[static_cast<size_t>(l)].get();
+      f.rope.value_cache = values_[static_cast<size_t>(l)].get();
+      f.rope.layout = layout_;
+      f.rope.num_heads = a.num_heads;
+      f.rope.cache_dtype = kv_spec_.dtype;
+    }
+    gemv_fused(act_.residual.get(), T, w.qkv, qkv, f);
+  } else {
+    if (l == 0) {
+      PAGODA_CUDA_CHECK(cuda::rms_norm(act_.residual.get(), w.input_norm.get(), T, h, def_.norm_eps,
+                                       act_.normed.get(), dtype_, stream_));
+    } else {
+      PAGODA_CUDA_CHECK(cuda::add_rms_norm(act_.residual.get(), act_.hidden.get(),
+                                           w.input_norm.get(), T, h, def_.norm_eps,
+                                           act_.normed.get(), dtype_, stream_));
+    }
+    linear(act_.normed.get(), T, w.qkv, qkv);
+  }
+  if (fused_rope) return;  // RoPE and the cache write ran in the GEMV
+  cuda::RopeCacheParams rp;
+  rp.q = qkv;
+  rp.k = qkv + static_cast<size_t>(q) * es;
+  rp.v = qkv + static_cast<size_t>(q + kv) * es;
+  rp.q_stride = rp.k_stride = rp.v_stride = qkv_width;
+  rp.positions = in.positions;
+  rp.inv_freq = inv_freq_.as<float>();
+  rp.slot_mapping = in.slots;
+  rp.key_cache = keys_[static_cast<size_t>(l)].get();
+  rp.value_cache = values_[static_cast<size_t>(l)].get();
+  rp.num_tokens = T;
+  rp.num_heads = a.num_heads;
+  rp.layout = layout_;
+  rp.dtype = dtype_;
+  rp.cache_dtype = kv_spec_.dtype;
+  if (a.q_norm) {  // per-head RMSNorm of q and k, inside the RoPE kernel (Qwen3)
+    rp.q_norm = w.q_norm.get();
+    rp.k_norm = w.k_norm.get();
+    rp.norm_eps = def_.norm_eps;
+  }
+  PAGODA_CUDA_CHECK(cuda::rope_and_cache(rp, stream_));
+}
+
+void CudaDecoderModel::keep_hidden(int layer, int64_t T, bool pending) {
+  const int64_t n = T * def_.hidden_size;
+  const size_t es = dtype_size(dtype_);
+  for (size_t i = 0; i < hidden_layers_.size(); ++i) {
+    if (hidden_layers_[i] != layer) continue;
+    void* dst = hidden_dev_.at(i * static_cast<size_t>(n) * es);
+    if (pending) {
+      PAGODA_CUDA_CHECK(cuda::add(act_.residual.get(), act_.hidden.get(), dst, dtype_, n, stream_));
+    } else {
+      PAGODA_CUDA_CHECK(cudaMemcpyAsync(dst, act_.residual.get(), static_cast<size_t>(n) * es,
+                                        cudaMemcpyDeviceToDevice, stream_));
+    }
+  }
+}
+
+/// The kernel sequence of one step, from the embedding to the logits rows in logits_dtype_. It
+/// only launches work on stream_ (no allocation, no host synchronisation), so it can be captured.
+/// The residual stream lives in act_.residual; outside the fused path a sublayer's output waits in
+/// act_.hidden for the next add_rms_norm.
+void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPlan& plan, int64_t T,
+                                   int S, int64_t L) {
+  const ModelDefinition& d = def_;
+  const size_t es = dtype_size(dtype_);
+  const int64_t h = d.hidden_size;
+  const float eps = d.norm_eps;
+  void* residual = act_.residual.get();
+  void* hidden = act_.hidden.get();
+  void* normed = act_.normed.get();
+  // Small steps (decode at batch 1-8) fold the norms, residual adds and SiLU-and-mul into the
+  // GEMVs: 6 kernels per layer instead of 10 (with the RoPE below). The residual stream is then
+  // always complete in `residual`.
+  const bool fused = fuse_small_steps_ && T <= fused_max_m();
+  const int head_dim = d.layers[0].attention.head_dim;
+  // ... and RoPE with the cache write into the qkv GEMV, unless the per-head q/k norms (Qwen3) must
+  // come between them (rope_and_cache does those norms itself). The CUDA-core GEMV takes the pairs
+  // (i, i + head_dim / 2) two by two (head_dim % 4 == 0), the tensor-core one 16 by 16 (% 32).
+  const bool fused_rope = fused && !d.layers[0].attention.q_norm && head_dim % 4 == 0 &&
+                          (T <= cuda::kGemvMaxM || head_dim % 32 == 0);
+
+  PAGODA_CUDA_CHECK(
+      cuda::embedding(in.ids, T, w_.embed.get(), d.vocab_size, h, residual, dtype_, stream_));
+  if (embed_scale_ != 1.0f)
+    PAGODA_CUDA_CHECK(cuda::affine(residual, dtype_, T * h, embed_scale_, 0.0f, stream_));
+  keep_hidden(-1, T, false);
+  for (size_t l = 0; l < d.layers.size(); ++l) {
+    const LayerDef& def = d.layers[l];
+    const CudaLayerWeights& w = w_.layers[l];
+    const AttentionDef& a = def.attention;
+    const int64_t inter = def.gate_up.out_segments[0];
+    attention_input(static_cast<int>(l), in, T, fused, fused_rope);
+
+    cuda::PagedAttentionParams ap;
+    ap.q = act_.qkv.get();
+    ap.q_stride = def.qkv.out();
+    ap.positions = in.positions;
+    ap.query_start_loc = in.query_start;
+    ap.seq_lens = in.seq_lens;
+    ap.block_tables = in.block_tables;
+    ap.key_cache = keys_[l].get();
+    ap.value_cache = values_[l].get();
+    ap.out = act_.attn.get();
+    ap.num_tokens = T;
+    ap.num_seqs = S;
+    ap.num_heads = a.num_heads;
+    ap.max_blocks_per_seq = in.table_width;
+    ap.sliding_window = a.sliding_window;
+    ap.scale = a.scale;
+    ap.softcap = a.softcap;
+    ap.layout = layout_;
+    ap.dtype = dtype_;
+    ap.kv_dtype = kv_spec_.dtype;
+    PAGODA_CUDA_CHECK(
+        cuda::paged_attention(ap, plan, limits_, attention_workspace_.get(), stream_));
+
+    if (fused) {
+      // The residual stream is updated in place by the o and down projections; the MLP's norm
+      // and SiLU-and-mul run inside the gate/up projection.
+      gemv_fused(act_.attn.get(), T, w.o, residual,
+                 fusion(DeviceBuffer(), cuda::GemvEpilogue::kAccumulate));
+      gemv_fused(residual, T, w.gate_up, act_.act.get(),
+                 fusion(w.pre_mlp_norm, cuda::GemvEpilogue::kGatedSilu));
+      gemv_fused(act_.act.get(), T, w.down, residual,
+                 fusion(DeviceBuffer(), cuda::GemvEpilogue::kAccumulate));
+      keep_hidden(static_cast<int>(l), T, false);
+      continue;
+    }
+    linear(act_.attn.get(), T, w.o, hidden);
+    if (def.post_attention_norm) {  // Gemma-2: the attention output is normed before the add
+      PAGODA_CUDA_CHECK(
+          cuda::rms_norm(hidden, w.post_attention_norm.get(), T, h, eps, hidden, dtype_, stream_));
+    }
+    PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, w.pre_mlp_norm.get(), T, h, eps, normed,
+                                         dtype_, stream_));
+    linear(normed, T, w.gate_up, act_.gate_up.get());
+    const void* up = act_.gate_up.at(static_cast<size_t>(inter) * es);
+    if (def.activation == Activation::kSilu) {
+      PAGODA_CUDA_CHECK(cuda::silu_and_mul(act_.gate_up.get(), up, T, inter, 2 * inter,
+                                           act_.act.get(), dtype_, stream_));
+    } else {
+      PAGODA_CUDA_CHECK(cuda::gelu_tanh_and_mul(act_.gate_up.get(), up, T, inter, 2 * inter,
+                                                act_.act.get(), dtype_, stream_));
+    }
+    linear(act_.act.get(), T, w.down, hidden);
+    if (def.post_mlp_norm) {
+      PAGODA_CUDA_CHECK(
+          cuda::rms_norm(hidden, w.post_mlp_norm.get(), T, h, eps, hidden, dtype_, stream_));
+    }
+    keep_hidden(static_cast<int>(l), T, true);
+  }
+  if (L == 0) return;
+  if (fused) {
+    PAGODA_CUDA_CHECK(
+        cuda::rms_norm(residual, w_.final_norm.get(), T, h, eps, normed, dtype_, stream_));
+  } else {
+    PAGODA_CUDA_CHECK(cuda::add_rms_norm(residual, hidden, w_.final_norm.get(), T, h, eps, normed,
+                                         dtype_, stream_));
+  }
+  // Only the rows whose logits are wanted go through the LM head.
+  PAGODA_CUDA_CHECK(cuda::gather_rows(normed, in.logits_rows, L, h * static_cast<int64_t>(es),
+                                      gathered_.get(), stream_));
+  PAGODA_CUDA_CHECK(cuda::linear(blas_, gathered_.get(), L, h, w_.lm_head_weight().get(),
+                                 d.vocab_size, nullptr, logits_dtype_.get(), dtype_, stream_));
+  if (d.final_softcap > 0) {
+    PAGODA_CUDA_CHECK(
+        cuda::softcap(logits_dtype_.get(), dtype_, L * d.vocab_size, d.final_softcap, stream_));
+  }
+}
+
+}  // namespace pagoda

@@ -1,0 +1,56 @@
+#include "runtime/executor.h"
+
+#include <fmt/format.h>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "runtime/device_model.h"
+#include "runtime/in_process_executor.h"
+#include "runtime/process_executor.h"
+
+namespace pagoda {
+
+InProcessExecutor::InProcessExecutor(const ExecutorOptions& options)
+    : pool_(options.num_threads),
+      model_(load_model_on_device(options.model_dir, options.load, options.device, pool_)) {
+  info_.kv_spec = model_->kv_cache_spec();
+  info_.on_device = model_->device_memory().has_value();
+  info_.vocab_size = model_->config().vocab_size;
+}
+
+double InProcessExecutor::profile_run(int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
+                                      int block_size) {
+  return pagoda::profile_run(*model_, max_tokens, max_num_seqs, max_model_len, block_size);
+}
+
+void InProcessExecutor::init_kv_cache(int64_t num_blocks, int block_size) {
+  PAGODA_CHECK(!runner_ || !runner_->in_flight(), "init_kv_cache while a step is in flight");
+  model_->init_kv_cache(num_blocks, block_size);
+  runner_ = std::make_unique<ModelRunner>(*model_, block_size);
+}
+
+int InProcessExecutor::capture_graphs(int max_num_seqs) {
+  const int graphs = capture_decode_graphs(*model_, max_num_seqs);
+  model_->end_warm_up();
+  return graphs;
+}
+
+void InProcessExecutor::launch(StepPlan plan) {
+  PAGODA_CHECK(runner_ != nullptr, "launch before init_kv_cache");
+  runner_->launch(std::move(plan));
+}
+
+StepResult InProcessExecutor::wait() {
+  PAGODA_CHECK(runner_ != nullptr, "wait before init_kv_cache");
+  return runner_->wait();
+}
+
+std::unique_ptr<Executor> make_executor(const ExecutorOptions& options) {
+  if (options.backend == "uni") return std::make_unique<InProcessExecutor>(options);
+  if (options.backend == "mp") return start_process_executor(options);
+  throw InvalidArgument(fmt::format(
+      "--distributed-executor-backend '{}' must be uni (in-process) or mp (a worker process)",
+      options.backend));
+}
+
+}  // namespace pagoda

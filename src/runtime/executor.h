@@ -1,0 +1,71 @@
+#pragma once
+// Executor: where the engine's steps run. The engine only plans (runtime/step.h) and reads
+// results; an executor owns the model and its KV memory on its devices, starts them (load, profile
+// run, KV allocation, graph capture) and runs each StepPlan. Two exist:
+//  - in-process (make_executor with ExecutorOptions::backend "uni", vLLM's name): the model on
+//    the engine's own thread;
+//  - worker processes ("mp"): one process per device rank (one today), the plan serialised over a
+//    socket and the results read from shared memory (runtime/process_executor.cc).
+// Both run the same ModelRunner, so their outputs are identical.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+
+#include "kv/kv_cache_spec.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "runtime/step.h"
+
+namespace pagoda {
+
+/// What an executor is asked to start.
+struct ExecutorOptions {
+  std::string model_dir;
+  LoadOptions load;
+  std::string device = "auto";  // auto, cpu or cuda
+  int num_threads = 0;          // CPU threads of the model's pool (0: all cores)
+  std::string backend = "uni";  // uni: in-process; mp: a worker process
+};
+
+/// Facts of the started model the engine needs.
+struct ExecutorInfo {
+  kv::KVCacheSpec kv_spec;
+  bool on_device = false;  // the model lives in device memory (sized by a profile run)
+  int64_t vocab_size = 0;
+};
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  [[nodiscard]] virtual const ModelConfig& config() const = 0;
+  [[nodiscard]] virtual const ExecutorInfo& info() const = 0;
+  /// Free and total bytes of the device (nullopt on the CPU).
+  [[nodiscard]] virtual std::optional<std::pair<size_t, size_t>> device_memory() = 0;
+  /// vLLM's profile run (runtime/device_model.h): the largest step at its peak memory. Seconds.
+  virtual double profile_run(int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
+                             int block_size) = 0;
+  /// Allocates the KV cache (replacing any previous one).
+  virtual void init_kv_cache(int64_t num_blocks, int block_size) = 0;
+  /// Captures the decode graphs up to max_num_seqs sequences; returns how many.
+  virtual int capture_graphs(int max_num_seqs) = 0;
+
+  /// Starts a step; results with wait(). One step in flight at a time.
+  virtual void launch(StepPlan plan) = 0;
+  /// The launched step's results; spans valid until the next launch. Rethrows the step's error.
+  [[nodiscard]] virtual StepResult wait() = 0;
+  [[nodiscard]] virtual bool in_flight() const = 0;
+
+  /// A KV block's bytes (kv_spec.block_bytes(block_size)) out of and into the cache.
+  virtual void export_kv_block(int32_t block, std::span<std::byte> out) = 0;
+  virtual void import_kv_block(int32_t block, std::span<const std::byte> in) = 0;
+};
+
+/// Starts the executor options.backend names; InvalidArgument for an unknown backend, and what
+/// loading the model throws.
+[[nodiscard]] std::unique_ptr<Executor> make_executor(const ExecutorOptions& options);
+
+}  // namespace pagoda
