@@ -4,7 +4,7 @@
 //      weight bytes and as a fraction of (1),
 //   3. prefill-size linear (m = 64, 512) in GFLOP/s: oneDNN with f32 weights and with bf16 weights
 //      (each exact method, and rounded activations) against the streaming kernel, and the
-//      streaming / oneDNN crossover in m,
+//      streaming / oneDNN crossover in m (a build without oneDNN skips this section),
 //   4. paged attention: a decode batch (16 sequences x 1024 context) and a 512-token prefill.
 // Weights rotate through enough copies to fill ~1 GiB, so they come from DRAM and not from the
 // (here 260 MiB) L3, as they would in a real forward pass.
@@ -140,6 +140,7 @@ void bench_decode_linear(ThreadPool& pool, const WeightPool& weights, double ban
   }
 }
 
+#ifdef PAGODA_HAVE_ONEDNN  // section 3 times the oneDNN path (not built with PAGODA_ONEDNN=OFF)
 void bench_prefill_linear(ThreadPool& pool, bool quick) {
   std::printf(
       "\n== linear, prefill sizes (GFLOP/s), oneDNN: f32 weights; bf16 weights exact (widened to\n"
@@ -214,6 +215,8 @@ void bench_crossover(ThreadPool& pool, bool quick) {
     std::printf("%5ld %12.1f %12.1f %12.1f\n", static_cast<long>(mm), ts, te, tr);
   }
 }
+
+#endif  // PAGODA_HAVE_ONEDNN
 
 // Llama-3.2-1B attention: 32 query heads, 8 kv heads, head_dim 64, block size 16.
 void bench_attention(ThreadPool& pool, bool quick) {
@@ -293,8 +296,13 @@ int main(int argc, char** argv) {
     const cpu::WeightPool weights(size_t{1} << 30);
     cpu::bench_decode_linear(pool, weights, bw, quick);
   }
+#ifdef PAGODA_HAVE_ONEDNN
   if (want("prefill")) cpu::bench_prefill_linear(pool, quick);
   if (want("crossover")) cpu::bench_crossover(pool, quick);
+#else
+  if (want("prefill") || want("crossover"))
+    std::printf("\n== prefill and crossover: not built (PAGODA_ONEDNN=OFF)\n");
+#endif
   if (want("attention")) cpu::bench_attention(pool, quick);
   return 0;
 }

@@ -4,7 +4,8 @@
 // only m times, so the kernel streams W exactly once, each thread owning a contiguous range of
 // output rows, converting bf16/f16 to fp32 in registers and doing the FMAs against all m activation
 // rows held in L1. Prefill-sized batches are compute-bound and go to oneDNN's matmul
-// (linear_onednn.cc).
+// (linear_onednn.cc); a build without oneDNN (-DPAGODA_ONEDNN=OFF) streams them too, which reads
+// W once per block of activation rows that fits in L2: correct, several times slower.
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
@@ -259,11 +260,13 @@ void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType
 
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
             const float* bias, float* y, ThreadPool& pool, Bf16Matmul bf16) {
-  if (m <= linear_streaming_max_rows(w_dtype)) {
-    linear_streaming(x, m, k, w, w_dtype, n, bias, y, pool);
-  } else {
-    linear_onednn(x, m, k, w, w_dtype, n, bias, y, pool, {.bf16 = bf16});
-  }
+#ifdef PAGODA_HAVE_ONEDNN
+  if (m > linear_streaming_max_rows(w_dtype))
+    return linear_onednn(x, m, k, w, w_dtype, n, bias, y, pool, {.bf16 = bf16});
+#else
+  (void)bf16;  // the streaming kernel's products are exact
+#endif
+  linear_streaming(x, m, k, w, w_dtype, n, bias, y, pool);
 }
 
 }  // namespace pagoda::cpu

@@ -9,12 +9,15 @@
 
 namespace pagoda::cpu {
 
-/// The activation-row count up to which linear() takes the streaming path for weights in w_dtype.
+/// The activation-row count up to which linear() takes the streaming path for weights in w_dtype
+/// (in a build without oneDNN it takes it at every m).
 [[nodiscard]] int64_t linear_streaming_max_rows(DType w_dtype);
 
 /// Streams W once over the pool's threads; meant for small m (decode).
 void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
                       const float* bias, float* y, ThreadPool& pool);
+
+#ifdef PAGODA_HAVE_ONEDNN  // the build's PAGODA_ONEDNN option
 
 /// How linear_onednn gets kExact products from bf16 weights (linear_onednn.cc has the details).
 enum class Bf16Method {
@@ -36,5 +39,7 @@ struct OnednnOptions {
 void linear_onednn(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
                    const float* bias, float* y, ThreadPool& pool,
                    const OnednnOptions& options = {});
+
+#endif  // PAGODA_HAVE_ONEDNN
 
 }  // namespace pagoda::cpu

@@ -7,9 +7,11 @@
 // activations, each with primitives made per m or taking m at run time) whatever m is, on pools of
 // 1, 2 and 3 threads. The reference multiplies the exact fp32 value of every bf16/f16 weight, so
 // the bound measures accumulation error only; for the rounded paths with bf16 weights it
-// multiplies bf16(x), the activations those paths are defined to use.
+// multiplies bf16(x), the activations those paths are defined to use. A build without oneDNN
+// (PAGODA_ONEDNN=OFF) has linear() and the streaming kernel only.
 #include <gtest/gtest.h>
 
+#include <iterator>
 #include <limits>
 #include <string>
 #include <utility>
@@ -39,6 +41,12 @@ struct LinearCase {
 using LinearFn = void (*)(const float*, int64_t, int64_t, const void*, DType, int64_t, const float*,
                           float*, ThreadPool&);
 
+void linear_exact(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
+                  const float* bias, float* y, ThreadPool& pool) {
+  linear(x, m, k, w, w_dtype, n, bias, y, pool);
+}
+
+#ifdef PAGODA_HAVE_ONEDNN
 // The oneDNN path with its primitive made for each m (fixed) or taking m at run time, whatever the
 // size of the product; exact through widened weights or three bf16 terms of x, or rounded x.
 template <Bf16Matmul kBf16, Bf16Method kMethod, bool kFixedM>
@@ -49,11 +57,6 @@ void onednn(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, 
   options.method = kMethod;
   options.fixed_m_min_flops = kFixedM ? 0 : std::numeric_limits<int64_t>::max();
   linear_onednn(x, m, k, w, w_dtype, n, bias, y, pool, options);
-}
-
-void linear_exact(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
-                  const float* bias, float* y, ThreadPool& pool) {
-  linear(x, m, k, w, w_dtype, n, bias, y, pool);
 }
 
 constexpr auto kExact = Bf16Matmul::kExact;
@@ -78,6 +81,17 @@ bool bf16_only(LinearFn fn) {
          fn == &onednn<kExact, Bf16Method::kTerms, true> ||
          fn == &onednn<kExact, Bf16Method::kTerms, false>;
 }
+
+// The paths with bf16-rounded activations.
+bool rounds_x(LinearFn fn) { return fn == kRoundFixed || fn == kRoundRuntime; }
+constexpr int kBf16OnlyPaths = 4;
+#else
+const std::pair<const char*, LinearFn> kPaths[] = {{"linear", &linear_exact},
+                                                   {"streaming", &linear_streaming}};
+bool bf16_only(LinearFn) { return false; }
+bool rounds_x(LinearFn) { return false; }
+constexpr int kBf16OnlyPaths = 0;
+#endif  // PAGODA_HAVE_ONEDNN
 
 std::string describe(const LinearCase& c);
 
@@ -117,7 +131,7 @@ int check_case(const LinearCase& c, const std::vector<ThreadPool*>& pools, uint3
           describe(c) + " " + name + " threads=" + std::to_string(pool->num_threads());
       EXPECT_EQ(y.back(), 12345.0f) << "wrote past the end of y: " << what;
       y.pop_back();
-      const bool round_x = c.dtype == DType::kBF16 && (fn == kRoundFixed || fn == kRoundRuntime);
+      const bool round_x = c.dtype == DType::kBF16 && rounds_x(fn);
       EXPECT_LE(normalised_error(y, round_x ? rounded : exact), kTolerance) << what;
       ++checked;
     }
@@ -146,7 +160,9 @@ TEST(LinearTest, GridOfShapesDtypesAndBias) {
       }
     }
   }
-  EXPECT_EQ(cases, (8 + 4 + 4) * 10 * 6 * 6 * 2);
+  // Every path for bf16 weights, all but the bf16-only ones for f32 and f16.
+  constexpr int kAll = static_cast<int>(std::size(kPaths));
+  EXPECT_EQ(cases, (kAll + 2 * (kAll - kBf16OnlyPaths)) * 10 * 6 * 6 * 2);
 }
 
 TEST(LinearTest, LargeShapesOnOneTwoAndThreeThreads) {
