@@ -6,7 +6,21 @@ find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
-pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
+# oneDNN (libdnnl-dev, the 2.x API) runs the CPU prefill matmuls; Debian builds it on OpenMP
+# (libgomp). Found by hand: its CMake package also requires the OpenCL development files. Without
+# it (-DPAGODA_ONEDNN=OFF) every CPU matmul takes the streaming kernel.
+if(PAGODA_ONEDNN)
+  find_path(DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
+  find_library(DNNL_LIBRARY dnnl)
+  if(NOT DNNL_INCLUDE_DIR OR NOT DNNL_LIBRARY)
+    message(FATAL_ERROR "oneDNN not found: install libdnnl-dev, or configure with -DPAGODA_ONEDNN=OFF "
+                        "(CPU prefill matmuls through the streaming kernel, several times slower)")
+  endif()
+  add_library(pagoda_dnnl INTERFACE)
+  target_include_directories(pagoda_dnnl INTERFACE ${DNNL_INCLUDE_DIR})
+  target_link_libraries(pagoda_dnnl INTERFACE ${DNNL_LIBRARY})
+  find_package(OpenMP REQUIRED)
+endif()
 find_path(XXHASH_INCLUDE_DIR xxhash.h REQUIRED)
 find_library(XXHASH_LIBRARY xxhash REQUIRED)
 add_library(pagoda_xxhash INTERFACE)

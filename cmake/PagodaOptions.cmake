@@ -3,6 +3,7 @@ option(PAGODA_CUDA "Build the CUDA backend (src/kernels/cuda, sm_90)" OFF)
 option(PAGODA_SANITIZE "Build with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
 option(PAGODA_BUILD_TESTS "Build the test suite" ON)
 option(PAGODA_BUILD_BENCH "Build the benchmarks in bench/" ON)
+option(PAGODA_ONEDNN "CPU prefill matmuls through oneDNN (libdnnl-dev); off: the streaming kernel at every size" ON)
 option(PAGODA_NATIVE "Tune for the build machine (-march=native); off gives a portable x86-64-v3 build" ON)
 
 set(CMAKE_CXX_STANDARD 20)

@@ -2,7 +2,8 @@
 # Fills .device/ (ignored by git) with what bench/device/run.sh needs on the device machine and
 # its image lacks: the pcre2 and xxhash headers and libraries. (The model shapes and tokenizers the
 # benchmarks read are tracked in the repository, configs/ and tests/data/tokenizers/, and travel
-# with it.)
+# with it.) oneDNN is not carried: libdnnl.so is ~40 MB and a device call carries 64 MiB in all,
+# the repository (~50 MB) included, so the device scripts build with -DPAGODA_ONEDNN=OFF.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 d=.device/deps

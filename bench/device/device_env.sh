@@ -1,9 +1,13 @@
 # Sourced (from the repository root) by the A/B device scripts: the CUDA toolkit on PATH, the
 # carried .device/deps (pcre2, xxhash: the device image lacks them) for pkg-config, the linker and
 # the loader, and `flags`, the cmake arguments of a Release build with CUDA, tests and benchmarks.
+# Without oneDNN (PAGODA_ONEDNN=OFF): the image lacks it and its library (40 MB) would not fit in
+# the 64 MiB a device call carries next to the repository; the CPU matmuls then stream (slower
+# CPU prefill, the same GPU figures).
 export PATH=/usr/local/cuda/bin:$PATH
 deps=$PWD/.device/deps
 sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
 export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib
-flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_BUILD_TESTS=ON
-       -DPAGODA_BUILD_BENCH=ON -DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib")
+flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_ONEDNN=OFF
+       -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=ON -DCMAKE_INCLUDE_PATH="$deps/include"
+       -DCMAKE_LIBRARY_PATH="$deps/lib")

@@ -2,8 +2,9 @@
 //   1. the machine's memory read bandwidth (sum over a 1 GiB buffer on every pool thread),
 //   2. decode-size linear (m = 1, 16) on the Llama-3.2-1B shapes with bf16 weights, as GB/s of
 //      weight bytes and as a fraction of (1),
-//   3. prefill-size linear (m = 512) in GFLOP/s for f32 and bf16 weights, and the streaming / BLAS
-//      crossover in m,
+//   3. prefill-size linear (m = 64, 512) in GFLOP/s: oneDNN with f32 weights and with bf16 weights
+//      (each exact method, and rounded activations) against the streaming kernel, and the
+//      streaming / oneDNN crossover in m (a build without oneDNN skips this section),
 //   4. paged attention: a decode batch (16 sequences x 1024 context) and a 512-token prefill.
 // Weights rotate through enough copies to fill ~1 GiB, so they come from DRAM and not from the
 // (here 260 MiB) L3, as they would in a real forward pass.
@@ -139,54 +140,83 @@ void bench_decode_linear(ThreadPool& pool, const WeightPool& weights, double ban
   }
 }
 
+#ifdef PAGODA_HAVE_ONEDNN  // section 3 times the oneDNN path (not built with PAGODA_ONEDNN=OFF)
 void bench_prefill_linear(ThreadPool& pool, bool quick) {
-  std::printf("\n== linear, prefill m=512 (GFLOP/s)\n");
-  std::printf("%-22s %8s %12s %12s %14s\n", "shape", "dtype", "ms/call", "GFLOP/s",
-              "streaming GF/s");
-  const int64_t m = 512;
-  for (const auto& s : kShapes) {
-    if (s.n > 8192) continue;  // lm_head runs on the last token only
-    const auto x = random_floats(static_cast<size_t>(m * s.k), 2);
-    const auto wf = random_floats(static_cast<size_t>(s.n * s.k), 3);
-    std::vector<uint16_t> wb(wf.size());
-    for (size_t i = 0; i < wf.size(); ++i) wb[i] = float_to_bf16(wf[i]);
-    std::vector<float> y(static_cast<size_t>(m * s.n));
-    const double flops = 2.0 * m * s.n * s.k;
-    for (DType dt : {DType::kF32, DType::kBF16}) {
-      const void* w = dt == DType::kF32 ? static_cast<const void*>(wf.data()) : wb.data();
-      const double t = time_best(
-          quick ? 1 : 3, [&] { linear(x.data(), m, s.k, w, dt, s.n, nullptr, y.data(), pool); });
-      const double ts = time_best(
-          1, [&] { linear_streaming(x.data(), m, s.k, w, dt, s.n, nullptr, y.data(), pool); });
-      std::printf("%-22s %8s %12.2f %12.1f %14.1f\n", s.name, dt == DType::kF32 ? "f32" : "bf16",
-                  t * 1e3, flops / t / 1e9, flops / ts / 1e9);
+  std::printf(
+      "\n== linear, prefill sizes (GFLOP/s), oneDNN: f32 weights; bf16 weights exact (widened to\n"
+      "   fp32, or x as three bf16 terms) or with x rounded to bf16; the streaming kernel "
+      "(bf16)\n");
+  std::printf("%-22s %5s %8s %12s %12s %12s %10s\n", "shape", "m", "f32", "bf16 widen",
+              "bf16 terms", "bf16 round", "streaming");
+  for (const int64_t m : {64, 512}) {
+    for (const auto& s : kShapes) {
+      if (s.n > 8192) continue;  // lm_head runs on the last token only
+      const auto x = random_floats(static_cast<size_t>(m * s.k), 2);
+      const auto wf = random_floats(static_cast<size_t>(s.n * s.k), 3);
+      std::vector<uint16_t> wb(wf.size());
+      for (size_t i = 0; i < wf.size(); ++i) wb[i] = float_to_bf16(wf[i]);
+      std::vector<float> y(static_cast<size_t>(m * s.n));
+      const double flops = 2.0 * static_cast<double>(m * s.n * s.k);
+      const int reps = quick ? 1 : 3;
+      auto gflops = [&](const void* w, DType dt, OnednnOptions options) {
+        return flops /
+               time_best(reps,
+                         [&] {
+                           linear_onednn(x.data(), m, s.k, w, dt, s.n, nullptr, y.data(), pool,
+                                         options);
+                         }) /
+               1e9;
+      };
+      const double f32 = gflops(wf.data(), DType::kF32, {});
+      const double widen = gflops(wb.data(), DType::kBF16, {.method = Bf16Method::kWiden});
+      const double terms = gflops(wb.data(), DType::kBF16, {.method = Bf16Method::kTerms});
+      const double round = gflops(wb.data(), DType::kBF16, {.bf16 = Bf16Matmul::kRound});
+      const double streaming =
+          flops /
+          time_best(1,
+                    [&] {
+                      linear_streaming(x.data(), m, s.k, wb.data(), DType::kBF16, s.n, nullptr,
+                                       y.data(), pool);
+                    }) /
+          1e9;
+      std::printf("%-22s %5ld %8.1f %12.1f %12.1f %12.1f %10.1f\n", s.name, static_cast<long>(m),
+                  f32, widen, terms, round, streaming);
     }
   }
 }
 
 void bench_crossover(ThreadPool& pool, bool quick) {
-  // Where the streaming kernel hands over to sgemm: time both on gate/up with bf16 weights, with
+  // Where the streaming kernel hands over to oneDNN: time both on gate/up with bf16 weights, with
   // the weights L3-resident (32 MiB), so the comparison is of compute, as it is near the crossover.
   std::printf(
-      "\n== streaming vs BLAS crossover, bf16 8192x2048 (us/call; linear() switches above m=%ld)\n",
-      static_cast<long>(linear_streaming_max_rows()));
-  std::printf("%5s %12s %12s\n", "m", "streaming", "blas");
+      "\n== streaming vs oneDNN crossover, bf16 8192x2048 (us/call; linear() switches above "
+      "m=%ld)\n",
+      static_cast<long>(linear_streaming_max_rows(DType::kBF16)));
+  std::printf("%5s %12s %12s %12s\n", "m", "streaming", "onednn", "onednn round");
   const int64_t n = 8192, k = 2048;
   const auto wf = random_floats(static_cast<size_t>(n * k), 4);
   std::vector<uint16_t> wb(wf.size());
   for (size_t i = 0; i < wf.size(); ++i) wb[i] = float_to_bf16(wf[i]);
-  for (int64_t mm : {4, 8, 12, 16, 24, 32, 48, 64}) {
+  for (int64_t mm : {1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64}) {
     const auto x = random_floats(static_cast<size_t>(mm * k), 5);
     std::vector<float> y(static_cast<size_t>(mm * n));
-    const double ts = time_best(quick ? 2 : 4, [&] {
+    const int reps = quick ? 2 : 4;
+    auto time = [&](const std::function<void()>& fn) { return time_best(reps, fn) * 1e6; };
+    const double ts = time([&] {
       linear_streaming(x.data(), mm, k, wb.data(), DType::kBF16, n, nullptr, y.data(), pool);
     });
-    const double tb = time_best(quick ? 2 : 4, [&] {
-      linear_blas(x.data(), mm, k, wb.data(), DType::kBF16, n, nullptr, y.data(), pool);
+    const double te = time([&] {
+      linear_onednn(x.data(), mm, k, wb.data(), DType::kBF16, n, nullptr, y.data(), pool);
     });
-    std::printf("%5ld %12.1f %12.1f\n", static_cast<long>(mm), ts * 1e6, tb * 1e6);
+    const double tr = time([&] {
+      linear_onednn(x.data(), mm, k, wb.data(), DType::kBF16, n, nullptr, y.data(), pool,
+                    {.bf16 = Bf16Matmul::kRound});
+    });
+    std::printf("%5ld %12.1f %12.1f %12.1f\n", static_cast<long>(mm), ts, te, tr);
   }
 }
+
+#endif  // PAGODA_HAVE_ONEDNN
 
 // Llama-3.2-1B attention: 32 query heads, 8 kv heads, head_dim 64, block size 16.
 void bench_attention(ThreadPool& pool, bool quick) {
@@ -266,8 +296,13 @@ int main(int argc, char** argv) {
     const cpu::WeightPool weights(size_t{1} << 30);
     cpu::bench_decode_linear(pool, weights, bw, quick);
   }
+#ifdef PAGODA_HAVE_ONEDNN
   if (want("prefill")) cpu::bench_prefill_linear(pool, quick);
   if (want("crossover")) cpu::bench_crossover(pool, quick);
+#else
+  if (want("prefill") || want("crossover"))
+    std::printf("\n== prefill and crossover: not built (PAGODA_ONEDNN=OFF)\n");
+#endif
   if (want("attention")) cpu::bench_attention(pool, quick);
   return 0;
 }

@@ -4,12 +4,17 @@
 //
 //   bench_decode [CONFIG_DIR] [--device cpu|cuda] [--dtype bfloat16] [--batches 1,16]
 //                [--steps 16] [--context 64] [--prefill 512] [--quantization fp8]
+//                [--cpu-bf16-matmul exact|round]
 //
 // Default CONFIG_DIR: the repository's configs/llama-3.2-1b. On cuda the bound printed is the
 // H200's measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens
 // (batch 1) and reports tokens/s. --quantization X draws the weights in format X (vLLM's method
 // names, as `--load-format dummy --quantization X`); the bytes per step count each tensor in the
 // format it has on the device (FP8 at load: one byte per weight plus the fp32 row scales).
+// --cpu-bf16-matmul round: the CPU's prefill matmuls round the activations to bf16
+// (LoadOptions::cpu_bf16_round) instead of exact fp32 products.
+#include <time.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,6 +32,14 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// CPU time of the whole process (all threads), for figures that hold on a shared machine: the
+/// pool's threads sleep when idle, so CPU time / threads is the step time with the cores to itself.
+double process_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -68,6 +81,7 @@ int main(int argc, char** argv) {
   int steps = 16, context = 64, prefill = 0;
   std::string device = "cpu";
   std::string quantization;
+  bool bf16_round = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -77,6 +91,13 @@ int main(int argc, char** argv) {
       device = next();
     } else if (a == "--quantization") {
       quantization = next();
+    } else if (a == "--cpu-bf16-matmul") {
+      const std::string mode = next();
+      if (mode != "exact" && mode != "round") {
+        std::fprintf(stderr, "--cpu-bf16-matmul: exact or round, not '%s'\n", mode.c_str());
+        return 2;
+      }
+      bf16_round = mode == "round";
     } else if (a == "--prefill") {
       prefill = std::stoi(next());
     } else if (a == "--steps") {
@@ -108,12 +129,13 @@ int main(int argc, char** argv) {
   options.dtype = pagoda::dtype_from_torch_name(dtype_name);
   options.definition.quantization = quantization;
   options.definition.dummy_weights = true;
+  options.cpu_bf16_round = bf16_round;
   const auto t_load = Clock::now();
   auto model = pagoda::load_model_on_device(dir, options, device, pool);
   const auto& c = model->config();
-  std::printf("model: %s (%s dummy weights, %s), built in %.1f s\n", dir.c_str(),
-              dtype_name.c_str(), model->definition().weight_summary().c_str(),
-              seconds_since(t_load));
+  std::printf("model: %s (%s dummy weights, %s), built in %.1f s; CPU bf16 matmuls: %s\n",
+              dir.c_str(), dtype_name.c_str(), model->definition().weight_summary().c_str(),
+              seconds_since(t_load), bf16_round ? "round" : "exact");
 
   // Bytes a decode step streams: every matrix once (the embedding table only as the LM head when
   // tied).
@@ -150,20 +172,27 @@ int main(int argc, char** argv) {
       slots.push_back(block_size + p);
     }
     pagoda::ForwardBatch fb{ids, pos, qsl, seq_lens, tables, blocks, slots, rows};
-    std::vector<double> times;
+    std::vector<double> times, cpu_times;
     for (int i = 0; i < 7; ++i) {
       const auto t0 = Clock::now();
+      const double c0 = process_cpu_seconds();
       (void)model->forward(fb);
-      if (i > 0) times.push_back(seconds_since(t0));  // the first run warms up
+      if (i == 0) continue;  // the first run warms up
+      times.push_back(seconds_since(t0));
+      cpu_times.push_back(process_cpu_seconds() - c0);
     }
     std::sort(times.begin(), times.end());
-    std::printf("prefill: %d tokens, batch 1: %.2f ms (min %.2f, max %.2f) = %.0f tokens/s\n\n",
-                prefill, times[times.size() / 2] * 1e3, times.front() * 1e3, times.back() * 1e3,
-                prefill / times[times.size() / 2]);
+    std::sort(cpu_times.begin(), cpu_times.end());
+    const double cpu_per_thread = cpu_times[cpu_times.size() / 2] / pool.num_threads();
+    std::printf(
+        "prefill: %d tokens, batch 1: %.2f ms (min %.2f, max %.2f) = %.0f tokens/s; CPU time / "
+        "threads %.2f ms = %.0f tokens/s\n\n",
+        prefill, times[times.size() / 2] * 1e3, times.front() * 1e3, times.back() * 1e3,
+        prefill / times[times.size() / 2], cpu_per_thread * 1e3, prefill / cpu_per_thread);
   }
   std::printf(
-      "| batch | context | decode ms/step | tokens/s | weight GB/s | %% of bandwidth "
-      "|\n|---|---|---|---|---|---|\n");
+      "| batch | context | decode ms/step | tokens/s | weight GB/s | %% of bandwidth | CPU time / "
+      "threads, ms/step |\n|---|---|---|---|---|---|---|\n");
 
   for (int batch : batches) {
     const int max_len = context + steps + 1;
@@ -191,17 +220,21 @@ int main(int argc, char** argv) {
     };
     step(0, context);  // prefill
     step(context, 1);  // warm-up decode
-    std::vector<double> times;
+    std::vector<double> times, cpu_times;
     for (int i = 0; i < steps; ++i) {
       const auto t0 = Clock::now();
+      const double c0 = process_cpu_seconds();
       step(context + 1 + i, 1);
       times.push_back(seconds_since(t0));
+      cpu_times.push_back(process_cpu_seconds() - c0);
     }
     std::sort(times.begin(), times.end());
+    std::sort(cpu_times.begin(), cpu_times.end());
     const double median = times[times.size() / 2];
-    std::printf("| %d | %d | %.1f (min %.1f, max %.1f) | %.2f | %.2f | %.0f%% |\n", batch, context,
-                median * 1e3, times.front() * 1e3, times.back() * 1e3, batch / median,
-                weight_bytes / median / 1e9, 100 * weight_bytes / median / 1e9 / bandwidth);
+    std::printf("| %d | %d | %.1f (min %.1f, max %.1f) | %.2f | %.2f | %.0f%% | %.1f |\n", batch,
+                context, median * 1e3, times.front() * 1e3, times.back() * 1e3, batch / median,
+                weight_bytes / median / 1e9, 100 * weight_bytes / median / 1e9 / bandwidth,
+                cpu_times[cpu_times.size() / 2] / pool.num_threads() * 1e3);
   }
   return 0;
 }

@@ -60,7 +60,10 @@ struct EngineArgs {
   int64_t max_model_len = 0;               // --max-model-len; 0 = the model's maximum
   std::string scheduling_policy = "fcfs";  // --scheduling-policy: fcfs or priority
   bool enforce_eager = false;              // --enforce-eager: no CUDA graphs
-  RuntimeOptions runtime;                  // tuning knobs (PAGODA_* at the command line)
+  /// --cpu-bf16-matmul: exact (fp32 products, the reference) or round (activations rounded to bf16
+  /// in the CPU's prefill matmuls with bf16 weights: about twice as fast without AMX).
+  std::string cpu_bf16_matmul = "exact";
+  RuntimeOptions runtime;  // tuning knobs (PAGODA_* at the command line)
   /// --distributed-executor-backend: uni (the model on the engine thread) or mp (in a worker
   /// process that the engine talks to over a socket).
   std::string distributed_executor_backend = "uni";

@@ -94,6 +94,10 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_option("--scheduling-policy", f.args.scheduling_policy, "fcfs or priority")
       ->check(CLI::IsMember({"fcfs", "priority"}));
   cmd->add_flag("--enforce-eager", f.args.enforce_eager, "no CUDA graphs (GPU)");
+  cmd->add_option("--cpu-bf16-matmul", f.args.cpu_bf16_matmul,
+                  "CPU prefill matmuls with bf16 weights: exact (fp32 products, default) or round "
+                  "(activations rounded to bf16, about twice as fast without AMX)")
+      ->check(CLI::IsMember({"exact", "round"}));
   cmd->add_option("--distributed-executor-backend", f.args.distributed_executor_backend,
                   "uni: the model on the engine's thread (default); mp: in a worker process")
       ->check(CLI::IsMember({"uni", "mp"}));

@@ -1,8 +1,5 @@
 // The `pagoda` binary: one executable, one subcommand per task.
-#include <unistd.h>
-
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <vector>
@@ -12,15 +9,6 @@
 #include "core/status.h"
 
 namespace {
-
-/// OpenBLAS reads its CPU type once, when the library loads, and the Debian build (0.3.21) does not
-/// know recent Xeons: it falls back to SSE3 kernels, 3-5x slower for prefill GEMMs. When the user
-/// has not chosen a core type, pick the AVX-512 one and re-execute so that the loader sees it.
-void select_openblas_core(char** argv) {
-  if (std::getenv("OPENBLAS_CORETYPE") != nullptr || !__builtin_cpu_supports("avx512f")) return;
-  ::setenv("OPENBLAS_CORETYPE", "SKYLAKEX", 1);
-  ::execv("/proc/self/exe", argv);  // returns only on failure: then run on with the slow kernels
-}
 
 /// vLLM's multi-letter short flags (-tp, -pp, -dp), which CLI11 cannot declare, spelled long.
 std::vector<char*> spell_out_vllm_short_flags(int argc, char** argv) {
@@ -38,7 +26,6 @@ std::vector<char*> spell_out_vllm_short_flags(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  select_openblas_core(argv);
   std::vector<char*> args = spell_out_vllm_short_flags(argc, argv);
   CLI::App app{"pagoda: an LLM inference engine and OpenAI-compatible server"};
   app.require_subcommand(1);

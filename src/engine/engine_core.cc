@@ -50,6 +50,10 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   load.definition.max_model_len = args.max_model_len;
   load.definition.quantization = args.quantization;
   load.definition.dummy_weights = load.format == LoadFormat::kDummy;
+  if (args.cpu_bf16_matmul != "exact" && args.cpu_bf16_matmul != "round")
+    throw InvalidArgument(
+        fmt::format("--cpu-bf16-matmul '{}' must be exact or round", args.cpu_bf16_matmul));
+  load.cpu_bf16_round = args.cpu_bf16_matmul == "round";
   load.progress = args.load_progress;
   ExecutorOptions executor_options;
   executor_options.model_dir = args.model;

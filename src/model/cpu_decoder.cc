@@ -112,8 +112,8 @@ void copy_columns(const Tensor& src, int64_t first, const Tensor& dst) {
 class CpuDecoderModel final : public Model {
  public:
   CpuDecoderModel(const ModelConfig& config, ModelDefinition definition, WeightStore weights,
-                  ThreadPool& pool)
-      : config_(config), def_(std::move(definition)), weights_(std::move(weights)), ctx_{&pool} {
+                  const OpContext& ctx)
+      : config_(config), def_(std::move(definition)), weights_(std::move(weights)), ctx_(ctx) {
     bind_weights();
     const AttentionDef& a = def_.layers.at(0).attention;
     for (const LayerDef& l : def_.layers) {
@@ -344,9 +344,9 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
 }  // namespace
 
 std::unique_ptr<Model> build_cpu_model(const ModelConfig& config, ModelDefinition definition,
-                                       WeightStore weights, ThreadPool& pool) {
+                                       WeightStore weights, const OpContext& ctx) {
   PAGODA_CHECK(!definition.layers.empty(), "{}: a model without layers", config.architecture);
-  return std::make_unique<CpuDecoderModel>(config, std::move(definition), std::move(weights), pool);
+  return std::make_unique<CpuDecoderModel>(config, std::move(definition), std::move(weights), ctx);
 }
 
 }  // namespace pagoda

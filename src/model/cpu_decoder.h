@@ -4,16 +4,17 @@
 // the reference the GPU backend is tested against.
 #include <memory>
 
-#include "core/thread_pool.h"
 #include "model/loader/safetensors.h"
 #include "model/model.h"
+#include "ops/op_context.h"
 
 namespace pagoda {
 
 /// The CPU model of `definition` over `weights`, every tensor checked (presence, shape, dtype)
-/// with InvalidArgument naming the file and the tensor.
+/// with InvalidArgument naming the file and the tensor. ctx: the thread pool and kernel settings
+/// (the bf16 matmul mode) its ops run with.
 [[nodiscard]] std::unique_ptr<Model> build_cpu_model(const ModelConfig& config,
                                                      ModelDefinition definition,
-                                                     WeightStore weights, ThreadPool& pool);
+                                                     WeightStore weights, const OpContext& ctx);
 
 }  // namespace pagoda

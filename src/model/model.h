@@ -145,6 +145,9 @@ struct LoadOptions {
   std::optional<DType> dtype;    // dummy weights' dtype; default: the config's
   uint64_t seed = 0;             // dummy weights' seed
   RuntimeOptions runtime;        // a GPU model's knobs (cuda_graphs off: --enforce-eager)
+  /// CPU only: multiply bf16 weights by activations rounded to bf16 at prefill sizes (about twice
+  /// as fast without AMX) instead of exact fp32 products (docs/engine.md, "CPU matmuls").
+  bool cpu_bf16_round = false;
   /// Called with the fraction of the weights loaded so far (0..1) while loading takes time: GPU
   /// uploads and dummy fills (an mmapped CPU checkpoint needs no loading). May be empty.
   std::function<void(double)> progress;

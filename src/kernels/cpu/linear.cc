@@ -1,18 +1,14 @@
 // y = x * W^T + bias on the CPU.
 //
-// Two regimes. Decode-sized batches (m <= kGemvMaxRows) are memory-bound: every weight byte is used
+// Two regimes. Decode-sized batches (m <= a few rows) are memory-bound: every weight byte is used
 // only m times, so the kernel streams W exactly once, each thread owning a contiguous range of
 // output rows, converting bf16/f16 to fp32 in registers and doing the FMAs against all m activation
-// rows held in L1. Prefill-sized batches are compute-bound and go to OpenBLAS sgemm; bf16/f16
-// weights are first widened to fp32 panel by panel into a scratch buffer (the conversion is O(n*k),
-// the product O(m*n*k), so it is noise for large m).
+// rows held in L1. Prefill-sized batches are compute-bound and go to oneDNN's matmul
+// (linear_onednn.cc); a build without oneDNN (-DPAGODA_ONEDNN=OFF) streams them too, which reads
+// W once per block of activation rows that fits in L2: correct, several times slower.
 #include "kernels/cpu/linear.h"
 
-#include <cblas.h>
-
 #include <algorithm>
-#include <cctype>
-#include <string>
 #include <utility>
 #include <vector>
 
@@ -22,29 +18,23 @@
 namespace pagoda::cpu {
 namespace {
 
-// Above this many activation rows, sgemm (with OpenBLAS's AVX-512 kernels) wins over the streaming
-// kernel: bench_kernels_cpu --only=crossover, on 2 Emerald Rapids cores, put the crossover between
-// m = 32 and m = 48 for the 8192x2048 bf16 projection.
-constexpr int64_t kGemvMaxRows = 32;
+// Above this many activation rows, oneDNN wins over the streaming kernel. One AMD EPYC (Zen 5)
+// core, ms of CPU time, streaming against oneDNN's default: bf16 8192x2048 at m = 4: 4.2 / 3.5
+// (three bf16 terms), m = 8: 5.9 / 4.6; f32 at m = 4: 6.6 / 4.7. f16 weights are widened to fp32
+// on every call (an O(n k) pass), which pays off later: m = 24: 11.9 / 12.3, m = 32: 15.6 / 13.6.
+constexpr int64_t kGemvMaxRows = 4;
+constexpr int64_t kGemvMaxRowsF16 = 24;
 // Minimum weight elements per thread before a GEMV is split across threads: below that the wake-up
 // of the pool costs more than the work.
 constexpr int64_t kGemvMinElementsPerThread = 1 << 15;
 // Bytes of packed activations the streaming kernel keeps hot while it sweeps its weight rows: a
 // fraction of the 2 MiB per-core L2, leaving room for the weight rows and prefetch.
 constexpr int64_t kActivationBlockBytes = 512 << 10;
-// Target size in bytes of one fp32 weight panel in the sgemm path: large enough that OpenBLAS runs
-// efficiently, small enough to stay in one core's L2 (2 MiB here).
-constexpr int64_t kPanelBytes = 1 << 20;
 
 // Scratch memory reused across calls on the same calling thread, so the hot path does not allocate.
 // Each calling thread has its own, so concurrent linear() calls from different threads are safe.
-std::vector<float>& thread_scratch(int which) {
-  thread_local std::vector<float> buffers[2];
-  return buffers[which];
-}
-
-float* scratch(int which, int64_t count) {
-  auto& buf = thread_scratch(which);
+float* scratch(int64_t count) {
+  thread_local std::vector<float> buf;
   if (static_cast<int64_t>(buf.size()) < count) buf.resize(static_cast<size_t>(count));
   return buf.data();
 }
@@ -186,7 +176,7 @@ template <DType D>
 void gemv(const float* x, int64_t m, int64_t k, const void* w, int64_t n, const float* bias,
           float* y, ThreadPool& pool) {
   const int64_t kp = (k + kStep - 1) / kStep * kStep;
-  float* xp = scratch(0, m * kp);
+  float* xp = scratch(m * kp);
   pack_x(x, m, k, kp, D == DType::kBF16, xp);
   // Wide batches use 2-row blocks (see gemv_rows); split work in whole blocks of 4 rows either way.
   constexpr int64_t kBlock = 4;
@@ -249,72 +239,6 @@ void gemv_dispatch(const float* x, int64_t m, int64_t k, const void* w, DType dt
 
 #endif  // __AVX512F__
 
-// ---------------------------------------------------------------------------------------------
-// The sgemm path.
-// ---------------------------------------------------------------------------------------------
-
-// OpenBLAS is used single-threaded, called from every thread of our pool on its own range of
-// output columns. Why not OpenBLAS's own threads: after each call they busy-wait (sched_yield) for
-// ~0.1 s, and on a 2-core machine that halved-to-quartered the speed of every pool-based kernel
-// that ran next (measured: the streaming kernel fell from ~60 to ~14 GFLOP/s). One busy thread per
-// core, ours, avoids the two pools fighting, and also parallelises the bf16/f16 widening.
-void use_single_threaded_blas() {
-  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
-}
-
-// Columns per task: at least one full panel's worth of work so threads never share a panel.
-void gemm(const float* x, int64_t m, int64_t k, const void* w, DType dtype, int64_t n,
-          const float* bias, float* y, ThreadPool& pool) {
-  use_single_threaded_blas();
-  const int64_t panel_rows = std::min(
-      n, std::max<int64_t>(16, kPanelBytes / (k * static_cast<int64_t>(sizeof(float))) / 16 * 16));
-  // Split n into 16-column groups so that every thread's range starts on a vector boundary.
-  const int64_t groups = (n + 15) / 16;
-  const int64_t grain = std::max<int64_t>(1, (1 << 22) / std::max<int64_t>(1, m * k * 16));
-  pool.parallel_for(groups, grain, [&](int64_t g0, int64_t g1) {
-    const int64_t c0 = g0 * 16, c1 = std::min(n, g1 * 16);
-    // With a bias, y starts as the bias and sgemm accumulates on top (beta = 1).
-    const float beta = bias ? 1.0f : 0.0f;
-    if (bias) {
-      for (int64_t r = 0; r < m; ++r) std::copy(bias + c0, bias + c1, y + r * n + c0);
-    }
-    if (dtype == DType::kF32) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                  static_cast<int>(c1 - c0), static_cast<int>(k), 1.0f, x, static_cast<int>(k),
-                  static_cast<const float*>(w) + c0 * k, static_cast<int>(k), beta, y + c0,
-                  static_cast<int>(n));
-      return;
-    }
-    float* panel = scratch(1, std::min(panel_rows, c1 - c0) * k);
-    const auto* w16 = static_cast<const uint16_t*>(w);
-    for (int64_t n0 = c0; n0 < c1; n0 += panel_rows) {
-      const int64_t rows = std::min(panel_rows, c1 - n0);
-      for (int64_t r = 0; r < rows; ++r)
-        simd::convert_row(w16 + (n0 + r) * k, dtype, k, panel + r * k);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(m),
-                  static_cast<int>(rows), static_cast<int>(k), 1.0f, x, static_cast<int>(k), panel,
-                  static_cast<int>(k), beta, y + n0, static_cast<int>(n));
-    }
-  });
-}
-
-// OpenBLAS 0.3.21 does not recognise Sapphire/Emerald Rapids and falls back to its "Prescott"
-// (SSE3) kernels unless OPENBLAS_CORETYPE is set, and those lose to the streaming kernel at every
-// m. So sgemm is only used when OpenBLAS runs AVX2/AVX-512 kernels.
-bool blas_is_fast() {
-  static const bool fast = [] {
-    const std::string name = openblas_get_corename();
-    for (const char* good : {"haswell", "skylake", "cooperlake", "sapphirerapids", "zen"}) {
-      std::string lower(name.size(), ' ');
-      std::transform(name.begin(), name.end(), lower.begin(),
-                     [](char c) { return std::tolower(c); });
-      if (lower.find(good) != std::string::npos) return true;
-    }
-    return false;
-  }();
-  return fast;
-}
-
 // y = bias (or 0) broadcast over rows: the product with an empty k.
 void fill_bias(int64_t m, int64_t n, const float* bias, float* y) {
   for (int64_t j = 0; j < m; ++j)
@@ -323,7 +247,9 @@ void fill_bias(int64_t m, int64_t n, const float* bias, float* y) {
 
 }  // namespace
 
-int64_t linear_streaming_max_rows() { return kGemvMaxRows; }
+int64_t linear_streaming_max_rows(DType w_dtype) {
+  return w_dtype == DType::kF16 ? kGemvMaxRowsF16 : kGemvMaxRows;
+}
 
 void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
                       const float* bias, float* y, ThreadPool& pool) {
@@ -332,20 +258,15 @@ void linear_streaming(const float* x, int64_t m, int64_t k, const void* w, DType
   gemv_dispatch(x, m, k, w, w_dtype, n, bias, y, pool);
 }
 
-void linear_blas(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
-                 const float* bias, float* y, ThreadPool& pool) {
-  if (m <= 0 || n <= 0) return;
-  if (k <= 0) return fill_bias(m, n, bias, y);
-  gemm(x, m, k, w, w_dtype, n, bias, y, pool);
-}
-
 void linear(const float* x, int64_t m, int64_t k, const void* w, DType w_dtype, int64_t n,
-            const float* bias, float* y, ThreadPool& pool) {
-  if (m <= kGemvMaxRows || !blas_is_fast()) {
-    linear_streaming(x, m, k, w, w_dtype, n, bias, y, pool);
-  } else {
-    linear_blas(x, m, k, w, w_dtype, n, bias, y, pool);
-  }
+            const float* bias, float* y, ThreadPool& pool, Bf16Matmul bf16) {
+#ifdef PAGODA_HAVE_ONEDNN
+  if (m > linear_streaming_max_rows(w_dtype))
+    return linear_onednn(x, m, k, w, w_dtype, n, bias, y, pool, {.bf16 = bf16});
+#else
+  (void)bf16;  // the streaming kernel's products are exact
+#endif
+  linear_streaming(x, m, k, w, w_dtype, n, bias, y, pool);
 }
 
 }  // namespace pagoda::cpu
