@@ -29,6 +29,7 @@
 #include "model/loader/safetensors.h"
 #include "model/model.h"
 #include "model/registry.h"
+#include "ops/op_context.h"
 #include "runtime/device_model.h"
 #include "sampling/sampler.h"
 
@@ -78,7 +79,7 @@ std::unique_ptr<Model> cpu_weight_only(const std::string& dir, const LoadOptions
   for (LayerDef& l : d.layers)
     for (LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down})
       lin->quant.activations = ActivationQuant::kNone;
-  return build_cpu_model(config, std::move(d), WeightStore::open_directory(dir), pool);
+  return build_cpu_model(config, std::move(d), WeightStore::open_directory(dir), OpContext{&pool});
 }
 
 /// Runs `prompt` and kDecodeSteps greedy steps on both models under the rule at the top.
