@@ -4,22 +4,33 @@
 // Why this shape: the CPU sorts the row (value descending, index ascending) and cuts prefixes.
 // Every cut is a prefix of that order, so each one is a threshold on a 56-bit key that encodes the
 // order exactly (order-preserving float bits << 24 | (2^24 - 1 - index)): a key is unique, and
-// "kept" is "key >= threshold". Top-k and the top-N log-probabilities are radix selects on counts
-// (8-bit digits, warp-aggregated shared histograms, at most 7 passes over the row, usually 4).
-// Min-p is the smallest key with p >= min_p. Top-p needs the prefix's mass: when the candidates
-// (or their top kCompact) hold enough of it, they are sorted in shared memory and scanned in order
-// as the CPU does; otherwise a radix search over the key with one mass histogram per 8 key bits.
-// The draw is Gumbel-max over the kept keys.
+// "kept" is "key >= threshold". The passes over the row read eight tokens per thread (16-byte
+// loads) and are few:
+// - the first pass finds the maximum, its first index (greedy's token) and each thread's maximum;
+// - top-k (k <= 512) and the top-N log-probabilities need no radix select: the k-th largest of the
+//   threads' maxima is a lower bound on the row's k-th value (each is the maximum of its own part
+//   of the row), so one pass gathers the tokens at or above it (typically k plus the ties) into
+//   the root block's shared memory, where they are sorted; min-p and top-p then cut that sorted
+//   list and the draw runs over it, with no further pass. More than kCompact gathered (a long run
+//   of equal logits) falls back to a radix select on counts (8-bit digits, up to 7 passes);
+// - top-p over many tokens: one pass histograms the members' mass by -log p (bins of 1/73 nat)
+//   and counts them. At most kCompact members: they are gathered and sorted as above. Otherwise
+//   the prefix ends inside one bin: a last pass draws among the tokens of the bins above it (all
+//   kept) and gathers that bin, which the root sorts and cuts; a bin of more than kCompact tokens
+//   falls back to a radix search by mass (8 key bits per pass);
+// - the draw is Gumbel-max over the kept keys with counter-based noise (gumbel.cuh).
 //
-// Why a team: a 152k-token row is up to a dozen passes, and one block (one SM) took 0.12-1.6 ms
-// per sampled row, a third of a batch-1 decode step. With few rows, the blocks of a cluster (up to
-// kMaxTeam) split every pass over the row (block r of n takes the 1024-token tiles r, r + n, ...)
-// and meet through distributed shared memory: each block histograms into its own shared memory,
-// then adds its non-empty bins into the root block's (rank 0) totals; the root decides (a digit, a
+// Why a team: a 152k-token row is several passes, and one block (one SM) took 0.12-1.6 ms per
+// sampled row, a third of a batch-1 decode step. With few rows, the blocks of a cluster (up to
+// kMaxTeam) split every pass over the row (block r of n takes the tiles r, r + n, ...) and meet
+// through distributed shared memory: each block histograms into its own shared memory, then adds
+// its non-empty bins into the root block's (rank 0) totals; the root decides (a digit, a
 // threshold, a sort of the candidates) and the others read its decision after a cluster barrier.
 // Reductions go through one slot per block, combined in the same fixed order by every block, and
 // every sum of probabilities is fixed point (exact): the result is the same bits for any team size
-// and any timing, so a row is drawn the same way in any batch.
+// and any timing, so a row is drawn the same way in any batch. Which path a row takes (list,
+// window, radix) may depend on the team (the lower bound does), but every path keeps the same
+// tokens and scores them with the same rounding, so the draw does not.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -29,13 +40,14 @@
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gumbel.cuh"
 #include "kernels/cuda/sample_logits.h"
+#include "kernels/cuda/sample_logits_list.cuh"
 #include "kernels/cuda/sample_logits_select.cuh"
 
 namespace pagoda::cuda {
 namespace {
 
 template <int kSize>
-__global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArgs a) {
+__global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(SampleLogitsArgs a) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Shared& s = *reinterpret_cast<Shared*>(smem_raw);
   Team<kSize> t;
@@ -55,7 +67,6 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
   }
   for (int i = threadIdx.x; i < kBins; i += kThreads) {
     s.bin_mass[i] = s.bin_mass_total[i] = 0;
-    s.bin_count[i] = s.bin_count_total[i] = 0;
   }
   if (threadIdx.x == 0) s.count = 0;
   t.sync();
@@ -63,57 +74,83 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
 
   const int vocab = static_cast<int>(a.vocab);
   const int64_t base = row * a.vocab;
-  const void* raw = a.logits;
-  const DType dtype = a.dtype;
-  auto raw_at = [&](int v) { return sane(load_as_float(raw, dtype, base + v)); };
+  const uint32_t* allowed = p.allowed_row >= 0
+                                ? a.allowed + static_cast<int64_t>(p.allowed_row) * a.allowed_words
+                                : nullptr;
+  const bool processed =
+      p.penalty_count > 0 || p.bias_count > 0 || p.mask_count > 0 || allowed != nullptr;
+  float* work = a.workspace + base;
+  const int elem = a.dtype == DType::kF32 ? 4 : 2;
+  RowReader raw_row;
+  raw_row.raw = static_cast<const char*>(a.logits) + base * elem;
+  raw_row.dtype = a.dtype;
+  raw_row.vocab = vocab;
+  raw_row.vec = vocab % kVec == 0 && reinterpret_cast<uintptr_t>(a.logits) % 16 == 0 &&
+                (!processed || reinterpret_cast<uintptr_t>(a.workspace) % 16 == 0);
+  RowReader x_row = raw_row;  // what the processors leave: the workspace copy, or the raw row
+  if (processed) x_row.work = work;
+  auto raw_at = [&](int v) { return raw_row.at(v); };
+  auto x_at = [&](int v) { return x_row.at(v); };
+
+  // The raw row's maximum (and first argmax, and each thread's maximum) when the log-probabilities
+  // or an unprocessed row need them: one pass.
+  RowStats raw_stats;
+  if (p.num_logprobs >= 0 || !processed) raw_stats = row_stats(raw_row, s, t);
 
   // Log-probabilities of the raw row: log_softmax as the CPU computes it (fp32 shift, double
-  // normaliser), then the top N by the same radix select on the logprob values.
+  // normaliser), then the top N: the tokens at or above a lower bound on the N-th value are
+  // gathered and sorted (a radix select when too many tie there).
   float log_z = 0.0f;
   if (p.num_logprobs >= 0) {
-    float m = -INFINITY;
-    FOR_EACH_TOKEN(t, vocab, v) m = fmaxf(m, raw_at(v));
-    m = team_reduce(m, -INFINITY, Max{}, s.red_f, s.slot_f, t);
+    const float m = raw_stats.max;
     u64 sum = 0;  // fixed point: exact in any split (each term is at most 1)
-    FOR_EACH_TOKEN(t, vocab, v) sum += fixed_mass(expf(raw_at(v) - m), t);
+    FOR_EACH_WIDE_TILE(t, vocab, c) {
+      float x[kVec];
+      raw_row.load8(c, x);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j)
+        if (c + j < vocab) sum += fixed_mass(expf(__fsub_rn(x[j], m)), t);
+    }
     sum = team_reduce(sum, u64{0}, Plus{}, s.red_u, s.slot_u, t);
     log_z = m + static_cast<float>(log(static_cast<double>(sum) / t.mass_scale));
     const int n = min(min(p.num_logprobs, kMaxTopLogprobs), vocab);
     if (n > 0) {
-      auto key_of = [&](int v, u64& key) {
-        key = sort_key(raw_at(v) - log_z, v);
-        return true;
+      const float lp_bound = __fsub_rn(kth_bound(raw_stats.mine, n, s, t), log_z);
+      auto near_top = [&](int v, float x, u64& key, float& pr) {
+        const float lp = __fsub_rn(x, log_z);
+        key = sort_key(lp, v);
+        pr = 0.0f;
+        return lp >= lp_bound;
       };
-      const u64 threshold = select_kth(vocab, n, key_of, s, t);
-      FOR_EACH_TILE(t, vocab, tile) {
-        const int v = tile + static_cast<int>(threadIdx.x);
-        u64 key = 0;
-        if (v < vocab) key_of(v, key);
-        gather(v < vocab && key >= threshold, key, 0.0f, root);
+      int found = gather_list(raw_row, near_top, s, t);
+      if (found > kCompact) {
+        auto key_of = [&](int v, u64& key) {
+          key = sort_key(__fsub_rn(raw_at(v), log_z), v);
+          return true;
+        };
+        const u64 threshold = select_kth(vocab, n, key_of, s, t);
+        auto top = [&](int v, float x, u64& key, float& pr) {
+          key = sort_key(__fsub_rn(x, log_z), v);
+          pr = 0.0f;
+          return key >= threshold;
+        };
+        found = gather_list(raw_row, top, s, t);
       }
-      t.sync();
       if (t.is_root() && threadIdx.x == 0) {
-        const int found = min(s.count, n);
-        s.count = 0;
-        for (int i = 1; i < found; ++i) {  // insertion sort, descending
-          const u64 key = s.keys[i];
-          int j = i;
-          for (; j > 0 && s.keys[j - 1] < key; --j) s.keys[j] = s.keys[j - 1];
-          s.keys[j] = key;
-        }
+        const int listed = min(found, n);
         for (int i = 0; i < kMaxTopLogprobs; ++i) {
           const int64_t at = row * kMaxTopLogprobs + i;
-          if (i < found) {
+          if (i < listed) {
             const int v = key_index(s.keys[i]);
             a.top_tokens[at] = v;
-            a.top_logprobs[at] = raw_at(v) - log_z;
+            a.top_logprobs[at] = __fsub_rn(raw_at(v), log_z);
           } else {
             a.top_tokens[at] = -1;
             a.top_logprobs[at] = -INFINITY;
           }
         }
       }
-      // The root's list is free again after the next barrier (every later gather follows one).
+      // The root's list is free again after the next barrier (every later gather starts with one).
     }
   }
 
@@ -121,16 +158,24 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
   // frequency (one thread per distinct token), then bias, then the min_tokens mask. The team
   // copies the row (a structured-output mask applies as it copies); the root block applies the
   // lists; the barriers publish the global writes.
-  const uint32_t* allowed = p.allowed_row >= 0
-                                ? a.allowed + static_cast<int64_t>(p.allowed_row) * a.allowed_words
-                                : nullptr;
-  const bool processed =
-      p.penalty_count > 0 || p.bias_count > 0 || p.mask_count > 0 || allowed != nullptr;
-  float* work = a.workspace + base;
   if (processed) {
-    FOR_EACH_TOKEN(t, vocab, v) {
-      const bool ok = allowed == nullptr || ((allowed[v >> 5] >> (v & 31)) & 1u) != 0;
-      work[v] = ok ? load_as_float(raw, dtype, base + v) : -INFINITY;
+    FOR_EACH_WIDE_TILE(t, vocab, c) {
+      float x[kVec];
+      raw_row.load8(c, x);
+      if (allowed != nullptr) {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j)
+          if (c + j < vocab && ((allowed[(c + j) >> 5] >> ((c + j) & 31)) & 1u) == 0)
+            x[j] = -INFINITY;
+      }
+      if (raw_row.vec && c + kVec <= vocab) {
+        *reinterpret_cast<float4*>(work + c) = make_float4(x[0], x[1], x[2], x[3]);
+        *reinterpret_cast<float4*>(work + c + 4) = make_float4(x[4], x[5], x[6], x[7]);
+      } else {
+#pragma unroll
+        for (int j = 0; j < kVec; ++j)
+          if (c + j < vocab) work[c + j] = x[j];
+      }
     }
     t.sync();
     if (t.is_root()) {
@@ -160,122 +205,134 @@ __global__ void __launch_bounds__(kThreads) sample_logits_kernel(SampleLogitsArg
     }
     t.sync();
   }
-  auto x_at = [&](int v) { return processed ? sane(work[v]) : raw_at(v); };
+  const RowStats xs = processed ? row_stats(x_row, s, t) : raw_stats;
 
-  int token = -1;
+  int token = -1;  // in the root block
   const bool greedy = p.temperature < 1e-5f;
   if (greedy) {
-    // First maximum, as torch.argmax and the CPU.
-    float best = -INFINITY;
-    int best_i = -1;
-    FOR_EACH_TOKEN(t, vocab, v) {
-      const float x = x_at(v);
-      if (best_i < 0 || x > best) {
-        best = x;
-        best_i = v;
-      }
-    }
-    token = team_argmax(best, best_i, s, t);
+    token = xs.argmax;  // the first maximum, as torch.argmax and the CPU
+  } else if (xs.max == -INFINITY) {
+    // Everything masked: nothing to draw (token 0 below).
+    if (a.kept != nullptr) FOR_EACH_TOKEN(t, vocab, v) a.kept[base + v] = 0;
   } else {
-    float m = -INFINITY;
-    FOR_EACH_TOKEN(t, vocab, v) m = fmaxf(m, x_at(v));
-    m = team_reduce(m, -INFINITY, Max{}, s.red_f, s.slot_f, t);
+    const float m = xs.max;
     const float inv_t = 1.0f / p.temperature;
-    auto prob = [&](float x) { return x == -INFINITY ? 0.0f : expf((x - m) * inv_t); };
-    u64 floor = 0;  // kept: key >= floor
-    if (m == -INFINITY) {
-      floor = ~u64{0};  // everything masked: nothing to draw (token 0 below)
-    } else {
-      if (p.top_k > 0 && p.top_k < vocab) {
+    auto prob = [&](float x) { return prob_of(x, m, inv_t); };
+    const uint64_t draw = draw_key(p.seed, p.counter);
+    u64 floor = 0;  // kept: key >= floor (the root's, where a list decides)
+    // The kept tokens are, when `listed`, a prefix of the root's sorted list (its length known to
+    // the root alone); otherwise the members with key >= floor.
+    bool listed = false;
+    int n_list = 0;
+    bool min_p_pending = false;  // min-p still to cut the list
+    if (p.top_k > 0 && p.top_k < vocab) {
+      if (p.top_k <= kThreads) {
+        const float bound = kth_bound(xs.mine, p.top_k, s, t);
+        auto near_top = [&](int v, float x, u64& key, float& pr) {
+          if (x == -INFINITY || x < bound) return false;
+          key = sort_key(x, v);
+          pr = prob(x);
+          return true;
+        };
+        const int found = gather_list(x_row, near_top, s, t);
+        if (found <= kCompact) {
+          listed = true;
+          n_list = min(found, p.top_k);
+          min_p_pending = p.min_p > 0.0f;
+        }
+      }
+      if (!listed) {
         auto key_of = [&](int v, u64& key) {
           key = sort_key(x_at(v), v);
           return true;
         };
         floor = select_kth(vocab, p.top_k, key_of, s, t);
       }
-      if (p.min_p > 0.0f) {
-        // p is monotone in the logit, so "p >= min_p * p_max (= 1)" is a key threshold too.
-        u64 smallest = ~u64{0};
-        FOR_EACH_TOKEN(t, vocab, v) {
-          const float x = x_at(v);
-          const u64 key = sort_key(x, v);
-          if (prob(x) >= p.min_p && key < smallest) smallest = key;
+    }
+    if (!listed && p.min_p > 0.0f) {
+      // p is monotone in the logit, so "p >= min_p * p_max (= 1)" is a key threshold too.
+      u64 smallest = ~u64{0};
+      FOR_EACH_WIDE_TILE(t, vocab, c) {
+        float x[kVec];
+        x_row.load8(c, x);
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          const u64 key = sort_key(x[j], c + j);
+          if (c + j < vocab && prob(x[j]) >= p.min_p && key < smallest) smallest = key;
         }
-        smallest = team_reduce(smallest, ~u64{0}, Min{}, s.red_u, s.slot_u, t);
-        floor = max(floor, smallest);
       }
-      if (p.top_p < 1.0f) {
-        auto key_prob = [&](int v, float& pr) {
-          const float x = x_at(v);
+      smallest = team_reduce(smallest, ~u64{0}, Min{}, s.red_u, s.slot_u, t);
+      floor = max(floor, smallest);
+    }
+    bool drawn = false;  // token already drawn (the root's) by the window's pass
+    if (!listed && p.top_p < 1.0f) {
+      auto bin_of = [&](float x) {  // -1: below the span (mass < 2^-40 of the top token)
+        const float nats = (m - x) * inv_t;
+        return nats < kBinSpan ? min(kBins - 1, static_cast<int>(nats * (kBins / kBinSpan))) : -1;
+      };
+      const BinWindow w = top_p_window(x_row, floor, p.top_p, m, inv_t, bin_of, s, t);
+      const double target =
+          static_cast<double>(p.top_p) * (static_cast<double>(w.mass) / t.mass_scale);
+      if (w.count <= kCompact) {
+        // Few members: the root sorts them all and cuts there.
+        auto member = [&](int v, float x, u64& key, float& pr) {
+          if (x == -INFINITY) return false;
+          key = sort_key(x, v);
           pr = prob(x);
-          return sort_key(x, v);
+          return key >= floor;
         };
-        u64 mass = 0;  // fixed point: exact in any split
-        int count = 0;
-        FOR_EACH_TOKEN(t, vocab, v) {
-          float pr;
-          if (key_prob(v, pr) >= floor) {
-            mass += fixed_mass(pr, t);
-            ++count;
-          }
-        }
-        mass = team_reduce(mass, u64{0}, Plus{}, s.red_u, s.slot_u, t);
-        count = team_reduce(count, 0, Plus{}, s.red_i, s.slot_i, t);
-        const double target =
-            static_cast<double>(p.top_p) * (static_cast<double>(mass) / t.mass_scale);
-        u64 last = 0;
-        bool found = false;
-        if (count > kCompact) {
-          // Too many to sort: the mass histogram by -log p finds the bin where the prefix ends;
-          // when that bin is small enough, it alone is sorted and scanned after the mass above.
-          auto bin_of = [&](float x) {  // -1: below the span (mass < 2^-40 of the top token)
-            const float nats = (m - x) * inv_t;
-            return nats < kBinSpan ? min(kBins - 1, static_cast<int>(nats * (kBins / kBinSpan)))
-                                   : -1;
+        n_list = gather_list(x_row, member, s, t);
+        listed = true;
+      } else {
+        // The prefix ends inside the window's last bin: one pass draws among the bins above it
+        // and sorts the last one, unless more than kCompact tokens share it (then the radix
+        // search by mass, and a pass that draws).
+        drawn = w.last_bin >= 0 && draw_past_window(x_row, floor, w, target, m, inv_t, draw, bin_of,
+                                                    s, t, &token, &floor);
+        if (!drawn) {
+          auto key_prob = [&](int v, float& pr) {
+            const float x = x_at(v);
+            pr = prob(x);
+            return sort_key(x, v);
           };
-          const BinWindow w = top_p_window(vocab, floor, p.top_p, x_at, bin_of, prob, s, t);
-          if (w.in_last <= kCompact) {
-            auto in_last_bin = [&](int v, u64& key, float& pr) {
-              const float x = x_at(v);
-              if (x == -INFINITY) return false;
-              key = sort_key(x, v);
-              pr = prob(x);
-              return key >= floor && bin_of(x) == w.last_bin;
-            };
-            const double above = static_cast<double>(w.above) / t.mass_scale;
-            last = scan_sorted(vocab, in_last_bin, above, target, s, t);
-            found = true;
-          }
+          floor = max(floor, top_p_threshold(vocab, floor, p.top_p, key_prob, s, t));
         }
-        if (!found) last = top_p_threshold(vocab, floor, count, p.top_p, target, key_prob, s, t);
-        floor = max(floor, last);
       }
     }
-    // Gumbel-max over the kept tokens: argmax of log p + noise samples p renormalised.
-    const uint64_t key = draw_key(p.seed, p.counter);
-    float best = -INFINITY;
-    int best_i = -1;
-    FOR_EACH_TOKEN(t, vocab, v) {
-      const float x = x_at(v);
-      if (a.kept != nullptr)
-        a.kept[base + v] = x != -INFINITY && sort_key(x, v) >= floor && prob(x) > 0.0f;
-      if (x == -INFINITY || sort_key(x, v) < floor) continue;
-      const float score = (x - m) * inv_t + gumbel(key, v);
-      if (best_i < 0 || score > best) {
-        best = score;
-        best_i = v;
+    if (listed) {
+      // The root cuts its list by min-p (when top-k made it) and top-p, and draws from it.
+      if (t.is_root()) {
+        int n = n_list;
+        if (min_p_pending) n = list_min_p(n, p.min_p, s);
+        if (p.top_p < 1.0f && n > 0) {
+          const double mass = static_cast<double>(list_mass(n, s, t)) / t.mass_scale;
+          n = scan_list(n, 0.0, static_cast<double>(p.top_p) * mass, s) + 1;
+        }
+        token = draw_list(n, m, inv_t, draw, s);
+        floor = n > 0 ? s.keys[n - 1] : ~u64{0};
+      }
+    } else if (!drawn) {
+      token = draw_row(x_row, floor, m, inv_t, draw, s, t);
+    }
+    if (a.kept != nullptr) {  // tests: every token the draw could have picked
+      if (t.is_root() && threadIdx.x == 0) s.found_key = floor;
+      t.sync();
+      const u64 kept_floor = root.found_key;
+      FOR_EACH_TOKEN(t, vocab, v) {
+        const float x = x_at(v);
+        a.kept[base + v] = x != -INFINITY && sort_key(x, v) >= kept_floor && prob(x) > 0.0f;
       }
     }
-    token = team_argmax(best, best_i, s, t);
   }
   if (t.is_root() && threadIdx.x == 0) {
     if (token < 0) token = 0;
     a.tokens[row] = token;
-    if (p.num_logprobs >= 0) a.logprobs[row] = raw_at(token) - log_z;
+    if (p.num_logprobs >= 0) a.logprobs[row] = __fsub_rn(raw_at(token), log_z);
   }
   t.sync();  // no block leaves while another may still read its slots
 }
 
+#undef FOR_EACH_WIDE_TILE
 #undef FOR_EACH_TILE
 #undef FOR_EACH_TOKEN
 

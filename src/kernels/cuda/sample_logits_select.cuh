@@ -1,7 +1,8 @@
 #pragma once
 // The sampling kernel's building blocks (sample_logits.cu, whose opening note says how it works):
 // the team of blocks of a row and its reductions, the 56-bit order keys, the radix select of the
-// k-th key, the shared-memory sort of the top-p candidates and the top-p threshold searches.
+// k-th key, the shared-memory sort of the candidates and the radix top-p threshold search (the
+// fallbacks of sample_logits_list.cuh's fast paths).
 // Included by sample_logits.cu only (everything here is internal to that file).
 #include <cooperative_groups.h>
 
@@ -16,7 +17,9 @@ namespace {
 namespace cg = cooperative_groups;
 using u64 = unsigned long long;
 
-constexpr int kThreads = 1024;
+constexpr int kThreads = 512;
+constexpr int kBlocksPerSm = 2;  // two rows (or team members) share an SM, hiding each other's
+                                 // barriers and reductions
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxTeam = 8;     // blocks per row: one cluster (8 is the portable cluster size)
 constexpr int kCompact = 2048;  // top-p candidates sorted in shared memory
@@ -32,7 +35,6 @@ struct Shared {
   int hist[256];
   u64 hist_mass[256];
   u64 bin_mass[kBins];
-  int bin_count[kBins];
   // Block reductions' scratch, and this block's share of a team reduction by parity.
   u64 red_u[kWarps];
   float red_f[kWarps];
@@ -46,13 +48,14 @@ struct Shared {
   int hist_total[256];
   u64 hist_mass_total[256];
   u64 bin_mass_total[kBins];
-  int bin_count_total[kBins];
   int sel_digit, sel_remaining, sel_done;
   u64 sel_above;
   int count;  // gathered candidates (zero between uses)
   u64 found_key;
+  int sel_index;
   u64 keys[kCompact];
   float probs[kCompact];
+  float bound[kThreads];  // kth_bound's sort of this block's threads' maxima
 };
 
 /// The kSize blocks of one row (a compile-time size, so that the loops over the row keep a
@@ -63,7 +66,7 @@ template <int kSize>
 struct Team {
   static constexpr int size = kSize;
   int rank;          // this block's rank in the cluster; rank 0 is the root
-  int first;         // this block's first 1024-token tile starts here
+  int first;         // this block's first kThreads-token tile starts here
   int epoch;         // reductions done so far (the parity picks the slot)
   float mass_scale;  // fixed-point units per unit of probability: 2^48 at most, and a row's sum
                      // fits in 63 bits
@@ -384,70 +387,14 @@ __device__ void sort_candidates(int n, Shared& s) {
   }
 }
 
-/// Gathers the members (member(v, &key, &p); at most kCompact of them) into the root, which sorts
-/// them by key and returns the key of the first one at which `start` plus their cumulative mass
-/// reaches target: the CPU's shortest prefix, where `start` is the mass of the tokens above the
-/// members. Keeps them all when rounding leaves the target out of reach.
-template <class Member, class Team>
-__device__ u64 scan_sorted(int vocab, Member member, double start, double target, Shared& s,
-                           Team& t) {
-  Shared& root = *t.root;
-  FOR_EACH_TILE(t, vocab, tile) {
-    const int v = tile + static_cast<int>(threadIdx.x);
-    float p = 0.0f;
-    u64 key = 0;
-    const bool in = v < vocab && member(v, key, p);
-    gather(in, key, p, root);
-  }
-  t.sync();
-  if (t.is_root()) {
-    const int n = min(s.count, kCompact);
-    sort_candidates(n, s);
-    if (threadIdx.x < 32) {
-      const int lane = lane_id();
-      const int chunk = (n + 31) / 32;
-      const int begin = min(n, lane * chunk), end = min(n, begin + chunk);
-      double sum = 0;
-      for (int i = begin; i < end; ++i) sum += s.probs[i];
-      const double incl = start + warp_inclusive_sum(sum);
-      double cum = incl - sum;
-      const bool before = cum < target;
-      // The first lane whose chunk reaches the target walks it.
-      const unsigned reaches = __ballot_sync(kFull, before && incl >= target && end > begin);
-      if (reaches != 0 && lane == __ffs(reaches) - 1) {
-        int i = begin;
-        for (; i < end; ++i) {
-          cum += s.probs[i];
-          if (cum >= target) break;
-        }
-        s.found_key = s.keys[min(i, end - 1)];
-      } else if (reaches == 0 && lane == 0) {
-        // Reached before the first member (start >= target, by rounding): the first one alone.
-        // Out of reach: all of them.
-        s.found_key = s.keys[start >= target ? 0 : max(n - 1, 0)];
-      }
-      if (lane == 0) s.count = 0;
-    }
-  }
-  t.sync();
-  return root.found_key;
-}
-
 /// The shortest prefix (in key order) of the members with key >= floor whose mass reaches
-/// top_p of theirs (target, in units of p), given the mass function; returns its last key.
-/// Members are sorted in shared memory when there are at most kCompact of them (count);
-/// otherwise a radix search by fixed-point mass, 8 key bits per pass.
+/// top_p of theirs, given the mass function; returns its last key. The fallback for rows whose
+/// prefix ends in a bin of -log p holding more than kCompact tokens (sample_logits_list.cuh's
+/// window): a radix search by fixed-point mass, 8 key bits per pass (7 passes over the row).
 template <class KeyProb, class Team>
-__device__ u64 top_p_threshold(int vocab, u64 floor, int count, float top_p, double target,
-                               KeyProb key_prob, Shared& s, Team& t) {
+__device__ u64 top_p_threshold(int vocab, u64 floor, float top_p, KeyProb key_prob, Shared& s,
+                               Team& t) {
   Shared& root = *t.root;
-  if (count <= kCompact) {
-    auto member = [&](int v, u64& key, float& p) {
-      key = key_prob(v, p);
-      return key >= floor;
-    };
-    return scan_sorted(vocab, member, 0.0, target, s, t);
-  }
   // Many candidates: a radix search by mass, 8 key bits per pass (7 passes over the row). Each
   // pass histograms the mass of the members under the digits fixed so far by their next digit
   // and fixes the digit at which the mass counted from the top reaches the target; after the
@@ -516,66 +463,6 @@ __device__ u64 top_p_threshold(int vocab, u64 floor, int count, float top_p, dou
     prefix |= static_cast<u64>(digit) << shift;
   }
   return prefix;
-}
-
-/// Where top-p's prefix ends, to the resolution of a bin of -log p.
-struct BinWindow {
-  int last_bin;  // the first bin where the mass from the top reaches top_p of it
-  int in_last;   // candidates in that bin
-  u64 above;     // fixed-point mass of the candidates above that bin
-};
-
-/// Top-p's window: the team's histogram of the candidates' mass by -log p (kBins bins over
-/// kBinSpan nats below the top, fixed point) finds the first bin where the mass from the top
-/// reaches top_p of it. The tokens of that bin and above are a prefix of the key order (the bin is
-/// monotone in the logit) holding the target, and the prefix ends inside that bin.
-template <class XAt, class BinOf, class Prob, class Team>
-__device__ BinWindow top_p_window(int vocab, u64 floor, float top_p, XAt x_at, BinOf bin_of,
-                                  Prob prob, Shared& s, Team& t) {
-  Shared& root = *t.root;
-  FOR_EACH_TILE(t, vocab, tile) {
-    const int v = tile + static_cast<int>(threadIdx.x);
-    const float x = v < vocab ? x_at(v) : -INFINITY;
-    const int b = x == -INFINITY ? -1 : bin_of(x);
-    const bool in = b >= 0 && sort_key(x, v) >= floor;
-    add_to_bins(in, b, in ? fixed_mass(prob(x), t) : 0, s.bin_mass, s.bin_count);
-  }
-  push_histogram(s.bin_mass, root.bin_mass_total, kBins);
-  push_histogram(s.bin_count, root.bin_count_total, kBins);
-  t.sync();
-  if (t.is_root() && threadIdx.x < 32) {
-    // Lane l sums bins [64 l, 64 l + 64); a scan over lanes finds the bin.
-    const int lane = lane_id();
-    constexpr int kPerLane = kBins / 32;
-    u64 lane_mass = 0;
-    for (int j = 0; j < kPerLane; ++j) lane_mass += s.bin_mass_total[lane * kPerLane + j];
-    const u64 incl = warp_inclusive_sum(lane_mass);
-    const u64 total = __shfl_sync(kFull, incl, 31);
-    const double target_q = static_cast<double>(top_p) * static_cast<double>(total);
-    const unsigned reaches = __ballot_sync(kFull, static_cast<double>(incl) >= target_q);
-    // Rounding can leave the target out of reach: then every binned token is kept.
-    const int owner = reaches != 0 ? __ffs(reaches) - 1 : 31;
-    if (lane == owner) {
-      u64 cum = incl - lane_mass;  // mass above bin b
-      for (int b = lane * kPerLane;; ++b) {
-        const u64 next = cum + s.bin_mass_total[b];
-        if (static_cast<double>(next) >= target_q || b == lane * kPerLane + kPerLane - 1) {
-          s.sel_digit = b;
-          s.sel_done = s.bin_count_total[b];
-          s.sel_above = cum;
-          break;
-        }
-        cum = next;
-      }
-    }
-    __syncwarp();
-    for (int j = 0; j < kPerLane; ++j) {
-      s.bin_mass_total[lane * kPerLane + j] = 0;
-      s.bin_count_total[lane * kPerLane + j] = 0;
-    }
-  }
-  t.sync();
-  return BinWindow{root.sel_digit, root.sel_done, root.sel_above};
 }
 
 }  // namespace

@@ -510,6 +510,52 @@ TEST(SampleLogits, TopPCutsInsideTiedTokensAsTheCpu) {
   }
 }
 
+// Top-k and the top-N logprobs inside long runs of equal logits. The kernel gathers the tokens at
+// or above a lower bound on the k-th value and sorts them in shared memory; when more than 2,048
+// tie there (a row of equal logits) it falls back to its radix select. Both give the CPU's set:
+// the order among equal logits is the token id.
+TEST(SampleLogits, TopKAndTopLogprobsAmongTiedTokensAsTheCpu) {
+  REQUIRE_GPU();
+  const int64_t vocab = 151936;
+  struct Row {
+    int tied;  // tokens sharing the top logit (spread over the row); the rest is lower
+    int top_k;
+    float top_p;
+  };
+  const Row shapes[] = {{151936, 50, 1.0f},  {151936, 50, 0.9f}, {3000, 50, 0.5f},
+                        {3000, 1024, 1.0f},  {1500, 1025, 0.9f}, {40, 50, 1.0f},
+                        {151936, 5000, 1.0f}};
+  std::vector<Case> cases;
+  std::vector<float> logits;
+  std::mt19937 rng(23);
+  std::normal_distribution<float> low(-6.0f, 1.0f);
+  for (const Row& shape : shapes) {
+    Case c;
+    c.params.temperature = 1.0f;
+    c.params.top_k = shape.top_k;
+    c.params.top_p = shape.top_p;
+    c.params.logprobs = 20;
+    c.counter = cases.size();
+    cases.push_back(c);
+    const int64_t step = vocab / shape.tied;
+    for (int64_t v = 0; v < vocab; ++v)
+      logits.push_back(v % step == 0 && v / step < shape.tied ? 2.0f : low(rng));
+  }
+  const GpuResult g = run_gpu_every_team(logits, DType::kF32, vocab, cases);
+  for (size_t r = 0; r < cases.size(); ++r) {
+    const std::vector<float> raw = row_of(logits, vocab, static_cast<int64_t>(r));
+    const CpuSet want = cpu_kept(cpu_processed(raw, cases[r]), cases[r].params);
+    const std::vector<int32_t> got = kept_tokens(g, r, vocab);
+    EXPECT_TRUE(same_kept_set(got, want)) << "row " << r;
+    EXPECT_TRUE(std::binary_search(got.begin(), got.end(), g.tokens[r])) << "row " << r;
+    std::vector<float> lp(raw.size());
+    log_softmax(raw, lp);
+    const std::vector<TokenLogprob> top = top_k_entries(lp, 20);
+    for (size_t i = 0; i < top.size(); ++i)
+      EXPECT_EQ(g.top_tokens[r * kMaxTopLogprobs + i], top[i].token) << "row " << r << " #" << i;
+  }
+}
+
 TEST(SampleLogits, LogprobsMatchTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(13);
