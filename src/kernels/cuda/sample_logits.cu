@@ -13,12 +13,14 @@
 //   the root block's shared memory, where they are sorted; min-p and top-p then cut that sorted
 //   list and the draw runs over it, with no further pass. More than kCompact gathered (a long run
 //   of equal logits) falls back to a radix select on counts (8-bit digits, up to 7 passes);
-// - top-p over many tokens: one pass histograms the members' mass by -log p (bins of 1/73 nat)
-//   and counts them. At most kCompact members: they are gathered and sorted as above. Otherwise
-//   the prefix ends inside one bin: a last pass draws among the tokens of the bins above it (all
-//   kept) and gathers that bin, which the root sorts and cuts; a bin of more than kCompact tokens
-//   falls back to a radix search by mass (8 key bits per pass);
-// - the draw is Gumbel-max over the kept keys with counter-based noise (gumbel.cuh).
+// - top-p over many tokens: one pass histograms the members' mass by -log p (bins of 1/73 nat,
+//   fixed point) and counts them. At most kCompact members: they are gathered and sorted as
+//   above. Otherwise the prefix ends inside one bin, and the draw is by inverse CDF over the bins
+//   (sample_logits_list.cuh's draw_by_bins): a uniform integer picks a bin by its mass, one pass
+//   gathers that bin and the root walks it; a token of the cut's bin past the cut is rejected and
+//   drawn again. A cut's bin of more than kCompact tokens falls back to a radix search by mass (8
+//   key bits per pass) and a drawing pass;
+// - the other draws are Gumbel-max over the kept keys with counter-based noise (gumbel.cuh).
 //
 // Why a team: a 152k-token row is several passes, and one block (one SM) took 0.12-1.6 ms per
 // sampled row, a third of a batch-1 decode step. With few rows, the blocks of a cluster (up to
@@ -66,7 +68,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
     s.hist_mass[i] = s.hist_mass_total[i] = 0;
   }
   for (int i = threadIdx.x; i < kBins; i += kThreads) {
-    s.bin_mass[i] = s.bin_mass_total[i] = 0;
+    s.bin_lo[i] = s.bin_hi[i] = 0;
+    s.bin_mass_total[i] = 0;
   }
   if (threadIdx.x == 0) s.count = 0;
   t.sync();
@@ -264,17 +267,21 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
       smallest = team_reduce(smallest, ~u64{0}, Min{}, s.red_u, s.slot_u, t);
       floor = max(floor, smallest);
     }
-    bool drawn = false;  // token already drawn (the root's) by the window's pass
+    bool drawn = false;  // the token (the root's) drawn by draw_by_bins
+    u64 kept_floor = 0;  // a.kept only: the kept tokens' floor where a draw_by_bins cut
     if (!listed && p.top_p < 1.0f) {
+      // Top-p over many tokens: the mass histogram by -log p and where its prefix ends; then few
+      // members go to the list, many are drawn by inverse CDF over the bins. (Without top-p the
+      // histogram's shared atomics cost more than the Gumbel-max pass they would replace: 289
+      // against 203 us at 256 rows of T=1.)
       auto bin_of = [&](float x) {  // -1: below the span (mass < 2^-40 of the top token)
         const float nats = (m - x) * inv_t;
         return nats < kBinSpan ? min(kBins - 1, static_cast<int>(nats * (kBins / kBinSpan))) : -1;
       };
-      const BinWindow w = top_p_window(x_row, floor, p.top_p, m, inv_t, bin_of, s, t);
+      const BinWindow w = mass_window(x_row, floor, p.top_p, m, inv_t, bin_of, s, t);
       const double target =
           static_cast<double>(p.top_p) * (static_cast<double>(w.mass) / t.mass_scale);
       if (w.count <= kCompact) {
-        // Few members: the root sorts them all and cuts there.
         auto member = [&](int v, float x, u64& key, float& pr) {
           if (x == -INFINITY) return false;
           key = sort_key(x, v);
@@ -283,20 +290,49 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
         };
         n_list = gather_list(x_row, member, s, t);
         listed = true;
-      } else {
-        // The prefix ends inside the window's last bin: one pass draws among the bins above it
-        // and sorts the last one, unless more than kCompact tokens share it (then the radix
-        // search by mass, and a pass that draws).
-        drawn = w.last_bin >= 0 && draw_past_window(x_row, floor, w, target, m, inv_t, draw, bin_of,
-                                                    s, t, &token, &floor);
-        if (!drawn) {
-          auto key_prob = [&](int v, float& pr) {
-            const float x = x_at(v);
-            pr = prob(x);
-            return sort_key(x, v);
-          };
-          floor = max(floor, top_p_threshold(vocab, floor, p.top_p, key_prob, s, t));
+      } else if (w.last_bin >= 0) {
+        u64 cut_key = 0;  // no real token has key 0
+        drawn =
+            draw_by_bins(x_row, floor, w, target, m, inv_t, draw, bin_of, s, t, &token, &cut_key);
+        if (drawn && a.kept != nullptr) {
+          // Tests: the cut inside last_bin, as the draw computes it (when it did not).
+          if (t.is_root() && threadIdx.x == 0) s.found_key = cut_key;
+          t.sync();
+          kept_floor = root.found_key;
+          if (kept_floor == 0) {
+            auto in_last = [&](int v, float x, u64& key, float& pr) {
+              if (x == -INFINITY || bin_of(x) != w.last_bin) return false;
+              key = sort_key(x, v);
+              pr = prob(x);
+              return key >= floor;
+            };
+            const int n = gather_list(x_row, in_last, s, t);
+            if (n <= kCompact && t.is_root()) {
+              const int last = scan_list(n, static_cast<double>(w.above) / t.mass_scale, target, s);
+              if (threadIdx.x == 0) s.found_key = s.keys[last];
+            }
+            if (n > kCompact) {
+              auto key_prob = [&](int v, float& pr) {
+                const float x = x_at(v);
+                pr = prob(x);
+                return sort_key(x, v);
+              };
+              const u64 cut = max(floor, top_p_threshold(vocab, floor, p.top_p, key_prob, s, t));
+              if (t.is_root() && threadIdx.x == 0) s.found_key = cut;
+            }
+            t.sync();
+            kept_floor = root.found_key;
+          }
         }
+      }
+      if (!listed && !drawn) {
+        // The prefix ends past the binned span or in a bin of more than kCompact tokens.
+        auto key_prob = [&](int v, float& pr) {
+          const float x = x_at(v);
+          pr = prob(x);
+          return sort_key(x, v);
+        };
+        floor = max(floor, top_p_threshold(vocab, floor, p.top_p, key_prob, s, t));
       }
     }
     if (listed) {
@@ -312,15 +348,16 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
         floor = n > 0 ? s.keys[n - 1] : ~u64{0};
       }
     } else if (!drawn) {
-      token = draw_row(x_row, floor, m, inv_t, draw, s, t);
+      auto member = [&](float x, int v) { return sort_key(x, v) >= floor; };
+      token = draw_row(x_row, member, m, inv_t, draw, s, t);
     }
     if (a.kept != nullptr) {  // tests: every token the draw could have picked
-      if (t.is_root() && threadIdx.x == 0) s.found_key = floor;
+      if (t.is_root() && threadIdx.x == 0) s.found_key = kept_floor != 0 ? kept_floor : floor;
       t.sync();
-      const u64 kept_floor = root.found_key;
+      const u64 kept_by = root.found_key;
       FOR_EACH_TOKEN(t, vocab, v) {
         const float x = x_at(v);
-        a.kept[base + v] = x != -INFINITY && sort_key(x, v) >= kept_floor && prob(x) > 0.0f;
+        a.kept[base + v] = x != -INFINITY && sort_key(x, v) >= kept_by && prob(x) > 0.0f;
       }
     }
   }

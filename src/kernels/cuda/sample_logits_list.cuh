@@ -18,7 +18,7 @@ namespace {
 constexpr int kVec = 8;                     // tokens per thread per tile
 constexpr int kWideTile = kThreads * kVec;  // tokens per block per tile
 
-// Loops over this block's share of the row in whole 8192-token tiles (block r of n takes tiles r,
+// Loops over this block's share of the row in whole kWideTile-token tiles (block r of n takes tiles r,
 // r + n, ...); thread i owns tokens c .. c + 7 of the tile, c = tile + 8 i. Every warp runs the
 // same number of iterations (the warp collectives inside need all 32 lanes).
 #define FOR_EACH_WIDE_TILE(t, vocab, c)                                                  \
@@ -250,22 +250,23 @@ __device__ int draw_list(int n, float m, float inv_t, uint64_t key, Shared& s) {
   return block_argmax(best, best_i, s);
 }
 
-/// Top-p's window: the team's histogram of the members' mass by -log p (kBins bins over kBinSpan
-/// nats below the top token, fixed point) finds the first bin where the mass from the top reaches
-/// top_p of the members' whole mass. The tokens of that bin and above are a prefix of the key
-/// order (the bin is monotone in the logit) holding the target, and the prefix ends inside that
-/// bin. The same pass counts the members (finite logit, key >= floor) and sums their mass.
+/// Top-p's window: the mass histogram by -log p (kBins bins over kBinSpan nats below the top
+/// token, bin 0 the most probable; tokens further below are in no bin), fixed point, in the root's
+/// bin_mass_total, finds the first bin where the mass from the top reaches top_p of the members'
+/// whole mass. The tokens of that bin and above are a prefix of the key order (the bin is monotone
+/// in the logit) holding the target, and top-p's prefix ends inside that bin. The same pass counts
+/// the members (finite logit, key >= floor) and sums their mass. The totals stay in the root for
+/// the draw (one histogram per launch: they are zero at the start).
 struct BinWindow {
-  int last_bin;  // the first bin where the mass from the top reaches the target; -1: the target
-                 // lies past the binned span
+  int last_bin;  // the bin where the prefix ends; -1: it lies past the binned span
   u64 above;     // fixed-point mass of the members in the bins above it
   int count;     // members
   u64 mass;      // their fixed-point mass
 };
 
 template <class BinOf, class Team>
-__device__ BinWindow top_p_window(const RowReader& r, u64 floor, float top_p, float m, float inv_t,
-                                  BinOf bin_of, Shared& s, Team& t) {
+__device__ BinWindow mass_window(const RowReader& r, u64 floor, float top_p, float m, float inv_t,
+                                 BinOf bin_of, Shared& s, Team& t) {
   Shared& root = *t.root;
   int count = 0;
   u64 mass = 0;
@@ -279,10 +280,25 @@ __device__ BinWindow top_p_window(const RowReader& r, u64 floor, float top_p, fl
       count += member ? 1 : 0;
       mass += q;
       const int b = member ? bin_of(x[j]) : -1;
-      if (b >= 0) atomicAdd(&s.bin_mass[b], q);
+      if (b >= 0) {
+        // 64-bit shared atomics are compare-and-swap loops: two 32-bit adds, with the low word's
+        // wrap-around (seen in the old value it returns) carried into the high word.
+        const uint32_t lo = static_cast<uint32_t>(q);
+        const uint32_t old = atomicAdd(&s.bin_lo[b], lo);
+        const uint32_t carry = old + lo < old ? 1u : 0u;
+        const uint32_t hi = static_cast<uint32_t>(q >> 32) + carry;
+        if (hi != 0) atomicAdd(&s.bin_hi[b], hi);
+      }
     }
   }
-  push_histogram(s.bin_mass, root.bin_mass_total, kBins);
+  __syncthreads();
+  for (int i = threadIdx.x; i < kBins; i += kThreads) {
+    const u64 q = (static_cast<u64>(s.bin_hi[i]) << 32) + s.bin_lo[i];
+    if (q != 0) {
+      atomicAdd(&root.bin_mass_total[i], q);
+      s.bin_lo[i] = s.bin_hi[i] = 0;
+    }
+  }
   mass = team_reduce(mass, u64{0}, Plus{}, s.red_u, s.slot_u, t);
   count = team_reduce(count, 0, Plus{}, s.red_i, s.slot_i, t);  // its barrier publishes the bins
   if (t.is_root() && threadIdx.x < 32) {
@@ -295,7 +311,7 @@ __device__ BinWindow top_p_window(const RowReader& r, u64 floor, float top_p, fl
     const double target_q = static_cast<double>(top_p) * static_cast<double>(mass);
     const unsigned reaches = __ballot_sync(kFull, static_cast<double>(incl) >= target_q);
     if (reaches == 0) {
-      // The prefix ends among the tokens below the span: the radix search takes it.
+      // The prefix ends among the tokens below the span.
       if (lane == 0) {
         s.sel_digit = -1;
         s.sel_above = 0;
@@ -312,80 +328,14 @@ __device__ BinWindow top_p_window(const RowReader& r, u64 floor, float top_p, fl
         cum = next;
       }
     }
-    __syncwarp();
-    for (int j = 0; j < kPerLane; ++j) {
-      s.bin_mass_total[lane * kPerLane + j] = 0;
-    }
   }
   t.sync();
   return BinWindow{root.sel_digit, root.sel_above, count, mass};
 }
 
-/// The draw when top-p's prefix ends inside the window's last bin: the members in the bins above
-/// it are all kept, and this pass takes their best Gumbel score; the last bin's members are
-/// gathered, and the root sorts them, cuts them where the mass reaches target (in units of
-/// probability) and draws among the kept ones. False (every thread) when more than kCompact
-/// members share the last bin: nothing drawn. Else the root block holds the token in *token and
-/// the key of the last kept token in *cut_key.
-template <class BinOf, class Team>
-__device__ bool draw_past_window(const RowReader& r, u64 floor, const BinWindow& w, double target,
-                                 float m, float inv_t, uint64_t key, BinOf bin_of, Shared& s,
-                                 Team& t, int* token, u64* cut_key) {
-  Shared& root = *t.root;
-  t.sync();  // the list is free (as in gather_list)
-  float best = -INFINITY;
-  int best_i = -1;
-  FOR_EACH_WIDE_TILE(t, r.vocab, c) {
-    float x[kVec];
-    r.load8(c, x);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const int v = c + j;
-      bool in_last = false;
-      u64 k = 0;
-      float pr = 0.0f;
-      if (v < r.vocab && x[j] != -INFINITY) {
-        k = sort_key(x[j], v);
-        if (k >= floor) {
-          const int b = bin_of(x[j]);
-          if (b >= 0 && b < w.last_bin) {
-            const float score = score_of(x[j], m, inv_t, key, v);
-            if (better(score, v, best, best_i)) {
-              best = score;
-              best_i = v;
-            }
-          } else if (b == w.last_bin) {
-            in_last = true;
-            pr = prob_of(x[j], m, inv_t);
-          }
-        }
-      }
-      if (__any_sync(kFull, in_last)) gather(in_last, k, pr, root);
-    }
-  }
-  const int above = team_argmax(best, best_i, s, t);  // its barrier publishes the list
-  const int n = root.count;
-  t.sync();
-  if (t.is_root() && threadIdx.x == 0) s.count = 0;
-  if (n > kCompact) return false;
-  if (!t.is_root()) return true;
-  sort_candidates(n, s);
-  const int cut = scan_list(n, static_cast<double>(w.above) / t.mass_scale, target, s);
-  const int listed = draw_list(n > 0 ? cut + 1 : 0, m, inv_t, key, s);
-  *cut_key = n > 0 ? s.keys[cut] : ~u64{0};
-  if (above < 0 || listed < 0) {
-    *token = above < 0 ? listed : above;
-  } else {
-    const float above_score = score_of(r.at(above), m, inv_t, key, above);
-    const float listed_score = score_of(r.at(listed), m, inv_t, key, listed);
-    *token = better(listed_score, listed, above_score, above) ? listed : above;
-  }
-  return true;
-}
-
-/// The Gumbel-max draw over the members (finite logit, key >= floor) of the whole row.
-template <class Team>
-__device__ int draw_row(const RowReader& r, u64 floor, float m, float inv_t, uint64_t key,
+/// The Gumbel-max draw over the tokens for which member(x, v) holds, in the whole row.
+template <class Member, class Team>
+__device__ int draw_row(const RowReader& r, Member member, float m, float inv_t, uint64_t key,
                         Shared& s, Team& t) {
   float best = -INFINITY;
   int best_i = -1;
@@ -395,7 +345,7 @@ __device__ int draw_row(const RowReader& r, u64 floor, float m, float inv_t, uin
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const int v = c + j;
-      if (v >= r.vocab || x[j] == -INFINITY || sort_key(x[j], v) < floor) continue;
+      if (v >= r.vocab || x[j] == -INFINITY || !member(x[j], v)) continue;
       const float score = score_of(x[j], m, inv_t, key, v);
       if (better(score, v, best, best_i)) {
         best = score;
@@ -404,6 +354,119 @@ __device__ int draw_row(const RowReader& r, u64 floor, float m, float inv_t, uin
     }
   }
   return team_argmax(best, best_i, s, t);
+}
+
+/// Root block, after a sort: the first entry of the list at which the fixed-point mass from the
+/// top exceeds offset (n - 1 when rounding leaves it short). Every thread of the root gets it.
+template <class Team>
+__device__ int walk_list(int n, u64 offset, Shared& s, const Team& t) {
+  if (threadIdx.x < 32) {
+    const int lane = lane_id();
+    const int chunk = (n + 31) / 32;
+    const int begin = min(n, lane * chunk), end = min(n, begin + chunk);
+    u64 sum = 0;
+    for (int i = begin; i < end; ++i) sum += fixed_mass(s.probs[i], t);
+    const u64 incl = warp_inclusive_sum(sum);
+    const unsigned past = __ballot_sync(kFull, incl > offset && end > begin);
+    if (past != 0 && lane == __ffs(past) - 1) {
+      u64 cum = incl - sum;
+      int i = begin;
+      for (; i < end - 1; ++i) {
+        cum += fixed_mass(s.probs[i], t);
+        if (cum > offset) break;
+      }
+      s.sel_index = i;
+    } else if (past == 0 && lane == 0) {
+      s.sel_index = max(n - 1, 0);
+    }
+  }
+  __syncthreads();
+  return s.sel_index;
+}
+
+/// Top-p's draw by inverse CDF over mass_window's histogram, when the members are too many for the
+/// list (the Gumbel-max draw of a 152k-token row costs ~70 instructions per token; this costs one
+/// gather pass). The kept tokens are the bins above last_bin and a prefix of last_bin. Order the
+/// members of those bins and of the whole of last_bin by bin, then by key: a uniform integer below
+/// their mass picks a bin from the root's totals and the offset inside it; one pass gathers that
+/// bin, the root sorts it and walks its masses to the offset. A token of last_bin past the cut is
+/// rejected and drawn again with the next number (exact rejection sampling; rare: last_bin holds a
+/// small part of the mass). A bin above last_bin with more than kCompact members is drawn by
+/// Gumbel-max among its members instead (the bin was picked by its mass: still exact). Every
+/// decision reads exact fixed-point sums, so the draw is the same for every team size. Returns
+/// false (every thread) when last_bin itself is too big to cut in shared memory: nothing drawn.
+/// Else the root block holds the token in *token and, when the draw sorted last_bin, the key of
+/// the last kept token in *cut_key (else it is left alone).
+template <class BinOf, class Team>
+__device__ bool draw_by_bins(const RowReader& r, u64 floor, const BinWindow& w, double target,
+                             float m, float inv_t, uint64_t key, BinOf bin_of, Shared& s, Team& t,
+                             int* token, u64* cut_key) {
+  Shared& root = *t.root;
+  constexpr int kMaxRounds = 64;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    if (t.is_root() && threadIdx.x < 32) {
+      const int lane = lane_id();
+      const u64 h = mix(key ^ mix(0x5bd1e995ull + static_cast<u64>(round)));
+      // Uniform in [0, above + last_bin's mass) (h / 2^64 of it; the unevenness is < 2^-64 / q).
+      const u64 u = __umul64hi(h, w.above + s.bin_mass_total[w.last_bin]);
+      if (u >= w.above) {
+        if (lane == 0) {
+          s.sel_digit = w.last_bin;
+          s.sel_above = u - w.above;
+        }
+      } else {
+        constexpr int kPerLane = kBins / 32;
+        u64 lane_mass = 0;
+        for (int j = 0; j < kPerLane; ++j)
+          lane_mass += lane * kPerLane + j < w.last_bin ? s.bin_mass_total[lane * kPerLane + j] : 0;
+        const u64 incl = warp_inclusive_sum(lane_mass);
+        const unsigned past = __ballot_sync(kFull, incl > u);
+        if (lane == __ffs(past) - 1) {
+          u64 cum = incl - lane_mass;
+          int b = lane * kPerLane;
+          for (; b < lane * kPerLane + kPerLane - 1; ++b) {
+            if (cum + s.bin_mass_total[b] > u) break;
+            cum += s.bin_mass_total[b];
+          }
+          s.sel_digit = b;
+          s.sel_above = u - cum;
+        }
+      }
+    }
+    t.sync();
+    const int bin = root.sel_digit;
+    const u64 offset = root.sel_above;
+    auto in_bin = [&](int v, float x, u64& k, float& pr) {
+      if (x == -INFINITY || bin_of(x) != bin) return false;
+      k = sort_key(x, v);
+      pr = prob_of(x, m, inv_t);
+      return k >= floor;
+    };
+    const int n = gather_list(r, in_bin, s, t);
+    if (n > kCompact) {
+      if (bin == w.last_bin) return false;
+      auto member = [&](float x, int v) { return sort_key(x, v) >= floor && bin_of(x) == bin; };
+      *token = draw_row(r, member, m, inv_t, key, s, t);
+      return true;
+    }
+    if (t.is_root()) {
+      const int i = walk_list(n, offset, s, t);
+      bool kept = true;
+      if (bin == w.last_bin) {
+        const int last = scan_list(n, static_cast<double>(w.above) / t.mass_scale, target, s);
+        *cut_key = s.keys[last];
+        kept = i <= last;
+      }
+      if (kept) *token = key_index(s.keys[i]);
+      if (threadIdx.x == 0) s.sel_done = kept ? 1 : 0;
+    }
+    t.sync();
+    if (root.sel_done) return true;
+  }
+  // kMaxRounds rejections in a row (probability (rejected mass / drawn mass)^64): the most
+  // probable token of last_bin, the first of the root's sorted list, which is always kept.
+  if (t.is_root()) *token = key_index(s.keys[0]);
+  return true;
 }
 
 }  // namespace

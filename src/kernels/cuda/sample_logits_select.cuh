@@ -34,7 +34,8 @@ struct Shared {
   // This block's histograms, zero between uses (each pass clears what it pushed).
   int hist[256];
   u64 hist_mass[256];
-  u64 bin_mass[kBins];
+  uint32_t bin_lo[kBins];  // mass_window's histogram: low and high words of the fixed-point mass
+  uint32_t bin_hi[kBins];
   // Block reductions' scratch, and this block's share of a team reduction by parity.
   u64 red_u[kWarps];
   float red_f[kWarps];

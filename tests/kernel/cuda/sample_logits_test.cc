@@ -692,6 +692,66 @@ TEST(SampleLogits, DrawsFollowTheTruncatedDistributionByChiSquare) {
   }
 }
 
+// Rows with more kept tokens than the shared-memory list holds are drawn by inverse CDF over the
+// -log p histogram (sample_logits_list.cuh's draw_by_bins), with top-p's last bin drawn whole and
+// rejected past the cut. 30 distinct tokens on top and 6,000 low ones spread over two nats; the
+// cells are the 30 tokens and the low ones together.
+TEST(SampleLogits, ManyKeptTokensDrawByTheirMassByChiSquare) {
+  REQUIRE_GPU();
+  const int64_t vocab = 8192, draws = 20000;
+  constexpr int kTop = 30, kLow = 6000;
+  std::mt19937 rng(41);
+  std::vector<float> row(static_cast<size_t>(vocab), -INFINITY);
+  std::normal_distribution<float> top(0.0f, 1.0f);
+  std::uniform_real_distribution<float> low(-7.0f, -5.0f);
+  std::vector<int> cell(static_cast<size_t>(vocab), -1);  // token -> cell (kTop: the low ones)
+  for (int i = 0; i < kTop + kLow; ++i) {
+    const int64_t v = (static_cast<int64_t>(i) * 4099) % vocab;  // spread over the row
+    row[static_cast<size_t>(v)] = i < kTop ? top(rng) : low(rng);
+    cell[static_cast<size_t>(v)] = std::min(i, kTop);
+  }
+  struct Combo {
+    float t, p;
+  };
+  for (const Combo& combo : {Combo{1.0f, 1.0f}, Combo{1.0f, 0.9f}, Combo{1.3f, 0.95f}}) {
+    SamplingParams p;
+    p.temperature = combo.t;
+    p.top_p = combo.p;
+    std::vector<Case> cases;
+    std::vector<float> logits;
+    logits.reserve(static_cast<size_t>(draws * vocab));
+    for (int64_t i = 0; i < draws; ++i) {
+      Case c;
+      c.params = p;
+      c.seed = 3;
+      c.counter = static_cast<uint64_t>(i);
+      cases.push_back(c);
+      logits.insert(logits.end(), row.begin(), row.end());
+    }
+    const GpuResult g = run_gpu(logits, DType::kF32, vocab, cases);
+    std::vector<int> counts(kTop + 1, 0);
+    for (int32_t tok : g.tokens) {
+      ASSERT_GE(tok, 0);
+      ASSERT_LT(tok, vocab);
+      ASSERT_GE(cell[static_cast<size_t>(tok)], 0) << "drew a masked token";
+      ++counts[static_cast<size_t>(cell[static_cast<size_t>(tok)])];
+    }
+    std::vector<int32_t> order;
+    std::vector<float> probs;
+    const int32_t count = truncate_candidates(row, p, order, probs);
+    std::vector<double> expected(kTop + 1, 0.0);
+    double mass = 0;
+    for (int32_t i = 0; i < count; ++i) mass += probs[static_cast<size_t>(i)];
+    for (int32_t i = 0; i < count; ++i) {
+      const int c = cell[static_cast<size_t>(order[static_cast<size_t>(i)])];
+      expected[static_cast<size_t>(c)] += probs[static_cast<size_t>(i)] / mass;
+    }
+    EXPECT_GT(expected[kTop], 0.05) << "the low tokens must matter";
+    const double chi2 = chi_square(counts, expected, draws);
+    EXPECT_LT(chi2, chi_square_limit(kTop)) << "T " << combo.t << " p " << combo.p;
+  }
+}
+
 TEST(SampleLogits, DrawsDependOnSeedAndCounterOnly) {
   REQUIRE_GPU();
   const int64_t vocab = 32000;
