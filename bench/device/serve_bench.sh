@@ -42,7 +42,8 @@ serve_and_bench() {  # name, serve flags..., -- bench flags...
   local pid=$!
   for _ in $(seq 1 120); do curl -sf http://127.0.0.1:8123/health >/dev/null 2>&1 && break; sleep 0.5; done
   timeout 240 "$pagoda" bench serve --base-url http://127.0.0.1:8123 --tokenizer "$config" \
-    --dataset random "${bench[@]}" >"$out/bench_$name.log" 2>&1
+    --dataset random --percentile-metrics ttft,tpot,itl,e2el "${bench[@]}" \
+    >"$out/bench_$name.log" 2>&1
   echo "== $name: exit $?"
   grep -E "Successful|Failed|Total generated|Benchmark duration|Request throughput|Output token throughput|Total [Tt]oken throughput|Peak|Mean TTFT|Median TTFT|P99 TTFT|Mean TPOT|Mean ITL|Median E2E|P99 E2E" "$out/bench_$name.log"
   kill -TERM $pid; wait $pid; echo "serve exit: $?"

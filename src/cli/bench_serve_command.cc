@@ -1,5 +1,6 @@
 // `pagoda bench serve`: online serving benchmark against a running OpenAI-compatible server, with
-// the flags, the measurements and the printed report of `vllm bench serve` (random dataset).
+// the flags, the datasets (random, prefix_repetition, sharegpt), the measurements and the printed
+// report of `vllm bench serve`.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -8,59 +9,20 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <random>
 #include <thread>
 
+#include "cli/bench_serve_options.h"
 #include "cli/commands.h"
 #include "core/status.h"
 #include "server/client/bench_metrics.h"
 #include "server/client/http_client.h"
 #include "server/client/prometheus.h"
+#include "tokenizer/tokenizer.h"
 
 namespace pagoda::cli {
 namespace {
 
 using nlohmann::json;
-
-struct ServeBenchOptions {
-  std::string base_url = "http://127.0.0.1:8000";
-  std::string model;
-  std::string endpoint = "/v1/completions";
-  std::string dataset = "random";
-  int random_input_len = 1024;
-  int random_output_len = 128;
-  double random_range_ratio = 0;
-  int64_t random_vocab_size = 0;
-  std::string tokenizer;
-  int num_prompts = 1000;
-  std::string request_rate = "inf";
-  double burstiness = 1.0;
-  int max_concurrency = 0;
-  std::string save_result;
-  uint64_t seed = 0;
-  std::string api_key;
-  double temperature = 0;
-  std::string extra_body;  // a JSON object merged into every request (e.g. structured outputs)
-  int num_threads = 0;
-  double timeout_s = 3600;
-};
-
-// Prompts of the chat endpoint are words rather than token ids (messages carry text).
-constexpr const char* kWords[] = {
-    "time",     "year",    "people",   "way",    "day",    "man",     "thing",   "woman",
-    "life",     "child",   "world",    "school", "state",  "family",  "student", "group",
-    "country",  "problem", "hand",     "part",   "place",  "case",    "week",    "company",
-    "system",   "program", "question", "work",   "number", "night",   "point",   "home",
-    "water",    "room",    "mother",   "area",   "money",  "story",   "fact",    "month",
-    "lot",      "right",   "study",    "book",   "eye",    "job",     "word",    "business",
-    "issue",    "side",    "kind",     "head",   "house",  "service", "friend",  "father",
-    "power",    "hour",    "game",     "line",   "end",    "member",  "law",     "car",
-    "city",     "name",    "team",     "minute", "idea",   "kid",     "body",    "back",
-    "parent",   "face",    "others",   "level",  "office", "door",    "health",  "person",
-    "art",      "war",     "history",  "party",  "result", "change",  "morning", "reason",
-    "research", "girl",    "guy",      "moment", "air",    "teacher", "force",   "education",
-    "little",   "happy",   "tree",     "garden", "sun",    "dog",     "cat",     "bird",
-    "boat",     "river"};
 
 /// The vocabulary size that random token ids are drawn from: the flag, or config.json of the
 /// tokenizer directory (or of --model when it is a local directory).
@@ -74,55 +36,25 @@ int64_t vocab_size(const ServeBenchOptions& o, const std::string& model) {
     if (j.contains("vocab_size")) return j["vocab_size"].get<int64_t>();
     if (j.contains("text_config")) return j["text_config"].at("vocab_size").get<int64_t>();
   }
-  throw InvalidArgument(
-      "--dataset random needs the vocabulary size for token-id prompts: pass --random-vocab-size "
-      "or --tokenizer <model directory with config.json>");
+  throw InvalidArgument(fmt::format(
+      "--dataset-name {} needs the vocabulary size for token-id prompts: pass --random-vocab-size "
+      "or --tokenizer <model directory with config.json>",
+      o.dataset));
 }
 
-int sample_len(int len, double range_ratio, std::mt19937_64& rng) {
-  const int lo = std::max(1, static_cast<int>(std::floor(len * (1 - range_ratio))));
-  const int hi = std::max(lo, static_cast<int>(std::ceil(len * (1 + range_ratio))));
-  return std::uniform_int_distribution<int>(lo, hi)(rng);
-}
-
-struct Dataset {
-  std::vector<client::StreamRequest> requests;
-  std::vector<int64_t> input_lens;  // requested prompt lengths (tokens; words for chat)
-};
-
-/// vLLM's random dataset: prompts of random token ids (completions) or random words (chat),
-/// max_tokens = the output length and ignore_eos, so that every request generates all of it.
-Dataset make_random_dataset(const ServeBenchOptions& o, const std::string& model) {
-  const bool chat = o.endpoint.find("chat") != std::string::npos;
-  const int64_t vocab = chat ? 0 : vocab_size(o, model);
-  std::mt19937_64 rng(o.seed);
-  Dataset d;
-  for (int i = 0; i < o.num_prompts; ++i) {
-    const int input_len = sample_len(o.random_input_len, o.random_range_ratio, rng);
-    const int output_len = sample_len(o.random_output_len, o.random_range_ratio, rng);
-    json body = {{"model", model},
-                 {"max_tokens", output_len},
-                 {"temperature", o.temperature},
-                 {"ignore_eos", true},
-                 {"stream", true},
-                 {"stream_options", {{"include_usage", true}}}};
-    if (chat) {
-      std::string text;
-      for (int t = 0; t < input_len; ++t) {
-        if (t > 0) text += ' ';
-        text += kWords[rng() % std::size(kWords)];
-      }
-      body["messages"] = json::array({{{"role", "user"}, {"content", text}}});
-    } else {
-      std::vector<int64_t> ids(input_len);
-      for (int64_t& id : ids) id = static_cast<int64_t>(rng() % static_cast<uint64_t>(vocab));
-      body["prompt"] = ids;
-    }
-    if (!o.extra_body.empty()) body.update(json::parse(o.extra_body));
-    d.requests.push_back({o.endpoint, body.dump()});
-    d.input_lens.push_back(input_len);
+/// Counts a text's tokens with the tokenizer of --tokenizer (or of --model when it is a local
+/// directory), as the server's usage counts them (special tokens included).
+client::TokenCounter token_counter(const ServeBenchOptions& o, const std::string& model) {
+  for (const std::string& path : {o.tokenizer, model}) {
+    if (path.empty() || !std::filesystem::exists(path)) continue;
+    auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::load(path));
+    return [tokenizer](std::string_view text) {
+      return static_cast<int64_t>(tokenizer->encode(text, /*add_special_tokens=*/true).size());
+    };
   }
-  return d;
+  throw InvalidArgument(
+      "--dataset-name sharegpt counts tokens with the model's tokenizer: pass --tokenizer <model "
+      "directory or tokenizer.json>");
 }
 
 std::string first_served_model(const client::Endpoint& endpoint, const std::string& api_key) {
@@ -159,6 +91,7 @@ std::optional<client::PrefixCacheDelta> read_prefix_cache(const client::Endpoint
 json result_json(const ServeBenchOptions& o, const std::string& model, double rate,
                  const client::LoadResult& load, const client::BenchmarkMetrics& m,
                  const std::optional<client::PrefixCacheDelta>& prefix) {
+  const bool goodput = !o.goodput.empty();
   json r = {{"backend", "openai"},
             {"endpoint", o.endpoint},
             {"model_id", model},
@@ -172,6 +105,7 @@ json result_json(const ServeBenchOptions& o, const std::string& model, double ra
             {"total_input_tokens", m.total_input},
             {"total_output_tokens", m.total_output},
             {"request_throughput", m.request_throughput},
+            {"request_goodput", goodput ? json(m.request_goodput) : json(nullptr)},
             {"output_throughput", m.output_throughput},
             {"total_token_throughput", m.total_token_throughput},
             {"max_output_tokens_per_s", m.max_output_tokens_per_s},
@@ -194,13 +128,17 @@ json result_json(const ServeBenchOptions& o, const std::string& model, double ra
   r["start_times"] = starts;
   r["generated_texts"] = texts;
   r["errors"] = errors;
+  // The chosen metrics' statistics, keyed as vLLM keys them (p99_ttft_ms, p99.9_itl_ms, ...).
   const std::pair<const char*, const client::Summary*> summaries[] = {
       {"ttft", &m.ttft}, {"tpot", &m.tpot}, {"itl", &m.itl}, {"e2el", &m.e2el}};
+  const std::vector<std::string> chosen = client::parse_percentile_metrics(o.percentile_metrics);
   for (const auto& [name, s] : summaries) {
+    if (std::find(chosen.begin(), chosen.end(), name) == chosen.end()) continue;
     r[fmt::format("mean_{}_ms", name)] = s->mean_ms;
     r[fmt::format("median_{}_ms", name)] = s->median_ms;
     r[fmt::format("std_{}_ms", name)] = s->std_ms;
-    r[fmt::format("p99_{}_ms", name)] = s->p99_ms;
+    for (const auto& [p, value] : s->percentiles_ms)
+      r[fmt::format("p{}_{}_ms", client::percentile_word(p), name)] = value;
   }
   if (prefix) {
     r["prefix_cache_queries"] = prefix->queries;
@@ -211,6 +149,8 @@ json result_json(const ServeBenchOptions& o, const std::string& model, double ra
 }
 
 int run_serve_bench(const ServeBenchOptions& o) {
+  validate(o);
+  const client::MetricsConfig metrics = metrics_config(o);
   double rate = std::numeric_limits<double>::infinity();
   if (o.request_rate != "inf") {
     try {
@@ -222,7 +162,21 @@ int run_serve_bench(const ServeBenchOptions& o) {
   }
   const client::Endpoint endpoint = client::parse_base_url(o.base_url);
   const std::string model = o.model.empty() ? first_served_model(endpoint, o.api_key) : o.model;
-  const Dataset dataset = make_random_dataset(o, model);
+  // Token-id prompts need the vocabulary; ShareGPT's texts the tokenizer (their lengths).
+  const bool token_ids = o.dataset != "sharegpt" && o.endpoint.find("chat") == std::string::npos;
+  const std::vector<client::SampleRequest> samples =
+      sample_dataset(o, token_ids ? vocab_size(o, model) : 0,
+                     o.dataset == "sharegpt" ? token_counter(o, model) : client::TokenCounter{});
+  std::vector<client::StreamRequest> requests;
+  std::vector<int64_t> input_lens;
+  for (const client::SampleRequest& sample : samples) {
+    requests.push_back({o.endpoint, request_body(o, model, sample).dump()});
+    input_lens.push_back(sample.prompt_len);
+  }
+  if (static_cast<int>(requests.size()) != o.num_prompts) {
+    std::printf("The %s dataset gives %zu requests (of --num-prompts %d).\n", o.dataset.c_str(),
+                requests.size(), o.num_prompts);
+  }
 
   client::LoadOptions load_options;
   load_options.request_rate = rate;
@@ -237,7 +191,7 @@ int run_serve_bench(const ServeBenchOptions& o) {
 
   std::printf("Starting initial single prompt test run...\n");
   const client::LoadResult test =
-      client::run_streaming_load(endpoint, {dataset.requests.front()}, load_options);
+      client::run_streaming_load(endpoint, {requests.front()}, load_options);
   if (!test.results.front().success) {
     throw InvalidArgument(
         "Initial test run failed - Please make sure benchmark arguments are "
@@ -253,15 +207,14 @@ int run_serve_bench(const ServeBenchOptions& o) {
   std::fflush(stdout);
 
   const auto before = read_prefix_cache(endpoint, o.api_key);
-  const client::LoadResult load =
-      client::run_streaming_load(endpoint, dataset.requests, load_options);
+  const client::LoadResult load = client::run_streaming_load(endpoint, requests, load_options);
   const auto after = read_prefix_cache(endpoint, o.api_key);
   std::optional<client::PrefixCacheDelta> prefix;
   if (before && after)
     prefix = client::PrefixCacheDelta{after->queries - before->queries, after->hits - before->hits};
 
   const client::BenchmarkMetrics m =
-      client::calculate_metrics(load.results, dataset.input_lens, load.duration_s);
+      client::calculate_metrics(load.results, input_lens, load.duration_s, metrics);
   int shown = 0;
   for (const client::StreamResult& r : load.results) {
     if (r.success || shown >= 10) continue;
@@ -273,6 +226,8 @@ int run_serve_bench(const ServeBenchOptions& o) {
   if (o.max_concurrency > 0) header.max_concurrency = o.max_concurrency;
   header.request_rate = rate;
   header.duration_s = load.duration_s;
+  header.goodput = !metrics.goodput.empty();
+  header.percentile_metrics = client::parse_percentile_metrics(o.percentile_metrics);
   std::fputs(client::format_report(m, header, prefix).c_str(), stdout);
   std::fflush(stdout);
 
@@ -290,59 +245,29 @@ void register_bench_serve_command(CLI::App& bench, int& exit_code) {
   auto o = std::make_shared<ServeBenchOptions>();
   CLI::App* cmd = bench.add_subcommand(
       "serve", "Online serving benchmark against a running OpenAI-compatible server");
-  cmd->add_option("--base-url", o->base_url, "the server, http://host:port")->capture_default_str();
-  cmd->add_option("--model", o->model, "model name (default: the first of /v1/models)");
-  cmd->add_option("--endpoint", o->endpoint, "API endpoint")
-      ->check(CLI::IsMember({"/v1/completions", "/v1/chat/completions"}))
-      ->capture_default_str();
-  cmd->add_option("--dataset,--dataset-name", o->dataset, "prompt source")
-      ->check(CLI::IsMember({"random"}))
-      ->capture_default_str();
-  cmd->add_option("--random-input-len", o->random_input_len, "prompt tokens (words for chat)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--random-output-len", o->random_output_len, "output tokens (max_tokens)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--random-range-ratio", o->random_range_ratio,
-                  "lengths are drawn from [len*(1-r), len*(1+r)]")
-      ->check(CLI::Range(0.0, 1.0))
-      ->capture_default_str();
-  cmd->add_option("--random-vocab-size", o->random_vocab_size,
-                  "token ids are drawn below this (default: vocab_size of --tokenizer's config)");
-  cmd->add_option("--tokenizer", o->tokenizer, "model directory whose config.json gives the vocab");
-  cmd->add_option("--num-prompts", o->num_prompts, "requests")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option(
-         "--request-rate", o->request_rate,
-         "requests/s, arrivals a Poisson process (gamma with --burstiness); inf: all at once")
-      ->capture_default_str();
-  cmd->add_option("--burstiness", o->burstiness, "gamma shape of the inter-arrival times")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->add_option("--max-concurrency", o->max_concurrency,
-                  "most requests in flight (default: no limit)")
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--save-result", o->save_result, "write the results as JSON to FILE");
-  cmd->add_option("--seed", o->seed, "seed of the prompts and the arrival times")
-      ->capture_default_str();
-  cmd->add_option("--api-key", o->api_key, "sent as Authorization: Bearer")
-      ->envname("OPENAI_API_KEY");
-  cmd->add_option("--temperature", o->temperature, "sampling temperature")->capture_default_str();
-  cmd->add_option("--extra-body", o->extra_body,
-                  "a JSON object merged into every request body, e.g. "
-                  "'{\"guided_json\": {...}}'")
-      ->check([](const std::string& text) -> std::string {
-        const json j = json::parse(text, nullptr, false);
-        return j.is_object() ? "" : "--extra-body must be a JSON object";
-      });
-  cmd->add_option("--num-client-threads", o->num_threads,
-                  "threads reading the streams (default: up to 4)");
-  cmd->add_option("--request-timeout", o->timeout_s, "seconds of silence before a request fails")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  cmd->callback([o, &exit_code] { exit_code = run_serve_bench(*o); });
+  add_serve_bench_options(*cmd, *o);
+  // A dataset's own flags with another dataset would be ignored: refuse them by name.
+  const std::pair<const char*, const char*> dataset_flags[] = {
+      {"--random-input-len", "random"},
+      {"--random-output-len", "random"},
+      {"--random-range-ratio", "random"},
+      {"--random-prefix-len", "random"},
+      {"--prefix-repetition-prefix-len", "prefix_repetition"},
+      {"--prefix-repetition-suffix-len", "prefix_repetition"},
+      {"--prefix-repetition-num-prefixes", "prefix_repetition"},
+      {"--prefix-repetition-output-len", "prefix_repetition"},
+      {"--dataset-path", "sharegpt"},
+      {"--sharegpt-output-len", "sharegpt"},
+      {"--no-oversample", "sharegpt"}};
+  cmd->callback([o, cmd, dataset_flags, &exit_code] {
+    for (const auto& [flag, dataset] : dataset_flags) {
+      if (cmd->count(flag) > 0 && o->dataset != dataset) {
+        throw InvalidArgument(
+            fmt::format("{} is a flag of --dataset-name {}, not of {}", flag, dataset, o->dataset));
+      }
+    }
+    exit_code = run_serve_bench(*o);
+  });
 }
 
 }  // namespace pagoda::cli

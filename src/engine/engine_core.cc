@@ -127,6 +127,12 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   e.executor->init_kv_cache(num_blocks, args.block_size);
   kv_capacity_tokens_ =
       static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
+  cache_info_ = {args.block_size,
+                 num_blocks,
+                 args.enable_prefix_caching,
+                 args.gpu_memory_utilization,
+                 std::max<int64_t>(args.kv_cache_memory_bytes, 0),
+                 e.config().sliding_window};
   if (on_device) {
     const auto start = std::chrono::steady_clock::now();
     const int graphs = e.executor->capture_graphs(args.max_num_seqs);
@@ -398,6 +404,7 @@ void EngineCore::Impl::launch_step() {
   }
   StepPlan plan = planner.plan(out, *scheduler, *kv_manager);
   std::vector<std::pair<std::string, std::string>> failed;  // request id, what
+  int64_t step_prompt_tokens = 0;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const scheduler::ScheduledRequest& s = out.scheduled[i];
     const scheduler::Request* r = scheduler->get(s.id);
@@ -435,7 +442,10 @@ void EngineCore::Impl::launch_step() {
       rows.clear();
     }
     if (s.num_computed_tokens < r->num_prompt_tokens()) {
-      prompt_tokens += std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
+      const int64_t step_prompt =
+          std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
+      prompt_tokens += step_prompt;
+      step_prompt_tokens += step_prompt;
     }
   }
   // The structured-output masks are computed while the device runs the forward pass (in-process
@@ -451,6 +461,7 @@ void EngineCore::Impl::launch_step() {
   times.launch_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
   in_flight = std::move(out);
+  in_flight_prompt_tokens = step_prompt_tokens;
   for (const auto& [id, what] : failed) fail_request(id, what);
 }
 
@@ -620,6 +631,7 @@ void EngineCore::Impl::publish_stats() {
   stats.prompt_tokens = prompt_tokens;
   stats.generation_tokens = generation_tokens;
   stats.num_steps = num_steps;
+  stats.iteration_tokens = iteration_tokens;
   stats.spec_decode_num_drafts = spec_counters.num_drafts;
   stats.spec_decode_num_draft_tokens = spec_counters.num_draft_tokens;
   stats.spec_decode_num_accepted_tokens = spec_counters.num_accepted_tokens;

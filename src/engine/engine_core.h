@@ -2,6 +2,7 @@
 // EngineCore: one thread owns the scheduler, the KV cache manager, the model runner and the
 // samplers, and loops schedule -> execute -> sample -> update -> emit. Any thread may submit
 // requests (each gets its own OutputStream) and abort them.
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -34,6 +35,37 @@ struct EngineRequest {
   std::string cache_salt;  // requests with different salts never share cached KV blocks
 };
 
+/// Upper bounds (inclusive) of the buckets of tokens per engine step: vLLM's
+/// iteration_tokens_total buckets (vllm/v1/metrics/loggers.py), past the last one +Inf.
+inline constexpr std::array<int64_t, 13> kIterationTokensBuckets = {
+    1, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384};
+
+/// A histogram of tokens per engine step over kIterationTokensBuckets.
+struct IterationTokens {
+  /// [kIterationTokensBuckets.size() + 1] steps per bucket, not cumulative; the last is +Inf.
+  std::array<int64_t, kIterationTokensBuckets.size() + 1> counts{};
+  int64_t sum = 0;    // tokens over all steps
+  int64_t count = 0;  // steps
+  /// Counts one step of `tokens` tokens into the first bucket whose bound is >= tokens.
+  void observe(int64_t tokens) {
+    size_t i = 0;
+    while (i < kIterationTokensBuckets.size() && tokens > kIterationTokensBuckets[i]) ++i;
+    ++counts[i];
+    sum += tokens;
+    ++count;
+  }
+};
+
+/// The KV cache as the engine built it, for vLLM's cache_config_info gauge.
+struct CacheInfo {
+  int block_size = 0;                  // tokens per block (--block-size)
+  int64_t num_blocks = 0;              // blocks of the pool, the reserved null block included
+  bool enable_prefix_caching = false;  // --[no-]enable-prefix-caching
+  double gpu_memory_utilization = 0;   // --gpu-memory-utilization (fraction, used on a GPU)
+  int64_t kv_cache_memory_bytes = 0;   // --kv-cache-memory as given (bytes); 0: automatic
+  int sliding_window = 0;              // the model's sliding window (tokens); 0: none
+};
+
 /// Counters and gauges of the engine, readable from any thread.
 struct EngineStats {
   int num_running = 0;
@@ -45,6 +77,9 @@ struct EngineStats {
   int64_t prompt_tokens = 0;      // computed prompt tokens (cache hits excluded)
   int64_t generation_tokens = 0;  // sampled tokens
   int64_t num_steps = 0;
+  /// Tokens per completed step: prompt tokens computed plus tokens sampled (vLLM's
+  /// iteration_tokens_total).
+  IterationTokens iteration_tokens;
   // Speculative decoding, vLLM's spec_decode counters: verifications ((request, step) pairs with
   // drafts), drafts verified, drafts accepted, and [K] accepted per draft position.
   int64_t spec_decode_num_drafts = 0;
@@ -91,6 +126,7 @@ class EngineCore {
   /// Rows of the model's embedding (may exceed the tokenizer's vocabulary: padded checkpoints).
   [[nodiscard]] int64_t vocab_size() const;
   [[nodiscard]] int64_t kv_capacity_tokens() const { return kv_capacity_tokens_; }
+  [[nodiscard]] const CacheInfo& cache_info() const { return cache_info_; }
   /// --scheduling-policy priority: requests may set a priority (under fcfs only 0, as vLLM).
   [[nodiscard]] bool priority_scheduling() const { return priority_scheduling_; }
   [[nodiscard]] EngineStats stats() const;
@@ -101,6 +137,7 @@ class EngineCore {
   std::optional<Tokenizer> tokenizer_;
   int64_t max_model_len_ = 0;
   int64_t kv_capacity_tokens_ = 0;
+  CacheInfo cache_info_;
   bool priority_scheduling_ = false;
 };
 

@@ -119,6 +119,8 @@ struct EngineCore::Impl {
   kv::RequestId next_kv_id = 1;
   std::mt19937_64 seed_source;
   int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
+  int64_t in_flight_prompt_tokens = 0;  // prompt tokens that the step in flight computes
+  IterationTokens iteration_tokens;
   int max_spec_tokens = 0;  // K: speculative_config's num_speculative_tokens (or the hook's)
   SpeculationCounters spec_counters;
   std::thread thread;

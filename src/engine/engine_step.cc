@@ -136,6 +136,7 @@ void EngineCore::Impl::complete_step() {
     new_tokens.emplace_back(id, std::move(ids));
   }
   const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
+  const int64_t generated_before = generation_tokens;
   generation_tokens += static_cast<int64_t>(sampled.size());
 
   // n > 1: each further completion samples its own first token from the parent's logits (its
@@ -181,6 +182,8 @@ void EngineCore::Impl::complete_step() {
       fail_request(std::string(a->id), e.what());
     }
   }
+  // vLLM's tokens of the step: the prompt tokens it computed and every token drawn (forks too).
+  iteration_tokens.observe(in_flight_prompt_tokens + generation_tokens - generated_before);
   // A request that reached max_tokens finishes with the last of its tokens.
   for (const kv::RequestId id : length_finished) {
     for (auto it = sampled.rbegin(); it != sampled.rend(); ++it) {

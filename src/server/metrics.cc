@@ -1,8 +1,9 @@
-// The /metrics page. Names, help texts and histogram buckets follow vLLM's PrometheusStatLogger so
-// that dashboards and autoscalers written for vLLM read our series unchanged under --metrics-prefix
-// vllm. Counters and gauges that the engine already keeps (tokens, preemptions, prefix cache,
-// queue lengths, KV usage) are read from EngineStats at render time, so they are live while
-// requests run; the per-request latency histograms are filled by record() when a request ends.
+// The /metrics page. Names, labels, help texts and histogram buckets follow vLLM's
+// PrometheusStatLogger (vllm/v1/metrics/loggers.py) so that dashboards and autoscalers written for
+// vLLM read our series unchanged under --metrics-prefix vllm. Counters, gauges and the tokens per
+// step that the engine already keeps (tokens, preemptions, prefix cache, queue lengths, KV usage)
+// are read from EngineStats at render time, so they are live while requests run; the per-request
+// histograms are filled by record() when a completion (or a whole request) ends.
 #include "server/metrics.h"
 
 #include <array>
@@ -26,8 +27,22 @@ constexpr std::array kRequestLatencyBuckets = {0.3,  0.5,   0.8,   1.0,   1.5,  
                                                5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
                                                60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 
+constexpr std::array kRequestsPerParamN = {1.0, 2.0, 5.0, 10.0, 20.0};
+
 // vLLM pre-creates request_success_total for every finish reason, so rate() works from the start.
 constexpr std::array<const char*, 3> kFinishReasons = {"stop", "length", "abort"};
+
+/// vLLM's token-count buckets: 1, 2, 5 times the powers of ten, while they do not pass
+/// `max_value`.
+std::vector<double> one_two_five_buckets(int64_t max_value) {
+  std::vector<double> bounds;
+  for (int64_t power = 1;; power *= 10) {
+    for (int64_t mantissa : {1, 2, 5}) {
+      if (mantissa * power > max_value) return bounds;
+      bounds.push_back(static_cast<double>(mantissa * power));
+    }
+  }
+}
 
 /// A Prometheus histogram: per-bucket (non-cumulative) counts, made cumulative when rendered.
 struct Histogram {
@@ -89,17 +104,33 @@ bool is_valid_prefix(std::string_view prefix) {
   return true;
 }
 
+/// Python's str() of a bool, as vLLM's cache_config_info labels spell it.
+std::string python_bool(bool b) { return b ? "True" : "False"; }
+
 }  // namespace
 
 struct ServingMetrics::Impl {
-  std::string prefix;                              // "pagoda:" or "vllm:", colon included
-  std::string model_label;                         // model_name="..." with the value escaped
-  mutable std::mutex mutex;                        // guards everything below
+  explicit Impl(int64_t max_model_len)
+      : prompt_tokens(one_two_five_buckets(max_model_len)),
+        generation_tokens(one_two_five_buckets(max_model_len)),
+        max_num_generation_tokens(one_two_five_buckets(max_model_len)),
+        params_max_tokens(one_two_five_buckets(max_model_len)) {}
+
+  std::string prefix;        // "pagoda:" or "vllm:", colon included
+  std::string labels;        // model_name="...",engine="0" with the model name escaped
+  std::string cache_label;   // cache_config_info's labels
+  mutable std::mutex mutex;  // guards everything below
   std::map<std::string, int64_t> request_success;  // by finished_reason
+  // Token counts (tokens), per completion but for the two per request (ParentRecord).
+  Histogram prompt_tokens, generation_tokens, max_num_generation_tokens, params_max_tokens;
+  Histogram params_n{kRequestsPerParamN};
+  // Latencies (seconds).
   Histogram ttft{kTtftBuckets};
   Histogram itl{kItlBuckets};
+  Histogram request_tpot{kItlBuckets};  // per completion: decode time / (tokens - 1)
   Histogram e2e{kRequestLatencyBuckets};
   Histogram queue{kRequestLatencyBuckets};
+  Histogram inference{kRequestLatencyBuckets};  // prefill + decode
   Histogram prefill{kRequestLatencyBuckets};
   Histogram decode{kRequestLatencyBuckets};
 
@@ -111,59 +142,110 @@ struct ServingMetrics::Impl {
   void scalar(std::string& out, std::string_view name, std::string_view type, std::string_view help,
               const std::string& value) const {
     header(out, name, type, help);
-    out.append(prefix).append(name).append("{").append(model_label).append("} ");
+    out.append(prefix).append(name).append("{").append(labels).append("} ");
     out.append(value).append("\n");
+  }
+  /// A histogram from its bounds and per-bucket (non-cumulative) counts, the last one +Inf.
+  template <class Bounds, class Counts>
+  void histogram(std::string& out, std::string_view name, std::string_view help,
+                 const Bounds& bounds, const Counts& counts, double sum, double count) const {
+    header(out, name, "histogram", help);
+    double cumulative = 0;
+    for (size_t i = 0; i <= bounds.size(); ++i) {
+      cumulative += static_cast<double>(counts[i]);
+      const std::string le =
+          i < bounds.size() ? format_value(static_cast<double>(bounds[i])) : "+Inf";
+      out.append(prefix).append(name).append("_bucket{").append(labels);
+      out.append(",le=\"").append(le).append("\"} ");
+      out.append(format_value(cumulative)).append("\n");
+    }
+    out.append(prefix).append(name).append("_sum{").append(labels).append("} ");
+    out.append(format_value(sum)).append("\n");
+    out.append(prefix).append(name).append("_count{").append(labels).append("} ");
+    out.append(format_value(count)).append("\n");
   }
   void histogram(std::string& out, std::string_view name, std::string_view help,
                  const Histogram& h) const {
-    header(out, name, "histogram", help);
-    uint64_t cumulative = 0;
-    for (size_t i = 0; i <= h.bounds.size(); ++i) {
-      cumulative += h.counts[i];
-      const std::string le = i < h.bounds.size() ? format_value(h.bounds[i]) : "+Inf";
-      out.append(prefix).append(name).append("_bucket{").append(model_label);
-      out.append(",le=\"").append(le).append("\"} ");
-      out.append(format_value(static_cast<double>(cumulative))).append("\n");
-    }
-    out.append(prefix).append(name).append("_sum{").append(model_label).append("} ");
-    out.append(format_value(h.sum)).append("\n");
-    out.append(prefix).append(name).append("_count{").append(model_label).append("} ");
-    out.append(format_value(static_cast<double>(h.count))).append("\n");
+    histogram(out, name, help, h.bounds, h.counts, h.sum, static_cast<double>(h.count));
   }
 };
 
-ServingMetrics::ServingMetrics(std::string model_name, std::string prefix)
-    : impl_(std::make_shared<Impl>()) {
+ServingMetrics::ServingMetrics(MetricsOptions options)
+    : impl_(std::make_shared<Impl>(options.max_model_len)) {
+  std::string prefix = std::move(options.prefix);
   // Accept "vllm" as well as "vllm:", the spelling of the --metrics-prefix flag.
   if (!prefix.empty() && prefix.back() == ':') prefix.pop_back();
   if (!is_valid_prefix(prefix)) {
     throw InvalidArgument(fmt::format(
         "metrics prefix '{}' is not a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*)", prefix));
   }
+  if (options.max_model_len < 1) {
+    throw InvalidArgument(
+        fmt::format("metrics: max_model_len must be >= 1 (the token-count "
+                    "histograms' buckets reach it), got {}",
+                    options.max_model_len));
+  }
+  const CacheInfo& c = options.cache;
+  if (c.block_size < 1 || c.num_blocks < 1) {
+    throw InvalidArgument(
+        fmt::format("metrics: the KV cache needs a block size and blocks, got {} blocks of {}",
+                    c.num_blocks, c.block_size));
+  }
   impl_->prefix = prefix + ":";
-  impl_->model_label = "model_name=\"" + escape_label_value(model_name) + "\"";
+  impl_->labels = "model_name=\"" + escape_label_value(options.model_name) + "\",engine=\"0\"";
+  // vLLM's CacheConfig fields as Python prints them (what pagoda does not have: no swap space,
+  // no CPU offload, no computed KV scales, no block-count override), then the engine.
+  const auto opt = [](int64_t v) { return v > 0 ? std::to_string(v) : std::string("None"); };
+  impl_->cache_label = fmt::format(
+      "block_size=\"{}\",gpu_memory_utilization=\"{}\",swap_space_bytes=\"0\","
+      "cache_dtype=\"auto\",is_attention_free=\"False\",num_gpu_blocks_override=\"None\","
+      "sliding_window=\"{}\",enable_prefix_caching=\"{}\",cpu_offload_gb=\"0\","
+      "calculate_kv_scales=\"False\",kv_cache_memory_bytes=\"{}\",num_gpu_blocks=\"{}\","
+      "num_cpu_blocks=\"None\",engine=\"0\"",
+      c.block_size, format_value(c.gpu_memory_utilization), opt(c.sliding_window),
+      python_bool(c.enable_prefix_caching), opt(c.kv_cache_memory_bytes), c.num_blocks);
   for (const char* reason : kFinishReasons) impl_->request_success[reason] = 0;
 }
 
 void ServingMetrics::record(const RequestRecord& record) {
   std::lock_guard lock(impl_->mutex);
-  ++impl_->request_success[record.finished_reason];
-  impl_->ttft.observe(record.ttft_seconds);
-  for (double gap : record.itl_seconds) impl_->itl.observe(gap);
-  impl_->e2e.observe(record.e2e_seconds);
-  impl_->queue.observe(record.queue_seconds);
-  impl_->prefill.observe(record.prefill_seconds);
-  impl_->decode.observe(record.decode_seconds);
+  Impl& m = *impl_;
+  ++m.request_success[record.finished_reason];
+  m.prompt_tokens.observe(static_cast<double>(record.prompt_tokens));
+  m.generation_tokens.observe(static_cast<double>(record.generation_tokens));
+  if (record.max_tokens_param > 0)
+    m.params_max_tokens.observe(static_cast<double>(record.max_tokens_param));
+  m.ttft.observe(record.ttft_seconds);
+  for (double gap : record.itl_seconds) m.itl.observe(gap);
+  // vLLM's per-request TPOT: the decode phase over the tokens after the first (0 with one token).
+  m.request_tpot.observe(record.generation_tokens > 1
+                             ? record.decode_seconds /
+                                   static_cast<double>(record.generation_tokens - 1)
+                             : 0.0);
+  m.e2e.observe(record.e2e_seconds);
+  m.queue.observe(record.queue_seconds);
+  m.inference.observe(record.prefill_seconds + record.decode_seconds);
+  m.prefill.observe(record.prefill_seconds);
+  m.decode.observe(record.decode_seconds);
+}
+
+void ServingMetrics::record(const ParentRecord& record) {
+  std::lock_guard lock(impl_->mutex);
+  impl_->params_n.observe(record.n);
+  impl_->max_num_generation_tokens.observe(static_cast<double>(record.max_generation_tokens));
 }
 
 std::string ServingMetrics::render(const EngineStats& stats) const {
   const Impl& m = *impl_;
   std::string out;
-  out.reserve(16384);
+  out.reserve(32768);
   m.scalar(out, "num_requests_running", "gauge", "Number of requests in model execution batches.",
            format_value(stats.num_running));
   m.scalar(out, "num_requests_waiting", "gauge", "Number of requests waiting to be processed.",
            format_value(stats.num_waiting));
+  m.scalar(out, "gpu_cache_usage_perc", "gauge",
+           "KV-cache usage. 1 means 100 percent usage. The older name of kv_cache_usage_perc.",
+           format_value(stats.kv_cache_usage));
   m.scalar(out, "kv_cache_usage_perc", "gauge", "KV-cache usage. 1 means 100 percent usage.",
            format_value(stats.kv_cache_usage));
   m.scalar(out, "prefix_cache_queries_total", "counter",
@@ -194,30 +276,55 @@ std::string ServingMetrics::render(const EngineStats& stats) const {
     const auto& per_pos = stats.spec_decode_num_accepted_tokens_per_pos;
     for (size_t i = 0; i < per_pos.size(); ++i) {
       out.append(m.prefix).append("spec_decode_num_accepted_tokens_per_pos_total{");
-      out.append(m.model_label).append(",position=\"").append(std::to_string(i)).append("\"} ");
+      out.append(m.labels).append(",position=\"").append(std::to_string(i)).append("\"} ");
       out.append(format_value(per_pos[i])).append("\n");
     }
   }
+  const IterationTokens& it = stats.iteration_tokens;
+  m.histogram(out, "iteration_tokens_total", "Histogram of number of tokens per engine_step.",
+              kIterationTokensBuckets, it.counts, static_cast<double>(it.sum),
+              static_cast<double>(it.count));
 
-  std::lock_guard lock(m.mutex);
-  m.header(out, "request_success_total", "counter", "Count of successfully processed requests.");
-  for (const auto& [reason, count] : m.request_success) {
-    out.append(m.prefix).append("request_success_total{").append(m.model_label);
-    out.append(",finished_reason=\"").append(escape_label_value(reason)).append("\"} ");
-    out.append(format_value(count)).append("\n");
+  {
+    std::lock_guard lock(m.mutex);
+    m.header(out, "request_success_total", "counter", "Count of successfully processed requests.");
+    for (const auto& [reason, count] : m.request_success) {
+      out.append(m.prefix).append("request_success_total{").append(m.labels);
+      out.append(",finished_reason=\"").append(escape_label_value(reason)).append("\"} ");
+      out.append(format_value(count)).append("\n");
+    }
+    m.histogram(out, "request_prompt_tokens", "Number of prefill tokens processed.",
+                m.prompt_tokens);
+    m.histogram(out, "request_generation_tokens", "Number of generation tokens processed.",
+                m.generation_tokens);
+    m.histogram(out, "request_max_num_generation_tokens",
+                "Histogram of maximum number of requested generation tokens.",
+                m.max_num_generation_tokens);
+    m.histogram(out, "request_params_n", "Histogram of the n request parameter.", m.params_n);
+    m.histogram(out, "request_params_max_tokens", "Histogram of the max_tokens request parameter.",
+                m.params_max_tokens);
+    m.histogram(out, "time_to_first_token_seconds", "Histogram of time to first token in seconds.",
+                m.ttft);
+    m.histogram(out, "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
+                m.itl);
+    m.histogram(out, "time_per_output_token_seconds",
+                "Histogram of time per output token in seconds (the inter-token latencies).",
+                m.itl);
+    m.histogram(out, "request_time_per_output_token_seconds",
+                "Histogram of time_per_output_token_seconds per request.", m.request_tpot);
+    m.histogram(out, "e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
+                m.e2e);
+    m.histogram(out, "request_queue_time_seconds",
+                "Histogram of time spent in WAITING phase for request.", m.queue);
+    m.histogram(out, "request_inference_time_seconds",
+                "Histogram of time spent in RUNNING phase for request.", m.inference);
+    m.histogram(out, "request_prefill_time_seconds",
+                "Histogram of time spent in PREFILL phase for request.", m.prefill);
+    m.histogram(out, "request_decode_time_seconds",
+                "Histogram of time spent in DECODE phase for request.", m.decode);
   }
-  m.histogram(out, "time_to_first_token_seconds", "Histogram of time to first token in seconds.",
-              m.ttft);
-  m.histogram(out, "inter_token_latency_seconds", "Histogram of inter-token latency in seconds.",
-              m.itl);
-  m.histogram(out, "e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.",
-              m.e2e);
-  m.histogram(out, "request_queue_time_seconds",
-              "Histogram of time spent in WAITING phase for request.", m.queue);
-  m.histogram(out, "request_prefill_time_seconds",
-              "Histogram of time spent in PREFILL phase for request.", m.prefill);
-  m.histogram(out, "request_decode_time_seconds",
-              "Histogram of time spent in DECODE phase for request.", m.decode);
+  m.header(out, "cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+  out.append(m.prefix).append("cache_config_info{").append(m.cache_label).append("} 1.0\n");
   return out;
 }
 

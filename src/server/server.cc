@@ -74,14 +74,27 @@ http::HttpResponse json_response(const openai::Json& json) {
   return response;
 }
 
+/// What a finished completion adds to the metrics: its own record, and the record of its engine
+/// request when it was the last of the request's n completions.
+struct FinishedRecords {
+  std::optional<RequestRecord> completion;
+  std::optional<ParentRecord> request;
+};
+
 /// The latencies of each completion of one HTTP request (stream index x completion index), turned
-/// into a RequestRecord when the completion finishes.
+/// into a RequestRecord when the completion finishes, and a ParentRecord per engine request (one
+/// stream) when its last completion does.
 class CompletionTimer {
  public:
   explicit CompletionTimer(Clock::time_point arrival) : arrival_(arrival) {}
 
-  [[nodiscard]] std::optional<RequestRecord> observe(size_t stream, const RequestOutput& out,
-                                                     Clock::time_point now) {
+  /// Stream `stream` (submitted in this order) is an engine request of these parameters.
+  void add_stream(const SamplingParams& params) {
+    streams_.push_back({params.n, params.max_tokens, 0, 0});
+  }
+
+  [[nodiscard]] FinishedRecords observe(size_t stream, const RequestOutput& out,
+                                        Clock::time_point now) {
     Timing& t = timings_[{stream, out.index}];
     if (out.queue_seconds) t.queue = *out.queue_seconds;
     if (out.prefill_seconds) t.prefill = *out.prefill_seconds;
@@ -95,8 +108,9 @@ class CompletionTimer {
       t.last_token = now;
       t.generation_tokens += static_cast<int64_t>(out.token_ids.size());
     }
-    if (!out.finish_reason) return std::nullopt;
-    RequestRecord record;
+    if (!out.finish_reason) return {};
+    FinishedRecords records;
+    RequestRecord& record = records.completion.emplace();
     record.finished_reason = to_string(*out.finish_reason);
     record.prompt_tokens = t.prompt_tokens;
     record.generation_tokens = t.generation_tokens;
@@ -108,8 +122,14 @@ class CompletionTimer {
     record.itl_seconds = std::move(t.itl);
     record.queue_seconds = t.queue;
     record.prefill_seconds = t.prefill;
+    if (stream < streams_.size()) {
+      Stream& s = streams_[stream];
+      record.max_tokens_param = s.max_tokens;
+      s.max_generation_tokens = std::max(s.max_generation_tokens, t.generation_tokens);
+      if (++s.num_finished == s.n) records.request = ParentRecord{s.n, s.max_generation_tokens};
+    }
     timings_.erase({stream, out.index});
-    return record;
+    return records;
   }
 
  private:
@@ -119,8 +139,16 @@ class CompletionTimer {
     double queue = 0, prefill = 0;
     int64_t prompt_tokens = 0, generation_tokens = 0;
   };
+  /// One engine request: its n and max_tokens, and what its finished completions generated.
+  struct Stream {
+    int n = 1;
+    int64_t max_tokens = 0;  // tokens
+    int num_finished = 0;
+    int64_t max_generation_tokens = 0;  // tokens, the most of one finished completion
+  };
   Clock::time_point arrival_;
   std::map<std::pair<size_t, int>, Timing> timings_;
+  std::vector<Stream> streams_;  // by stream index
 };
 
 /// An engine failure (not a client abort) reported to the client: the engine's message, 503 when
@@ -148,7 +176,9 @@ class EngineCall : public std::enable_shared_from_this<EngineCall> {
     for (EngineRequest& request : requests) {
       try {
         std::string id = request.request_id;
+        const SamplingParams params = request.params;
         streams_.push_back(server_->engine.submit(std::move(request)));
+        timer_.add_stream(params);
         ids_.push_back(std::move(id));
       } catch (...) {
         abort_all();
@@ -215,9 +245,9 @@ class EngineCall : public std::enable_shared_from_this<EngineCall> {
     try {
       for (size_t i = 0; i < streams_.size(); ++i) {
         while (auto out = streams_[i]->try_next()) {
-          if (auto record = timer_.observe(i, *out, Clock::now())) {
-            server_->metrics.record(*record);
-          }
+          const FinishedRecords records = timer_.observe(i, *out, Clock::now());
+          if (records.completion) server_->metrics.record(*records.completion);
+          if (records.request) server_->metrics.record(*records.request);
           if (!out->error.empty() && engine_error_.empty()) engine_error_ = out->error;
           on_output(i, *out);
         }
@@ -346,9 +376,10 @@ http::HttpServerOptions with_openai_errors(http::HttpServerOptions options,
 Server::Impl::Impl(EngineCore& engine_ref, ServerOptions opts)
     : engine(engine_ref),
       options(std::move(opts)),
-      metrics(options.served_model_names.empty() ? std::string("model")
-                                                 : options.served_model_names.front(),
-              options.metrics_prefix),
+      metrics(MetricsOptions{
+          options.served_model_names.empty() ? std::string("model")
+                                             : options.served_model_names.front(),
+          options.metrics_prefix, engine_ref.max_model_len(), engine_ref.cache_info()}),
       http(with_openai_errors(options.http, this)),
       workers(std::max(1, options.num_request_threads), options.max_queued_requests) {
   PAGODA_CHECK(!options.served_model_names.empty(), "the server needs a served model name");

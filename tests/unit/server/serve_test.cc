@@ -166,7 +166,7 @@ TEST_F(ServeTest, StreamedChat) {
 
 TEST_F(ServeTest, ClientLeavingMidStreamAbortsItsRequests) {
   const std::string aborted =
-      R"(pagoda:request_success_total{model_name="stories",finished_reason="abort"})";
+      R"(pagoda:request_success_total{model_name="stories",engine="0",finished_reason="abort"})";
   const double before = metric(aborted);
   {
     TestClient client(port());

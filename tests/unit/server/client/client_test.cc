@@ -132,9 +132,56 @@ TEST(BenchMetricsTest, PercentilesAndStdAreNumpys) {
   const Summary s = summarize_seconds({0.001, 0.002, 0.003, 0.004});
   EXPECT_DOUBLE_EQ(s.mean_ms, 2.5);
   EXPECT_NEAR(s.std_ms, std::sqrt(1.25), 1e-12);
-  EXPECT_NEAR(s.p99_ms, 3.97, 1e-12);
+  ASSERT_EQ(s.percentiles_ms.size(), 1u);  // vLLM's default: 99
+  EXPECT_EQ(s.percentiles_ms[0].first, 99);
+  EXPECT_NEAR(s.percentiles_ms[0].second, 3.97, 1e-12);
   const Summary empty = summarize_seconds({});
   EXPECT_EQ(empty.mean_ms, 0);
+  EXPECT_EQ(empty.percentiles_ms, (std::vector<std::pair<double, double>>{{99, 0}}));
+}
+
+TEST(BenchMetricsTest, ChosenPercentilesAreNumpys) {
+  // numpy.percentile([10, 20, 30, 40, 50], [25, 50, 99, 99.9]) = 20, 30, 49.6, 49.96 (ms here).
+  const Summary s = summarize_seconds({0.05, 0.01, 0.04, 0.02, 0.03}, {25, 50, 99, 99.9});
+  ASSERT_EQ(s.percentiles_ms.size(), 4u);
+  const double expected[] = {20, 30, 49.6, 49.96};
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(s.percentiles_ms[i].second, expected[i], 1e-9) << i;
+  EXPECT_EQ(s.percentiles_ms[3].first, 99.9);
+  EXPECT_EQ(percentile_word(99), "99");
+  EXPECT_EQ(percentile_word(25.0), "25");
+  EXPECT_EQ(percentile_word(99.9), "99.9");
+  EXPECT_EQ(percentile_word(0), "0");
+}
+
+TEST(BenchMetricsTest, ParsesTheReportFlagsAndNamesThemWhenWrong) {
+  EXPECT_EQ(parse_percentile_metrics("ttft,tpot,itl"),
+            (std::vector<std::string>{"ttft", "tpot", "itl"}));
+  EXPECT_EQ(parse_percentile_metrics("e2el,ttft"), (std::vector<std::string>{"e2el", "ttft"}));
+  EXPECT_EQ(parse_metric_percentiles("25,50,99"), (std::vector<double>{25, 50, 99}));
+  EXPECT_EQ(parse_metric_percentiles("0,99.9,100"), (std::vector<double>{0, 99.9, 100}));
+  const GoodputSlos g = parse_goodput({"ttft:500", "tpot:50", "e2el:1000.5"});
+  EXPECT_EQ(g.ttft_ms, 500);
+  EXPECT_EQ(g.tpot_ms, 50);
+  EXPECT_EQ(g.e2el_ms, 1000.5);
+  EXPECT_TRUE(parse_goodput({}).empty());
+  auto names = [](auto parse, const std::string& flag) {
+    try {
+      parse();
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what()).starts_with(flag);
+    }
+    return false;
+  };
+  for (const char* bad : {"ttft,xyz", "", "ttft,", "ttft,ttft", "TTFT"}) {
+    EXPECT_TRUE(names([&] { (void)parse_percentile_metrics(bad); }, "--percentile-metrics")) << bad;
+  }
+  for (const char* bad : {"101", "-1", "x", "50,", "", "nan", "99%"}) {
+    EXPECT_TRUE(names([&] { (void)parse_metric_percentiles(bad); }, "--metric-percentiles")) << bad;
+  }
+  for (const char* bad : {"ttft", "ttft:", "ttft:x", "itl:5", "ttft:-1", ":5"}) {
+    EXPECT_TRUE(names([&] { (void)parse_goodput({bad}); }, "--goodput")) << bad;
+  }
+  EXPECT_TRUE(names([&] { (void)parse_goodput({"ttft:1", "ttft:2"}); }, "--goodput"));
 }
 
 StreamResult ok(double start, double ttft, std::vector<double> itl, int64_t out, int64_t in) {
@@ -180,6 +227,60 @@ TEST(BenchMetricsTest, ThroughputTpotAndPeaks) {
   EXPECT_EQ(m.max_concurrent_requests, 2);
 }
 
+TEST(BenchMetricsTest, GoodputCountsTheRequestsThatMeetEveryObjective) {
+  // (ttft, gaps): TTFT ms, TPOT ms = (latency - ttft) / (tokens - 1), E2EL ms.
+  std::vector<StreamResult> rs = {
+      ok(0, 0.1, {0.02, 0.02}, 3, 8),  // 100, 20, 140: good
+      ok(0, 0.6, {0.02, 0.02}, 3, 8),  // 600: TTFT too long
+      ok(0, 0.1, {0.08, 0.08}, 3, 8),  // TPOT 80: too slow
+      ok(0, 0.3, {}, 1, 8),            // one token: TPOT 0, 300: good
+      ok(0, 0.5, {0.02}, 2, 8),        // exactly at the objectives (500, 20): good
+  };
+  MetricsConfig config;
+  config.goodput = parse_goodput({"ttft:500", "tpot:50"});
+  BenchmarkMetrics m = calculate_metrics(rs, {}, 2.0, config);
+  EXPECT_EQ(m.good_completed, 3);
+  EXPECT_DOUBLE_EQ(m.request_goodput, 1.5);
+  config.goodput = parse_goodput({"e2el:200"});
+  m = calculate_metrics(rs, {}, 2.0, config);
+  EXPECT_EQ(m.good_completed, 1);  // only the first ends within 200 ms
+  config.goodput = {};
+  EXPECT_EQ(calculate_metrics(rs, {}, 2.0, config).good_completed, 0);
+  // Failures are never good.
+  StreamResult failed;
+  rs = {failed};
+  config.goodput = parse_goodput({"ttft:1000000"});
+  EXPECT_EQ(calculate_metrics(rs, {0}, 1.0, config).good_completed, 0);
+}
+
+TEST(BenchMetricsTest, ReportPrintsTheChosenMetricsAndPercentiles) {
+  std::vector<StreamResult> rs = {ok(0, 0.1, {0.01, 0.01}, 3, 8), ok(0, 0.3, {0.01}, 2, 8)};
+  MetricsConfig config;
+  config.percentiles = {25, 99.9};
+  config.goodput = parse_goodput({"ttft:200"});
+  const BenchmarkMetrics m = calculate_metrics(rs, {8, 8}, 2.0, config);
+  ReportHeader h;
+  h.request_rate = INFINITY;
+  h.duration_s = 2.0;
+  h.goodput = true;
+  h.percentile_metrics = {"e2el", "ttft"};  // printed in vLLM's order: TTFT first
+  const std::string report = format_report(m, h, std::nullopt);
+  EXPECT_NE(report.find("Request throughput (req/s):              1.00      \n"
+                        "Request goodput (req/s):                 0.50      \n"),
+            std::string::npos)
+      << report;
+  EXPECT_LT(report.find("Time to First Token"), report.find("End-to-end Latency"));
+  EXPECT_EQ(report.find("TPOT"), std::string::npos);
+  EXPECT_EQ(report.find("ITL"), std::string::npos);
+  EXPECT_NE(report.find("P25 TTFT (ms):                           150.00    \n"),
+            std::string::npos);
+  EXPECT_NE(report.find("P99.9 TTFT (ms):"), std::string::npos);
+  EXPECT_NE(report.find("P25 E2EL (ms):"), std::string::npos);
+  EXPECT_EQ(report.find("P99 "), std::string::npos);
+  h.goodput = false;
+  EXPECT_EQ(format_report(m, h, std::nullopt).find("goodput"), std::string::npos);
+}
+
 TEST(BenchMetricsTest, ReportHasVllmsLayout) {
   std::vector<StreamResult> rs = {ok(0, 0.1, {0.01, 0.01}, 3, 8)};
   const BenchmarkMetrics m = calculate_metrics(rs, {8}, 1.0);
@@ -193,7 +294,13 @@ TEST(BenchMetricsTest, ReportHasVllmsLayout) {
   EXPECT_NE(plain.find("---------------Time to First Token----------------\n"), std::string::npos);
   EXPECT_NE(plain.find("-----Time per Output Token (excl. 1st token)------\n"), std::string::npos);
   EXPECT_NE(plain.find("Mean TTFT (ms):                          100.00    \n"), std::string::npos);
-  EXPECT_NE(plain.find("P99 E2EL (ms):                           120.00    \n"), std::string::npos);
+  EXPECT_NE(plain.find("P99 ITL (ms):                            10.00     \n"), std::string::npos)
+      << plain;
+  EXPECT_EQ(plain.find("E2EL"), std::string::npos) << "vLLM's default: ttft,tpot,itl";
+  h.percentile_metrics = {"ttft", "tpot", "itl", "e2el"};
+  EXPECT_NE(format_report(m, h, std::nullopt)
+                .find("P99 E2EL (ms):                           120.00    \n"),
+            std::string::npos);
   EXPECT_EQ(plain.find("Request rate configured"), std::string::npos);
   EXPECT_EQ(plain.find("Prefix cache"), std::string::npos);
   EXPECT_EQ(plain.substr(plain.size() - 51), std::string(50, '=') + "\n");

@@ -25,7 +25,11 @@ nlohmann::json load_dashboard() {
 
 /// Every series name a query may use: the families, and _bucket/_sum/_count of the histograms.
 std::set<std::string> exported_series() {
-  ServingMetrics metrics("m", "pagoda");
+  MetricsOptions options;
+  options.model_name = "m";
+  options.max_model_len = 2048;
+  options.cache = {16, 100, true, 0.9, 0, 0};
+  ServingMetrics metrics(options);
   std::set<std::string> names;
   for (const auto& f : testing::parse_exposition(metrics.render(EngineStats{}))) {
     names.insert(f.name);

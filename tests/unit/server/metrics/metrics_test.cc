@@ -24,20 +24,41 @@ struct Expected {
 constexpr Expected kFamilies[] = {
     {"num_requests_running", "gauge"},
     {"num_requests_waiting", "gauge"},
+    {"gpu_cache_usage_perc", "gauge"},
     {"kv_cache_usage_perc", "gauge"},
     {"prefix_cache_queries_total", "counter"},
     {"prefix_cache_hits_total", "counter"},
     {"num_preemptions_total", "counter"},
     {"prompt_tokens_total", "counter"},
     {"generation_tokens_total", "counter"},
+    {"iteration_tokens_total", "histogram"},
     {"request_success_total", "counter"},
+    {"request_prompt_tokens", "histogram"},
+    {"request_generation_tokens", "histogram"},
+    {"request_max_num_generation_tokens", "histogram"},
+    {"request_params_n", "histogram"},
+    {"request_params_max_tokens", "histogram"},
     {"time_to_first_token_seconds", "histogram"},
     {"inter_token_latency_seconds", "histogram"},
+    {"time_per_output_token_seconds", "histogram"},
+    {"request_time_per_output_token_seconds", "histogram"},
     {"e2e_request_latency_seconds", "histogram"},
     {"request_queue_time_seconds", "histogram"},
+    {"request_inference_time_seconds", "histogram"},
     {"request_prefill_time_seconds", "histogram"},
     {"request_decode_time_seconds", "histogram"},
+    {"cache_config_info", "gauge"},
 };
+
+/// The options of a server of max_model_len 2048 with 129 blocks of 16 tokens.
+MetricsOptions options(std::string model = "m", std::string prefix = "pagoda") {
+  MetricsOptions o;
+  o.model_name = std::move(model);
+  o.prefix = std::move(prefix);
+  o.max_model_len = 2048;
+  o.cache = {16, 129, true, 0.9, 0, 0};
+  return o;
+}
 
 // vLLM's bucket boundaries (vllm/v1/metrics/loggers.py).
 const std::vector<double> kTtft = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08, 0.1,
@@ -45,6 +66,9 @@ const std::vector<double> kTtft = {0.001, 0.005, 0.01, 0.02,  0.04,  0.06,  0.08
                                    20.0,  40.0,  80.0, 160.0, 640.0, 2560.0};
 const std::vector<double> kItl = {0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2,  0.3,  0.4, 0.5,
                                   0.75, 1.0,   2.5,  5.0,   7.5, 10.0, 20.0, 40.0, 80.0};
+const std::vector<double> kTokens2048 = {1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000};
+const std::vector<double> kIterationTokens = {1,   8,    16,   32,   64,   128,  256,
+                                              512, 1024, 2048, 4096, 8192, 16384};
 const std::vector<double> kRequest = {0.3,  0.5,   0.8,   1.0,   1.5,   2.0,    2.5,
                                       5.0,  10.0,  15.0,  20.0,  30.0,  40.0,   50.0,
                                       60.0, 120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
@@ -77,8 +101,9 @@ HistogramValues read_histogram(const std::vector<Family>& fs, const std::string&
   bool has_sum = false, has_count = false;
   for (const auto& s : f.samples) {
     EXPECT_EQ(s.labels.at("model_name"), model) << s.name;
+    EXPECT_EQ(s.labels.at("engine"), "0") << s.name;
     if (s.name == name + "_bucket") {
-      EXPECT_EQ(s.labels.size(), 2u);
+      EXPECT_EQ(s.labels.size(), 3u);
       les.push_back(s.labels.at("le"));
       if (!h.cumulative.empty()) {
         EXPECT_GE(s.value, h.cumulative.back()) << "not cumulative";
@@ -121,7 +146,7 @@ EngineStats sample_stats() {
 }
 
 TEST(MetricsTest, EmptyPageHasEveryFamilyWithHelpTypeAndModelLabel) {
-  ServingMetrics metrics("stories", "pagoda");
+  ServingMetrics metrics(options("stories", "pagoda"));
   const auto fs = parse_exposition(metrics.render(EngineStats{}));
   ASSERT_EQ(fs.size(), std::size(kFamilies));
   for (size_t i = 0; i < fs.size(); ++i) {
@@ -130,6 +155,12 @@ TEST(MetricsTest, EmptyPageHasEveryFamilyWithHelpTypeAndModelLabel) {
     EXPECT_FALSE(fs[i].help.empty()) << fs[i].name;
     ASSERT_FALSE(fs[i].samples.empty()) << fs[i].name;
     for (const auto& s : fs[i].samples) {
+      EXPECT_EQ(s.labels.at("engine"), "0") << s.name;
+      if (fs[i].name == "pagoda:cache_config_info") {
+        EXPECT_FALSE(s.labels.count("model_name")) << "vLLM labels it with its config alone";
+        EXPECT_EQ(s.value, 1);
+        continue;
+      }
       EXPECT_EQ(s.labels.at("model_name"), "stories") << s.name;
       EXPECT_EQ(s.value, 0) << s.name;
     }
@@ -143,7 +174,7 @@ TEST(MetricsTest, EmptyPageHasEveryFamilyWithHelpTypeAndModelLabel) {
 }
 
 TEST(MetricsTest, GaugesAndCountersComeFromEngineStats) {
-  ServingMetrics metrics("m", "pagoda");
+  ServingMetrics metrics(options("m", "pagoda"));
   const auto fs = parse_exposition(metrics.render(sample_stats()));
   EXPECT_EQ(scalar(fs, "pagoda:num_requests_running"), 3);
   EXPECT_EQ(scalar(fs, "pagoda:num_requests_waiting"), 7);
@@ -156,7 +187,7 @@ TEST(MetricsTest, GaugesAndCountersComeFromEngineStats) {
 }
 
 TEST(MetricsTest, SpecDecodeCountersWhenSpeculationIsConfigured) {
-  ServingMetrics metrics("m", "vllm");
+  ServingMetrics metrics(options("m", "vllm"));
   EngineStats s = sample_stats();
   s.spec_decode_num_drafts = 10;
   s.spec_decode_num_draft_tokens = 40;
@@ -176,7 +207,7 @@ TEST(MetricsTest, SpecDecodeCountersWhenSpeculationIsConfigured) {
 }
 
 TEST(MetricsTest, RecordsFillHistogramsWithCumulativeBucketsSumsAndCounts) {
-  ServingMetrics metrics("m", "pagoda");
+  ServingMetrics metrics(options("m", "pagoda"));
   RequestRecord a;
   a.finished_reason = "length";
   a.ttft_seconds = 0.001;  // exactly a boundary: le is inclusive
@@ -240,7 +271,7 @@ TEST(MetricsTest, RecordsFillHistogramsWithCumulativeBucketsSumsAndCounts) {
 
 TEST(MetricsTest, VllmPrefixRenamesEverySeries) {
   for (const char* prefix : {"vllm", "vllm:"}) {
-    ServingMetrics metrics("m", prefix);
+    ServingMetrics metrics(options("m", prefix));
     const std::string page = metrics.render(sample_stats());
     EXPECT_EQ(page.find("pagoda:"), std::string::npos);
     const auto fs = parse_exposition(page);
@@ -252,34 +283,36 @@ TEST(MetricsTest, VllmPrefixRenamesEverySeries) {
 }
 
 TEST(MetricsTest, RejectsPrefixesThatAreNotMetricNames) {
-  EXPECT_THROW(ServingMetrics("m", ""), InvalidArgument);
-  EXPECT_THROW(ServingMetrics("m", "9lives"), InvalidArgument);
-  EXPECT_THROW(ServingMetrics("m", "has space"), InvalidArgument);
-  EXPECT_THROW(ServingMetrics("m", "dash-ed"), InvalidArgument);
-  EXPECT_NO_THROW(ServingMetrics("m", "my_engine2"));
+  EXPECT_THROW(ServingMetrics(options("m", "")), InvalidArgument);
+  EXPECT_THROW(ServingMetrics(options("m", "9lives")), InvalidArgument);
+  EXPECT_THROW(ServingMetrics(options("m", "has space")), InvalidArgument);
+  EXPECT_THROW(ServingMetrics(options("m", "dash-ed")), InvalidArgument);
+  EXPECT_NO_THROW(ServingMetrics(options("m", "my_engine2")));
 }
 
 TEST(MetricsTest, ModelNameIsEscapedInEveryLabel) {
   const std::string name = "org/\"quoted\" \\path\\\nline2";
-  ServingMetrics metrics(name, "pagoda");
+  ServingMetrics metrics(options(name, "pagoda"));
   RequestRecord r;
   r.finished_reason = "stop";
   metrics.record(r);
   const std::string page = metrics.render(EngineStats{});
   const auto fs = parse_exposition(page);  // a raw newline or quote would break parsing
   for (const auto& f : fs) {
+    if (f.name == "pagoda:cache_config_info") continue;
     for (const auto& s : f.samples) EXPECT_EQ(s.labels.at("model_name"), name) << s.name;
   }
   EXPECT_NE(page.find(R"(model_name="org/\"quoted\" \\path\\\nline2")"), std::string::npos);
 }
 
 TEST(MetricsTest, ValuesAreWrittenAsPrometheusFloats) {
-  ServingMetrics metrics("m", "pagoda");
+  ServingMetrics metrics(options("m", "pagoda"));
   EngineStats s;
   s.kv_cache_usage = 1.0 / 3.0;
   s.prompt_tokens = int64_t{1} << 40;
   const std::string page = metrics.render(s);
-  EXPECT_NE(page.find("pagoda:num_requests_running{model_name=\"m\"} 0.0\n"), std::string::npos);
+  EXPECT_NE(page.find("pagoda:num_requests_running{model_name=\"m\",engine=\"0\"} 0.0\n"),
+            std::string::npos);
   EXPECT_NE(page.find("le=\"2560.0\"}"), std::string::npos);
   EXPECT_NE(page.find("le=\"+Inf\"}"), std::string::npos);
   const auto fs = parse_exposition(page);
@@ -288,7 +321,7 @@ TEST(MetricsTest, ValuesAreWrittenAsPrometheusFloats) {
 }
 
 TEST(MetricsTest, ConcurrentRecordsAndRendersLoseNothing) {
-  ServingMetrics metrics("m", "pagoda");
+  ServingMetrics metrics(options("m", "pagoda"));
   constexpr int kThreads = 8, kPerThread = 500;
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
@@ -313,6 +346,140 @@ TEST(MetricsTest, ConcurrentRecordsAndRendersLoseNothing) {
   double total = 0;
   for (const auto& s : family(fs, "pagoda:request_success_total").samples) total += s.value;
   EXPECT_EQ(total, kThreads * kPerThread);
+}
+
+TEST(MetricsTest, TokenHistogramsCountPerCompletionAndPerRequest) {
+  ServingMetrics metrics(options());
+  RequestRecord a;  // one of the two completions of an n=2 request
+  a.finished_reason = "length";
+  a.prompt_tokens = 10;  // exactly a boundary: le is inclusive
+  a.generation_tokens = 7;
+  a.max_tokens_param = 7;
+  a.prefill_seconds = 0.25;
+  a.decode_seconds = 0.6;  // 6 gaps after the first token: 0.1 s per token
+  RequestRecord b = a;
+  b.finished_reason = "stop";
+  b.generation_tokens = 3;
+  b.decode_seconds = 0.5;  // 0.25 s per token
+  RequestRecord c;         // a request that generated one token (no TPOT: 0) and set no max_tokens
+  c.finished_reason = "stop";
+  c.prompt_tokens = 3000;  // past max_model_len's last bucket: +Inf only
+  c.generation_tokens = 1;
+  c.decode_seconds = 0;
+  for (const RequestRecord* r : {&a, &b, &c}) metrics.record(*r);
+  metrics.record(ParentRecord{2, 7});
+  metrics.record(ParentRecord{1, 1});
+  const auto fs = parse_exposition(metrics.render(EngineStats{}));
+
+  const auto prompt = read_histogram(fs, "pagoda:request_prompt_tokens", kTokens2048, "m");
+  EXPECT_EQ(prompt.count, 3);
+  EXPECT_EQ(prompt.sum, 3020);
+  EXPECT_EQ(prompt.cumulative[3], 2);                       // le=10
+  EXPECT_EQ(prompt.cumulative[kTokens2048.size() - 1], 2);  // le=2000
+  const auto generation = read_histogram(fs, "pagoda:request_generation_tokens", kTokens2048, "m");
+  EXPECT_EQ(generation.sum, 11);
+  EXPECT_EQ(generation.cumulative[0], 1);  // le=1: c
+  EXPECT_EQ(generation.cumulative[2], 2);  // le=5: + b
+  EXPECT_EQ(generation.cumulative[3], 3);  // le=10: + a
+  // max_tokens is observed where the request set it (vLLM skips an unset one).
+  const auto max_tokens = read_histogram(fs, "pagoda:request_params_max_tokens", kTokens2048, "m");
+  EXPECT_EQ(max_tokens.count, 2);
+  EXPECT_EQ(max_tokens.sum, 14);
+  // One observation per request, not per completion.
+  const auto n = read_histogram(fs, "pagoda:request_params_n", {1, 2, 5, 10, 20}, "m");
+  EXPECT_EQ(n.count, 2);
+  EXPECT_EQ(n.sum, 3);
+  EXPECT_EQ(n.cumulative[0], 1);
+  EXPECT_EQ(n.cumulative[1], 2);
+  const auto max_gen =
+      read_histogram(fs, "pagoda:request_max_num_generation_tokens", kTokens2048, "m");
+  EXPECT_EQ(max_gen.count, 2);
+  EXPECT_EQ(max_gen.sum, 8);
+
+  const auto tpot = read_histogram(fs, "pagoda:request_time_per_output_token_seconds", kItl, "m");
+  EXPECT_EQ(tpot.count, 3);
+  EXPECT_DOUBLE_EQ(tpot.sum, 0.35);
+  EXPECT_EQ(tpot.cumulative[0], 1);  // le=0.01: c's 0
+  EXPECT_EQ(tpot.cumulative[4], 2);  // le=0.1: + a
+  const auto inference = read_histogram(fs, "pagoda:request_inference_time_seconds", kRequest, "m");
+  EXPECT_EQ(inference.count, 3);
+  EXPECT_DOUBLE_EQ(inference.sum, 0.85 + 0.75 + 0);
+}
+
+TEST(MetricsTest, TimePerOutputTokenIsTheInterTokenLatencyUnderItsOlderName) {
+  ServingMetrics metrics(options());
+  RequestRecord r;
+  r.finished_reason = "stop";
+  r.itl_seconds = {0.02, 0.3, 0.004};
+  metrics.record(r);
+  const auto fs = parse_exposition(metrics.render(EngineStats{}));
+  const auto itl = read_histogram(fs, "pagoda:inter_token_latency_seconds", kItl, "m");
+  const auto tpot = read_histogram(fs, "pagoda:time_per_output_token_seconds", kItl, "m");
+  EXPECT_EQ(tpot.cumulative, itl.cumulative);
+  EXPECT_DOUBLE_EQ(tpot.sum, 0.324);
+  EXPECT_EQ(tpot.count, 3);
+}
+
+TEST(MetricsTest, IterationTokensComeFromTheEngineSteps) {
+  ServingMetrics metrics(options());
+  EngineStats s;
+  for (int64_t tokens : {1, 8, 9, 64, 20000}) s.iteration_tokens.observe(tokens);
+  const auto fs = parse_exposition(metrics.render(s));
+  const auto h = read_histogram(fs, "pagoda:iteration_tokens_total", kIterationTokens, "m");
+  EXPECT_EQ(h.count, 5);
+  EXPECT_EQ(h.sum, 20082);
+  EXPECT_EQ(h.cumulative[0], 1);                            // le=1
+  EXPECT_EQ(h.cumulative[1], 2);                            // le=8
+  EXPECT_EQ(h.cumulative[2], 3);                            // le=16: 9
+  EXPECT_EQ(h.cumulative[4], 4);                            // le=64
+  EXPECT_EQ(h.cumulative[kIterationTokens.size() - 1], 4);  // le=16384
+  EXPECT_EQ(h.cumulative.back(), 5);
+}
+
+TEST(MetricsTest, CacheConfigInfoCarriesTheKvCacheAsVllmSpellsIt) {
+  auto info = [](const MetricsOptions& o) {
+    const auto fs = parse_exposition(ServingMetrics(o).render(EngineStats{}));
+    const Family& f = family(fs, std::string(o.prefix) + ":cache_config_info");
+    EXPECT_EQ(f.samples.size(), 1u);
+    EXPECT_EQ(f.samples.at(0).value, 1);
+    return f.samples.at(0).labels;
+  };
+  auto labels = info(options());
+  EXPECT_EQ(labels.at("block_size"), "16");
+  EXPECT_EQ(labels.at("num_gpu_blocks"), "129");
+  EXPECT_EQ(labels.at("enable_prefix_caching"), "True");
+  EXPECT_EQ(labels.at("gpu_memory_utilization"), "0.9");
+  EXPECT_EQ(labels.at("cache_dtype"), "auto");
+  EXPECT_EQ(labels.at("kv_cache_memory_bytes"), "None");
+  EXPECT_EQ(labels.at("sliding_window"), "None");
+  EXPECT_EQ(labels.at("num_cpu_blocks"), "None");
+  EXPECT_EQ(labels.at("swap_space_bytes"), "0");
+  EXPECT_EQ(labels.at("engine"), "0");
+  MetricsOptions o = options("m", "vllm");
+  o.cache = {32, 7, false, 0.5, int64_t{64} << 20, 4096};
+  labels = info(o);
+  EXPECT_EQ(labels.at("block_size"), "32");
+  EXPECT_EQ(labels.at("num_gpu_blocks"), "7");
+  EXPECT_EQ(labels.at("enable_prefix_caching"), "False");
+  EXPECT_EQ(labels.at("gpu_memory_utilization"), "0.5");
+  EXPECT_EQ(labels.at("kv_cache_memory_bytes"), "67108864");
+  EXPECT_EQ(labels.at("sliding_window"), "4096");
+}
+
+TEST(MetricsTest, RejectsOptionsWithoutBucketsOrACache) {
+  MetricsOptions o = options();
+  o.max_model_len = 0;
+  EXPECT_THROW(ServingMetrics{o}, InvalidArgument);
+  o = options();
+  o.cache.block_size = 0;
+  EXPECT_THROW(ServingMetrics{o}, InvalidArgument);
+  o = options();
+  o.cache.num_blocks = 0;
+  EXPECT_THROW(ServingMetrics{o}, InvalidArgument);
+  o = options();
+  o.max_model_len = 1;  // one bucket, le=1
+  const auto fs = parse_exposition(ServingMetrics(o).render(EngineStats{}));
+  (void)read_histogram(fs, "pagoda:request_prompt_tokens", {1}, "m");
 }
 
 TEST(ExpositionParserTest, RejectsWhatAScrapeRejects) {
