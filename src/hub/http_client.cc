@@ -4,6 +4,7 @@
 #include "hub/http_client.h"
 
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -177,15 +178,29 @@ struct HttpClient::Impl {
           !SSL_set_tlsext_host_name(stream.native_handle(), url.host.c_str())) {
         throw NetworkError(fmt::format("{}: cannot set the TLS server name", what));
       }
-      stream.set_verify_callback(ssl::host_name_verification(url.host));
+      // OpenSSL checks the name (X509_V_ERR_HOSTNAME_MISMATCH / IP_ADDRESS_MISMATCH on failure).
+      X509_VERIFY_PARAM* param = SSL_get0_param(stream.native_handle());
+      const int named = is_ip_literal(url.host)
+                            ? X509_VERIFY_PARAM_set1_ip_asc(param, url.host.c_str())
+                            : X509_VERIFY_PARAM_set1_host(param, url.host.c_str(), 0);
+      if (named != 1) throw NetworkError(fmt::format("{}: cannot check the host name", what));
       connect(beast::get_lowest_layer(stream), url, what);
       beast::error_code ec;
       beast::get_lowest_layer(stream).expires_after(seconds(options.connect_timeout_s));
       stream.async_handshake(ssl::stream_base::client, [&](beast::error_code e) { ec = e; });
       drive(io);
       if (ec) {
-        throw NetworkError(
-            fmt::format("{}: TLS handshake with {} failed: {}", what, url.host, ec.message()));
+        std::string why = ec.message();
+        const long verify = SSL_get_verify_result(stream.native_handle());
+        if (verify != X509_V_OK) {
+          why += fmt::format(" ({})", X509_verify_cert_error_string(verify));
+        }
+        throw NetworkError(fmt::format(
+            "{}: TLS handshake with {} failed: {}; certificates are checked against {}", what,
+            url.host, why,
+            options.ca_file.empty() ? "the system store (/etc/ssl/certs, or SSL_CERT_FILE / "
+                                      "SSL_CERT_DIR)"
+                                    : options.ca_file));
       }
       write_request(io, stream, what, request, options);
       read_response(io, stream, what, head, options, on_headers, on_data);

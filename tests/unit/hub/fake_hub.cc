@@ -1,11 +1,19 @@
 #include "fake_hub.h"
 
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+#include <unistd.h>
+
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "hub/checksum.h"
@@ -19,6 +27,7 @@ using tcp = asio::ip::tcp;
 struct FakeHub::Net {
   asio::io_context io;
   tcp::acceptor acceptor{io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)};
+  std::optional<asio::ssl::context> tls;
 };
 
 struct FakeHub::Reply {
@@ -75,10 +84,64 @@ FakeHub::Reply with_range(const std::string& bytes, const FakeHub::Request& requ
   return r;
 }
 
+/// A self-signed P-256 certificate for `names` (DNS names or IP addresses) and its key, in PEM.
+std::pair<std::string, std::string> self_signed_certificate(const std::vector<std::string>& names) {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* cert = X509_new();
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* subject = X509_get_subject_name(cert);
+  X509_NAME_add_entry_by_txt(subject, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("pagoda fake hub"), -1, -1, 0);
+  X509_set_issuer_name(cert, subject);
+  std::string san;
+  for (const std::string& name : names) {
+    const bool ip = name.find_first_not_of("0123456789.") == std::string::npos;
+    san += (san.empty() ? "" : ",") + std::string(ip ? "IP:" : "DNS:") + name;
+  }
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, NID_subject_alt_name, san.c_str());
+  X509_add_ext(cert, ext, -1);
+  X509_EXTENSION_free(ext);
+  X509_sign(cert, key, EVP_sha256());
+  const auto pem = [](auto write) {
+    BIO* bio = BIO_new(BIO_s_mem());
+    write(bio);
+    char* data = nullptr;
+    const long n = BIO_get_mem_data(bio, &data);
+    std::string out(data, static_cast<size_t>(n));
+    BIO_free(bio);
+    return out;
+  };
+  std::string cert_pem = pem([&](BIO* b) { PEM_write_bio_X509(b, cert); });
+  std::string key_pem =
+      pem([&](BIO* b) { PEM_write_bio_PrivateKey(b, key, nullptr, nullptr, 0, nullptr, nullptr); });
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return {cert_pem, key_pem};
+}
+
 }  // namespace
 
-FakeHub::FakeHub(std::string token) : token_(std::move(token)), net_(std::make_unique<Net>()) {
+FakeHub::FakeHub(std::string token, std::vector<std::string> tls_names)
+    : token_(std::move(token)), tls_(!tls_names.empty()), net_(std::make_unique<Net>()) {
   port_ = net_->acceptor.local_endpoint().port();
+  if (tls_) {
+    const auto [cert, key] = self_signed_certificate(tls_names);
+    net_->tls.emplace(asio::ssl::context::tls_server);
+    net_->tls->use_certificate(asio::buffer(cert), asio::ssl::context::pem);
+    net_->tls->use_private_key(asio::buffer(key), asio::ssl::context::pem);
+    ca_file_ =
+        (std::filesystem::temp_directory_path() /
+         ("fake_hub_ca_" + std::to_string(::getpid()) + "_" + std::to_string(port_) + ".pem"))
+            .string();
+    std::ofstream(ca_file_) << cert;
+  }
   thread_ = std::thread([this] { serve(); });
 }
 
@@ -89,6 +152,7 @@ FakeHub::~FakeHub() {
   tcp::socket wake(io);
   wake.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port_), ec);  // ends accept()
   thread_.join();
+  if (!ca_file_.empty()) std::filesystem::remove(ca_file_);
 }
 
 std::string FakeHub::add_repo(const std::string& repo_id, std::map<std::string, std::string> files,
@@ -124,7 +188,9 @@ void FakeHub::drop_once(const std::string& filename, uint64_t bytes) {
   drops_[filename] = bytes;
 }
 
-std::string FakeHub::endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+std::string FakeHub::endpoint() const {
+  return (tls_ ? "https://localhost:" : "http://127.0.0.1:") + std::to_string(port_);
+}
 
 std::vector<FakeHub::Request> FakeHub::requests() const {
   std::lock_guard lock(mu_);
@@ -210,8 +276,8 @@ FakeHub::Reply FakeHub::route(const Request& request) {
     if (filename.ends_with(".safetensors")) {
       const std::string sha = sha256_hex(file->second);
       r.status = 302;
-      r.headers.emplace_back("Location",
-                             "http://localhost:" + std::to_string(port_) + "/cdn/" + sha);
+      const std::string cdn = tls_ ? "https://127.0.0.1:" : "http://localhost:";
+      r.headers.emplace_back("Location", cdn + std::to_string(port_) + "/cdn/" + sha);
       r.headers.emplace_back("X-Linked-Etag", "\"" + sha + "\"");
       r.headers.emplace_back("X-Linked-Size", std::to_string(file->second.size()));
       r.headers.emplace_back("ETag", "\"" + git_blob_sha1_hex("pointer " + sha) + "\"");
@@ -244,37 +310,53 @@ void FakeHub::serve() {
     net_->acceptor.accept(socket, ec);
     if (stopping_) break;
     if (ec) continue;
-    beast::flat_buffer buffer;
-    for (;;) {
-      http::request<http::string_body> req;
-      http::read(socket, buffer, req, ec);
-      if (ec) break;
-      Request logged{std::string(req.method_string()), std::string(req.target()),
-                     std::string(req[http::field::host]), std::string(req[http::field::range]),
-                     std::string(req[http::field::authorization])};
-      const Reply reply = route(logged);
-      const bool head = req.method() == http::verb::head;
-      if (reply.drop_after < reply.body.size()) {
-        std::string raw =
-            "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(reply.body.size()) + "\r\n\r\n" +
-            reply.body.substr(0, reply.drop_after);
-        asio::write(socket, asio::buffer(raw), ec);
-        break;
-      }
-      http::response<http::string_body> res{static_cast<http::status>(reply.status), 11};
-      for (const auto& [name, value] : reply.headers) res.set(name, value);
-      res.keep_alive(req.keep_alive());
-      if (head) {
-        res.set(http::field::content_length, std::to_string(reply.body.size()));
-      } else {
-        res.body() = reply.body;
-        res.prepare_payload();
-      }
-      http::write(socket, res, ec);
-      if (ec || !req.keep_alive()) break;
+    if (!tls_) {
+      serve_connection(socket, "");
+      socket.shutdown(tcp::socket::shutdown_both, ec);
+      continue;
     }
-    socket.shutdown(tcp::socket::shutdown_both, ec);
-    socket.close(ec);
+    beast::ssl_stream<tcp::socket> stream(std::move(socket), *net_->tls);
+    stream.handshake(asio::ssl::stream_base::server, ec);
+    if (ec) continue;  // e.g. the client refused the certificate
+    const char* sni = SSL_get_servername(stream.native_handle(), TLSEXT_NAMETYPE_host_name);
+    serve_connection(stream, sni == nullptr ? "" : sni);
+    beast::get_lowest_layer(stream).close(ec);
+  }
+}
+
+template <class Stream>
+void FakeHub::serve_connection(Stream& stream, const std::string& server_name) {
+  beast::error_code ec;
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request<http::string_body> req;
+    http::read(stream, buffer, req, ec);
+    if (ec) return;
+    const Request logged{std::string(req.method_string()),
+                         std::string(req.target()),
+                         std::string(req[http::field::host]),
+                         std::string(req[http::field::range]),
+                         std::string(req[http::field::authorization]),
+                         server_name};
+    const Reply reply = route(logged);
+    if (reply.drop_after < reply.body.size()) {
+      const std::string raw =
+          "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(reply.body.size()) + "\r\n\r\n" +
+          reply.body.substr(0, reply.drop_after);
+      asio::write(stream, asio::buffer(raw), ec);
+      return;
+    }
+    http::response<http::string_body> res{static_cast<http::status>(reply.status), 11};
+    for (const auto& [name, value] : reply.headers) res.set(name, value);
+    res.keep_alive(req.keep_alive());
+    if (req.method() == http::verb::head) {
+      res.set(http::field::content_length, std::to_string(reply.body.size()));
+    } else {
+      res.body() = reply.body;
+      res.prepare_payload();
+    }
+    http::write(stream, res, ec);
+    if (ec || !req.keep_alive()) return;
   }
 }
 

@@ -11,6 +11,8 @@
 //   GET  /cdn/{sha256}                       the bytes, with Range; 400 if a token comes along
 // With a token set, /api and resolve/ answer 401 unless `Authorization: Bearer {token}`. Faults:
 // drop_once() sends part of a file's bytes and closes the connection; ignore_range answers 200.
+// With `tls_names` the server speaks https only, with a self-signed certificate for those names
+// (ca_file() is its PEM), at https://localhost:{port}; the CDN is then https://127.0.0.1:{port}.
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
@@ -31,11 +33,12 @@ class FakeHub {
     std::string host;
     std::string range;          // the Range header, "" when absent
     std::string authorization;  // "" when absent
+    std::string server_name;    // the TLS SNI the client sent, "" when none (or plain http)
   };
 
   struct Reply;  // an answer, or a connection to drop mid-body
 
-  explicit FakeHub(std::string token = "");
+  explicit FakeHub(std::string token = "", std::vector<std::string> tls_names = {});
   ~FakeHub();
   FakeHub(const FakeHub&) = delete;
   FakeHub& operator=(const FakeHub&) = delete;
@@ -53,7 +56,9 @@ class FakeHub {
   void drop_once(const std::string& filename, uint64_t bytes);
   std::atomic<bool> ignore_range{false};
 
-  [[nodiscard]] std::string endpoint() const;  // http://127.0.0.1:{port}
+  [[nodiscard]] std::string endpoint()
+      const;  // http://127.0.0.1:{port} or https://localhost:{port}
+  [[nodiscard]] std::string ca_file() const { return ca_file_; }
   [[nodiscard]] uint16_t port() const { return port_; }
   [[nodiscard]] std::vector<Request> requests() const;
   [[nodiscard]] size_t request_count() const;
@@ -66,9 +71,13 @@ class FakeHub {
   };
   struct Net;  // the Asio objects
   void serve();
+  template <class Stream>
+  void serve_connection(Stream& stream, const std::string& server_name);
   Reply route(const Request& request);
 
   std::string token_;
+  bool tls_ = false;
+  std::string ca_file_;
   uint16_t port_ = 0;
   std::unique_ptr<Net> net_;
   std::atomic<bool> stopping_{false};

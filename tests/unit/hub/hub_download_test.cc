@@ -320,5 +320,73 @@ TEST_F(HubDownload, NetworkFailuresAreClear) {
   EXPECT_THROW((void)resolve(), InvalidArgument);
 }
 
+// https: the certificate is checked against the trusted store and the host name, with SNI.
+class HubTls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    cache_ = fs::temp_directory_path() /
+             fmt::format("hub_tls_test_{}_{}", ::getpid(),
+                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(cache_);
+    config_.cache_dir = cache_;
+    config_.token = kToken;
+    config_.max_retries = 0;
+  }
+  void TearDown() override { fs::remove_all(cache_); }
+
+  ResolvedModel resolve(FakeHub& hub) {
+    hub.add_repo_from_dir(kRepo, kModelDir);
+    config_.endpoint = hub.endpoint();
+    ModelRequest r;
+    r.repo_id = kRepo;
+    return resolve_model(r, config_);
+  }
+
+  fs::path cache_;
+  HubConfig config_;
+};
+
+TEST_F(HubTls, DownloadsWithATrustedCertificate) {
+  FakeHub hub(kToken, {"localhost", "127.0.0.1"});
+  config_.ca_file = hub.ca_file();
+  const ResolvedModel model = resolve(hub);
+  EXPECT_EQ(read_file(model.dir / "model.safetensors"), read_file(kModelDir / "model.safetensors"));
+  bool saw_cdn = false;
+  for (const FakeHub::Request& r : hub.requests()) {
+    if (r.target.starts_with("/cdn/")) {
+      saw_cdn = true;
+      EXPECT_EQ(r.server_name, "") << "no SNI for an IP address";
+      EXPECT_EQ(r.authorization, "");
+    } else {
+      EXPECT_EQ(r.server_name, "localhost") << r.target;
+    }
+  }
+  EXPECT_TRUE(saw_cdn);
+}
+
+TEST_F(HubTls, RefusesAnUntrustedCertificate) {
+  FakeHub hub(kToken, {"localhost", "127.0.0.1"});  // not in the system store
+  try {
+    (void)resolve(hub);
+    FAIL();
+  } catch (const Unavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("certificate verify failed"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(hub.request_count(), 0u);
+}
+
+TEST_F(HubTls, RefusesACertificateForAnotherHost) {
+  FakeHub hub(kToken, {"hub.invalid"});
+  config_.ca_file = hub.ca_file();
+  try {
+    (void)resolve(hub);
+    FAIL();
+  } catch (const Unavailable& e) {
+    EXPECT_NE(std::string(e.what()).find("hostname mismatch"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(hub.request_count(), 0u);
+}
+
 }  // namespace
 }  // namespace pagoda::hub
