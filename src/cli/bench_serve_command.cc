@@ -12,7 +12,9 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/hub_env.h"
 #include "core/status.h"
+#include "hub/cache.h"
 #include "server/client/bench_metrics.h"
 #include "server/client/http_client.h"
 #include "server/client/prometheus.h"
@@ -66,7 +68,23 @@ constexpr const char* kWords[] = {
 /// tokenizer directory (or of --model when it is a local directory).
 int64_t vocab_size(const ServeBenchOptions& o, const std::string& model) {
   if (o.random_vocab_size > 0) return o.random_vocab_size;
-  for (const std::string& dir : {o.tokenizer, model}) {
+  // A Hub repo id: --tokenizer from the Hugging Face cache or the Hub, the served model name
+  // from the cache only (it may be any name).
+  std::string tokenizer = o.tokenizer, model_dir = model;
+  std::error_code ec;
+  if (!tokenizer.empty() && !std::filesystem::exists(tokenizer, ec) && hub::is_repo_id(tokenizer)) {
+    tokenizer = resolve_model_argument(tokenizer, "", /*weights=*/false, hub_config_from_env(""));
+  }
+  if (!model.empty() && !std::filesystem::exists(model, ec) && hub::is_repo_id(model)) {
+    try {
+      hub::HubConfig cache_only = hub_config_from_env("");
+      cache_only.offline = true;
+      model_dir = resolve_model_argument(model, "", /*weights=*/false, cache_only);
+    } catch (const Error&) {
+      // not in the cache: the vocabulary size must come from elsewhere
+    }
+  }
+  for (const std::string& dir : {tokenizer, model_dir}) {
     const std::filesystem::path config = std::filesystem::path(dir) / "config.json";
     if (dir.empty() || !std::filesystem::is_regular_file(config)) continue;
     std::ifstream in(config);
@@ -310,7 +328,8 @@ void register_bench_serve_command(CLI::App& bench, int& exit_code) {
       ->capture_default_str();
   cmd->add_option("--random-vocab-size", o->random_vocab_size,
                   "token ids are drawn below this (default: vocab_size of --tokenizer's config)");
-  cmd->add_option("--tokenizer", o->tokenizer, "model directory whose config.json gives the vocab");
+  cmd->add_option("--tokenizer", o->tokenizer,
+                  "model directory or Hub repo id whose config.json gives the vocab");
   cmd->add_option("--num-prompts", o->num_prompts, "requests")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
 
 namespace pagoda::hub {
@@ -49,9 +50,21 @@ ProgressCallback make_progress_printer(std::FILE* out, bool tty, double log_inte
     }
     const std::string line = progress_line(p);
     if (tty) {
-      const size_t pad = state->width > line.size() ? state->width - line.size() : 0;
-      state->width = line.size();
-      std::fprintf(out, "\r%s%*s%s", line.c_str(), static_cast<int>(pad), "", p.done ? "\n" : "");
+      std::string bar;
+      if (p.total && *p.total > 0) {
+        constexpr int kWidth = 24;
+        const int filled = static_cast<int>(
+            kWidth * std::min(1.0, static_cast<double>(p.bytes) / static_cast<double>(*p.total)));
+        bar.reserve(kWidth + 3);
+        bar.push_back('[');
+        bar.append(static_cast<size_t>(filled), '#');
+        bar.append(static_cast<size_t>(kWidth - filled), '.');
+        bar.append("] ");
+      }
+      const std::string shown = bar + line;
+      const size_t pad = state->width > shown.size() ? state->width - shown.size() : 0;
+      state->width = shown.size();
+      std::fprintf(out, "\r%s%*s%s", shown.c_str(), static_cast<int>(pad), "", p.done ? "\n" : "");
       std::fflush(out);
     } else if (p.done || p.elapsed_s - state->last_log >= log_interval_s) {
       state->last_log = p.elapsed_s;

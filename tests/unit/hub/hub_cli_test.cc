@@ -143,6 +143,19 @@ TEST_F(HubCli, TheTokenFileOfHfHomeIsUsed) {
   ::unsetenv("HF_HOME");
 }
 
+TEST_F(HubCli, TokenizeTakesARepoIdWithoutItsWeights) {
+  const std::string args = " --text 'Once upon a time'";
+  const Result local =
+      run(kPagoda + " tokenize --tokenizer " + kModelDir.string() + args, scratch_);
+  ASSERT_EQ(local.status, 0) << local.err;
+  const Result hub = run(kPagoda + " tokenize --tokenizer " + kRepo + args, scratch_);
+  ASSERT_EQ(hub.status, 0) << hub.err;
+  EXPECT_EQ(hub.out, local.out);
+  const fs::path snapshot = scratch_ / "cache/models--pagoda-test--stories260K/snapshots" / commit_;
+  EXPECT_TRUE(fs::exists(snapshot / "tokenizer.json"));
+  EXPECT_FALSE(fs::exists(snapshot / "model.safetensors"));
+}
+
 TEST_F(HubCli, ServeListsTheRepoIdAsTheModel) {
   int err_pipe[2];
   ASSERT_EQ(::pipe(err_pipe), 0);
