@@ -134,6 +134,7 @@ struct HttpClient::Impl {
                                         from, ec.message()));
     }
     tls->set_verify_mode(ssl::verify_peer);
+    SSL_CTX_set_min_proto_version(tls->native_handle(), TLS1_2_VERSION);
     return *tls;
   }
 
