@@ -97,7 +97,9 @@ hub::HubConfig hub_config_from_env(const std::string& download_dir) {
       c.token = trim(token);
     }
   }
-  c.on_progress = hub::make_progress_printer(stderr, ::isatty(STDERR_FILENO) != 0);
+  if (!env_true(env("HF_HUB_DISABLE_PROGRESS_BARS"))) {
+    c.on_progress = hub::make_progress_printer(stderr, ::isatty(STDERR_FILENO) != 0);
+  }
   return c;
 }
 

@@ -19,7 +19,8 @@ struct EngineFlags;
 ///   1/ON/YES/TRUE), HF_HUB_DOWNLOAD_TIMEOUT (seconds of silence, default 60)
 ///   token   HF_TOKEN (or HUGGING_FACE_HUB_TOKEN), else the file HF_TOKEN_PATH (default
 ///           $HF_HOME/token, which `huggingface-cli login` writes)
-/// A progress bar goes to stderr when it is a terminal, log lines otherwise.
+/// A progress bar goes to stderr when it is a terminal, log lines otherwise; none with
+/// HF_HUB_DISABLE_PROGRESS_BARS.
 [[nodiscard]] hub::HubConfig hub_config_from_env(const std::string& download_dir);
 
 /// The local directory for a model argument: the argument itself when it exists on disk (a

@@ -80,8 +80,8 @@ struct Context {
                           "is not valid or cannot read this repository{}",
                           where, c.endpoint, suffix)
             : fmt::format("{}: 401 Unauthorized from {}: the repository is private or gated, or "
-                          "does not exist; set HF_TOKEN to a token that can read it (or run "
-                          "`huggingface-cli login`){}",
+                          "does not exist (nor is there a local directory of that name); set "
+                          "HF_TOKEN to a token that can read it (or run `huggingface-cli login`){}",
                           where, c.endpoint, suffix));
   }
   if (r.status == 403 || code == "GatedRepo") {
