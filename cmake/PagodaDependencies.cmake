@@ -4,6 +4,11 @@ find_package(nlohmann_json 3.10 REQUIRED)
 find_package(fmt REQUIRED)
 find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
+# https downloads of Hub models (src/hub/): libssl-dev.
+find_package(OpenSSL)
+if(NOT OpenSSL_FOUND)
+  message(FATAL_ERROR "OpenSSL not found: install libssl-dev (scripts/install-deps.sh does)")
+endif()
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
 # oneDNN (libdnnl-dev, the 2.x API) runs the CPU prefill matmuls; Debian builds it on OpenMP

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   clang-format clang libclang-rt-14-dev
   nlohmann-json3-dev libpcre2-dev libdnnl-dev libcli11-dev libspdlog-dev libfmt-dev libxxhash-dev
-  libboost-dev
+  libboost-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3
 )

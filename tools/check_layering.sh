@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 declare -A allowed=(
   [core]="core"
+  [hub]="core hub"
   [kernels/cpu]="core kernels/cpu"
   [kernels/cuda]="core kernels/cuda"
   [ops]="core kernels/cpu kernels/cuda ops"
@@ -18,7 +19,7 @@ declare -A allowed=(
   [runtime]="core kernels/cpu kernels/cuda ops model kv scheduler runtime"
   [engine]="core kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine"
   [server]="core kv scheduler sampling tokenizer template structured engine server"
-  [cli]="core kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine server cli"
+  [cli]="core hub kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine server cli"
 )
 status=0
 for layer in "${!allowed[@]}"; do

@@ -7,6 +7,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/hub_env.h"
 #include "core/status.h"
 #include "engine/engine_core.h"
 #include "model/config.h"
@@ -25,6 +26,7 @@ struct ThroughputOptions {
 
 int run_throughput(const ThroughputOptions& o) {
   EngineArgs args = o.engine.to_engine_args();
+  resolve_model_sources(args, o.engine);
   args.seed = o.seed;
   EngineCore engine(args);
   const int64_t vocab = engine.model_config().vocab_size;

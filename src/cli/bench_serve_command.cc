@@ -13,7 +13,9 @@
 
 #include "cli/bench_serve_options.h"
 #include "cli/commands.h"
+#include "cli/hub_env.h"
 #include "core/status.h"
+#include "hub/cache.h"
 #include "server/client/bench_metrics.h"
 #include "server/client/http_client.h"
 #include "server/client/prometheus.h"
@@ -24,11 +26,34 @@ namespace {
 
 using nlohmann::json;
 
+/// --tokenizer as a local path: a Hub repo id comes from the Hugging Face cache or the Hub.
+std::string local_tokenizer(const ServeBenchOptions& o) {
+  std::error_code ec;
+  if (!o.tokenizer.empty() && !std::filesystem::exists(o.tokenizer, ec) &&
+      hub::is_repo_id(o.tokenizer)) {
+    return resolve_model_argument(o.tokenizer, "", /*weights=*/false, hub_config_from_env(""));
+  }
+  return o.tokenizer;
+}
+
 /// The vocabulary size that random token ids are drawn from: the flag, or config.json of the
 /// tokenizer directory (or of --model when it is a local directory).
 int64_t vocab_size(const ServeBenchOptions& o, const std::string& model) {
   if (o.random_vocab_size > 0) return o.random_vocab_size;
-  for (const std::string& dir : {o.tokenizer, model}) {
+  // The served model name from the cache only (it may be any name).
+  const std::string tokenizer = local_tokenizer(o);
+  std::string model_dir = model;
+  std::error_code ec;
+  if (!model.empty() && !std::filesystem::exists(model, ec) && hub::is_repo_id(model)) {
+    try {
+      hub::HubConfig cache_only = hub_config_from_env("");
+      cache_only.offline = true;
+      model_dir = resolve_model_argument(model, "", /*weights=*/false, cache_only);
+    } catch (const Error&) {
+      // not in the cache: the vocabulary size must come from elsewhere
+    }
+  }
+  for (const std::string& dir : {tokenizer, model_dir}) {
     const std::filesystem::path config = std::filesystem::path(dir) / "config.json";
     if (dir.empty() || !std::filesystem::is_regular_file(config)) continue;
     std::ifstream in(config);
@@ -45,7 +70,7 @@ int64_t vocab_size(const ServeBenchOptions& o, const std::string& model) {
 /// Counts a text's tokens with the tokenizer of --tokenizer (or of --model when it is a local
 /// directory), as the server's usage counts them (special tokens included).
 client::TokenCounter token_counter(const ServeBenchOptions& o, const std::string& model) {
-  for (const std::string& path : {o.tokenizer, model}) {
+  for (const std::string& path : {local_tokenizer(o), model}) {
     if (path.empty() || !std::filesystem::exists(path)) continue;
     auto tokenizer = std::make_shared<Tokenizer>(Tokenizer::load(path));
     return [tokenizer](std::string_view text) {

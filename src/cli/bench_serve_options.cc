@@ -59,8 +59,8 @@ void add_serve_bench_options(CLI::App& cmd, ServeBenchOptions& o) {
   cmd.add_flag("--no-oversample", o.no_oversample,
                "sharegpt: send fewer requests when fewer conversations pass the filter");
   cmd.add_option("--tokenizer", o.tokenizer,
-                 "model directory (config.json gives the vocabulary, tokenizer.json counts "
-                 "sharegpt's tokens) or a tokenizer.json");
+                 "model directory or Hub repo id (config.json gives the vocabulary, "
+                 "tokenizer.json counts sharegpt's tokens) or a tokenizer.json");
   cmd.add_option("--num-prompts", o.num_prompts, "requests")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

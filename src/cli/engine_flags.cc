@@ -36,9 +36,6 @@ EngineArgs EngineFlags::to_engine_args() const {
   if (swap_space >= 0) {
     spdlog::warn("--swap-space is ignored: a preempted request is recomputed, not swapped");
   }
-  if (!revision.empty() || !download_dir.empty()) {
-    spdlog::warn("--revision and --download-dir are ignored: the model is a local directory");
-  }
   EngineArgs a = args;
   if (kv_cache_memory != "auto") {
     try {
@@ -62,9 +59,12 @@ EngineArgs EngineFlags::to_engine_args() const {
 
 void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   if (model_flag)
-    cmd->add_option("--model", f.args.model, "Hugging Face model directory")->required();
+    cmd->add_option("--model", f.args.model,
+                    "Hugging Face model directory, or a Hub repo id (org/name) to take from the "
+                    "Hugging Face cache or download into it")
+        ->required();
   cmd->add_option("--tokenizer", f.args.tokenizer,
-                  "tokenizer.json or directory (default: the model's)");
+                  "tokenizer.json, a directory or a Hub repo id (default: the model's)");
   cmd->add_option("--load-format", f.args.load_format,
                   "auto (safetensors) or dummy (random weights)")
       ->check(CLI::IsMember({"auto", "safetensors", "dummy"}));
@@ -130,8 +130,15 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_flag("--no-enable-chunked-prefill", f.no_enable_chunked_prefill, "ignored (warns)")
       ->group(vllm);
   cmd->add_option("--swap-space", f.swap_space, "ignored (warns)")->group(vllm);
-  cmd->add_option("--revision", f.revision, "ignored (warns)")->group(vllm);
-  cmd->add_option("--download-dir", f.download_dir, "ignored (warns)")->group(vllm);
+  cmd->add_option("--revision", f.revision, "branch, tag or commit of a Hub model (default main)")
+      ->group(vllm);
+  cmd->add_option("--tokenizer-revision", f.tokenizer_revision,
+                  "branch, tag or commit of a Hub --tokenizer (default main)")
+      ->group(vllm);
+  cmd->add_option("--download-dir", f.download_dir,
+                  "the Hugging Face cache directory (default: HF_HUB_CACHE, $HF_HOME/hub or "
+                  "~/.cache/huggingface/hub)")
+      ->group(vllm);
 }
 
 }  // namespace pagoda::cli

@@ -29,10 +29,12 @@ struct EngineFlags {
   bool enable_chunked_prefill = false;
   bool no_enable_chunked_prefill = false;
   double swap_space = -1;
-  std::string revision;
-  std::string download_dir;
+  std::string revision;            // of a Hub model (cli/hub_env.h); default main
+  std::string tokenizer_revision;  // of a Hub --tokenizer; default main
+  std::string download_dir;        // the Hugging Face cache to use in place of HF_HUB_CACHE
 
-  /// Throws InvalidArgument naming the flag.
+  /// Throws InvalidArgument naming the flag. A model or tokenizer that is a Hub repo id stays
+  /// as given: resolve_model_sources (cli/hub_env.h) turns it into a local directory.
   [[nodiscard]] EngineArgs to_engine_args() const;
 };
 

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/hub_env.h"
 #include "cli/parse_ids.h"
 #include "core/status.h"
 #include "engine/engine_core.h"
@@ -205,6 +206,7 @@ int run_generate(const GenerateOptions& o) {
   if (sources != 1)
     throw InvalidArgument("give --prompt, --prompt-ids or --input (exactly one of them)");
   EngineArgs args = o.engine.to_engine_args();
+  resolve_model_sources(args, o.engine);
   if (o.seed) args.seed = *o.seed;
   EngineCore engine(args);
   if (!o.input.empty()) return run_jsonl(o, engine);

@@ -15,6 +15,7 @@
 
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
+#include "cli/hub_env.h"
 #include "cli/vllm_flags.h"
 #include "core/logging.h"
 #include "core/mapped_file.h"
@@ -239,7 +240,8 @@ int run_serve(const ServeOptions& o) {
     throw NotFound(fmt::format("--generation-config: {}: no such file", path));
   }
   EngineArgs args = o.engine.to_engine_args();
-  args.model = model_dir;
+  args.model = model_dir;  // served as given (e.g. org/name), loaded from what it resolves to
+  resolve_model_sources(args, o.engine);
   args.seed = o.seed;
 
   server::ServerOptions so;
@@ -341,8 +343,10 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   auto opts = std::make_shared<ServeOptions>();
   CLI::App* cmd = app.add_subcommand("serve", "Serve a model with an OpenAI-compatible HTTP API");
   // Not "model": newer CLI11 refuses a positional named like the --model option.
-  cmd->add_option("model_dir", opts->model_dir, "Hugging Face model directory");
-  cmd->add_option("--model", opts->model_flag, "the model directory, in place of MODEL_DIR");
+  cmd->add_option("model_dir", opts->model_dir,
+                  "Hugging Face model directory, or a Hub repo id (org/name)");
+  cmd->add_option("--model", opts->model_flag,
+                  "the model directory or repo id, in place of MODEL_DIR");
   cmd->add_option("--seed", opts->seed, "seed of requests that set none (default 0)");
   cmd->add_flag("--disable-log-stats", opts->disable_log_stats, "no engine stats line every 10 s");
   cmd->add_flag("--disable-log-requests", opts->disable_log_requests,

@@ -1,6 +1,7 @@
 // `pagoda tokenize` and `pagoda detokenize`: run a model's tokenizer from the command line, e.g. to
 // compare ids with Hugging Face or to feed ids to other tools.
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -9,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/hub_env.h"
 #include "cli/parse_ids.h"
 #include "core/status.h"
 #include "tokenizer/tokenizer.h"
@@ -32,8 +34,17 @@ struct DetokenizeOptions {
 
 std::string ids_json(const std::vector<int32_t>& ids) { return nlohmann::json(ids).dump(); }
 
+/// --tokenizer: a file or directory, or a Hub repo id (its tokenizer files, from the cache or
+/// downloaded into it).
+Tokenizer load_tokenizer(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) return Tokenizer::load(path);
+  return Tokenizer::load(resolve_model_argument(path, "", /*weights=*/false,
+                                                hub_config_from_env(/*download_dir=*/"")));
+}
+
 void run_tokenize(const TokenizeOptions& opts) {
-  const Tokenizer tok = Tokenizer::load(opts.tokenizer);
+  const Tokenizer tok = load_tokenizer(opts.tokenizer);
   if (!opts.jsonl) {
     std::printf("%s\n", ids_json(tok.encode(opts.text, opts.add_special_tokens)).c_str());
     return;
@@ -60,7 +71,7 @@ void run_tokenize(const TokenizeOptions& opts) {
 }
 
 void run_detokenize(const DetokenizeOptions& opts) {
-  const Tokenizer tok = Tokenizer::load(opts.tokenizer);
+  const Tokenizer tok = load_tokenizer(opts.tokenizer);
   const std::string text = tok.decode(parse_ids(opts.ids, "--ids"), opts.skip_special_tokens);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
@@ -73,7 +84,7 @@ void register_tokenize_commands(CLI::App& app, int& exit_code) {
   CLI::App* tokenize = app.add_subcommand("tokenize", "Print the token ids of text as JSON");
   tokenize
       ->add_option("--tokenizer", tokenize_opts->tokenizer,
-                   "tokenizer.json, or a model directory holding one")
+                   "tokenizer.json, a model directory holding one, or a Hub repo id")
       ->required();
   CLI::Option* text_option =
       tokenize->add_option("--text", tokenize_opts->text, "The text to encode");
@@ -93,7 +104,7 @@ void register_tokenize_commands(CLI::App& app, int& exit_code) {
   CLI::App* detokenize = app.add_subcommand("detokenize", "Print the text of token ids");
   detokenize
       ->add_option("--tokenizer", detokenize_opts->tokenizer,
-                   "tokenizer.json, or a model directory holding one")
+                   "tokenizer.json, a model directory holding one, or a Hub repo id")
       ->required();
   detokenize->add_option("--ids", detokenize_opts->ids, "Comma-separated ids, e.g. 1,2,3")
       ->required();

@@ -55,7 +55,6 @@ constexpr KnownFlag kHarmless[] = {
     {"--disable-async-output-proc", false, "outputs are emitted while the device computes"},
     {"--enable-expert-parallel", false, "no mixture-of-experts model runs here"},
     {"--allowed-local-media-path", true, "pagoda takes no media inputs"},
-    {"--tokenizer-revision", true, "the tokenizer is a local file"},
     {"--code-revision", true, "pagoda never runs code from a model directory"},
 };
 

@@ -18,8 +18,8 @@ namespace {
 constexpr int kVec = 8;                     // tokens per thread per tile
 constexpr int kWideTile = kThreads * kVec;  // tokens per block per tile
 
-// Loops over this block's share of the row in whole kWideTile-token tiles (block r of n takes tiles r,
-// r + n, ...); thread i owns tokens c .. c + 7 of the tile, c = tile + 8 i. Every warp runs the
+// Loops over this block's share of the row in whole kWideTile-token tiles (block r of n takes tiles
+// r, r + n, ...); thread i owns tokens c .. c + 7 of the tile, c = tile + 8 i. Every warp runs the
 // same number of iterations (the warp collectives inside need all 32 lanes).
 #define FOR_EACH_WIDE_TILE(t, vocab, c)                                                  \
   for (int tile_ = (t).rank * kWideTile; tile_ < (vocab); tile_ += (t).size * kWideTile) \
