@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fills .device/ (ignored by git) with what bench/device/run.sh needs on the device machine and
-# its image lacks: the pcre2 and xxhash headers and libraries. (The model shapes and tokenizers the
+# its image lacks: the pcre2, xxhash and OpenSSL (the Hub client's TLS) headers and libraries. (The model shapes and tokenizers the
 # benchmarks read are tracked in the repository, configs/ and tests/data/tokenizers/, and travel
 # with it.) oneDNN is not carried: libdnnl.so is ~40 MB and a device call carries 64 MiB in all,
 # the repository (~50 MB) included, so the device scripts build with -DPAGODA_ONEDNN=OFF.
@@ -12,6 +12,14 @@ cp /usr/include/pcre2.h /usr/include/xxhash.h "$d/include/"
 cp -L /usr/lib/x86_64-linux-gnu/libpcre2-8.so "$d/lib/libpcre2-8.so"
 cp -L /usr/lib/x86_64-linux-gnu/libxxhash.so "$d/lib/libxxhash.so"
 cp -L /usr/lib/x86_64-linux-gnu/libxxhash.so.0 "$d/lib/libxxhash.so.0"
+# OpenSSL 3: the headers (with the multiarch configuration ones) and both libraries.
+rm -rf "$d/include/openssl"
+cp -r /usr/include/openssl "$d/include/openssl"
+cp /usr/include/x86_64-linux-gnu/openssl/* "$d/include/openssl/"
+for lib in libssl libcrypto; do
+  cp -L /usr/lib/x86_64-linux-gnu/$lib.so.3 "$d/lib/$lib.so.3"
+  ln -sf $lib.so.3 "$d/lib/$lib.so"
+done
 cat >"$d/lib/pkgconfig/libpcre2-8.pc" <<'PC'
 prefix=DEPS_PREFIX
 libdir=${prefix}/lib

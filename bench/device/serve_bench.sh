@@ -10,7 +10,12 @@
 # With --structured: only 512/128 at concurrency 64, unconstrained and then with every request
 # constrained by a JSON schema that cannot end within 128 tokens (issue 22's >= 95% target).
 #
-#   bench/device/serve_bench.sh [--skip-ttft | --ttft-only | --structured]
+# With --sampling (issue 24): 512/128 at concurrency 64 and 1000/1000 saturated, 256 prompts each,
+# greedy and then temperature 0.8, top-p 0.95, top-k 50 against the same server, alternating twice
+# after a warm-up run (the prompts are the same every run: they sit in the prefix cache, and decode
+# dominates).
+#
+#   bench/device/serve_bench.sh [--skip-ttft | --ttft-only | --structured | --sampling]
 #   (carry .device: tools/prepare_device.sh)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -57,6 +62,34 @@ if [ "${1:-}" = "--structured" ]; then
     serve_and_bench "c64_json_$round" "${c64[@]}" --extra-body \
       '{"guided_json": {"type": "array", "items": {"type": "integer"}, "minItems": 200}}'
   done
+  echo "total: $(( $(date +%s) - start )) s"
+  exit 0
+fi
+
+sampling_runs() {  # name, serve flags..., -- bench flags...
+  local name=$1; shift
+  local serve=() bench=()
+  while [ "$1" != "--" ]; do serve+=("$1"); shift; done; shift
+  bench=("$@")
+  "$pagoda" serve "$config" --load-format dummy --dtype bfloat16 --port 8123 \
+    --tokenizer tests/data/tokenizers/llama3 "${serve[@]}" >"$out/serve_$name.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 1 120); do curl -sf http://127.0.0.1:8123/health >/dev/null 2>&1 && break; sleep 0.5; done
+  for run in warm greedy_1 sampled_1 greedy_2 sampled_2; do
+    local extra=()
+    case $run in sampled*) extra=(--temperature 0.8 --top-p 0.95 --top-k 50) ;; esac
+    timeout 240 "$pagoda" bench serve --base-url http://127.0.0.1:8123 --tokenizer "$config" \
+      --dataset random "${bench[@]}" "${extra[@]}" >"$out/bench_${name}_$run.log" 2>&1
+    echo "== $name $run: exit $? $(grep -E "Output token throughput|Mean TPOT" "$out/bench_${name}_$run.log" | tr -s ' ' | tr '\n' ' ')"
+  done
+  kill -TERM $pid; wait $pid; echo "serve exit: $?"
+}
+
+if [ "${1:-}" = "--sampling" ]; then
+  sampling_runs c64 --max-num-seqs 64 --max-num-batched-tokens 8192 --max-model-len 4096 -- \
+    --random-input-len 512 --random-output-len 128 --num-prompts 256 --max-concurrency 64
+  sampling_runs saturated --max-num-seqs 256 --max-num-batched-tokens 8192 --max-model-len 4096 -- \
+    --random-input-len 1000 --random-output-len 1000 --num-prompts 256 --request-rate inf
   echo "total: $(( $(date +%s) - start )) s"
   exit 0
 fi
