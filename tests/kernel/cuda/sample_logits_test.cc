@@ -629,6 +629,37 @@ double chi_square_limit(int df) {
   return df * std::pow(1 - a + z * std::sqrt(a), 3);
 }
 
+/// The tokens the GPU draws from `draws` copies of one row with the same parameters and seed,
+/// counters 0, 1, ...: independent draws of one distribution.
+std::vector<int32_t> draw_many(const std::vector<float>& row, const SamplingParams& p,
+                               int64_t draws, uint64_t seed) {
+  std::vector<Case> cases;
+  std::vector<float> logits;
+  logits.reserve(row.size() * static_cast<size_t>(draws));
+  for (int64_t i = 0; i < draws; ++i) {
+    Case c;
+    c.params = p;
+    c.seed = seed;
+    c.counter = static_cast<uint64_t>(i);
+    cases.push_back(c);
+    logits.insert(logits.end(), row.begin(), row.end());
+  }
+  return run_gpu(logits, DType::kF32, static_cast<int64_t>(row.size()), cases).tokens;
+}
+
+/// The CPU's distribution of a row: its candidates' probabilities, renormalised, by token.
+std::vector<double> cpu_distribution(const std::vector<float>& row, const SamplingParams& p) {
+  std::vector<int32_t> order;
+  std::vector<float> probs;
+  const int32_t count = truncate_candidates(row, p, order, probs);
+  std::vector<double> out(row.size(), 0.0);
+  double mass = 0;
+  for (int32_t i = 0; i < count; ++i) mass += probs[static_cast<size_t>(i)];
+  for (int32_t i = 0; i < count; ++i)
+    out[static_cast<size_t>(order[static_cast<size_t>(i)])] = probs[static_cast<size_t>(i)] / mass;
+  return out;
+}
+
 TEST(SampleLogits, DrawsFollowTheTruncatedDistributionByChiSquare) {
   REQUIRE_GPU();
   const int64_t vocab = 48, draws = 60000;
@@ -649,36 +680,16 @@ TEST(SampleLogits, DrawsFollowTheTruncatedDistributionByChiSquare) {
     p.top_k = combo.k;
     p.top_p = combo.p;
     p.min_p = combo.min_p;
-    std::vector<Case> cases;
-    std::vector<float> logits;
-    for (int64_t i = 0; i < draws; ++i) {
-      Case c;
-      c.params = p;
-      c.seed = 99;
-      c.counter = static_cast<uint64_t>(i);
-      cases.push_back(c);
-      logits.insert(logits.end(), row.begin(), row.end());
-    }
-    const GpuResult g = run_gpu(logits, DType::kF32, vocab, cases);
     std::vector<int> counts(static_cast<size_t>(vocab), 0);
-    for (int32_t t : g.tokens) {
+    for (int32_t t : draw_many(row, p, draws, 99)) {
       ASSERT_GE(t, 0);
       ASSERT_LT(t, vocab);
       ++counts[static_cast<size_t>(t)];
     }
-    // The CPU's distribution: its candidates' probabilities, renormalised.
-    std::vector<int32_t> order;
-    std::vector<float> probs;
-    const int32_t count = truncate_candidates(row, p, order, probs);
-    std::vector<double> expected(static_cast<size_t>(vocab), 0.0);
-    double mass = 0;
-    for (int32_t i = 0; i < count; ++i) mass += probs[static_cast<size_t>(i)];
-    int df = -1;
-    for (int32_t i = 0; i < count; ++i) {
-      expected[static_cast<size_t>(order[static_cast<size_t>(i)])] =
-          probs[static_cast<size_t>(i)] / mass;
-      ++df;
-    }
+    const std::vector<double> expected = cpu_distribution(row, p);
+    const int df = static_cast<int>(std::count_if(expected.begin(), expected.end(),
+                                                  [](double e) { return e > 0; })) -
+                   1;
     if (df < 1) continue;
     const double chi2 = chi_square(counts, expected, draws);
     EXPECT_LT(chi2, chi_square_limit(df))
@@ -717,35 +728,17 @@ TEST(SampleLogits, ManyKeptTokensDrawByTheirMassByChiSquare) {
     SamplingParams p;
     p.temperature = combo.t;
     p.top_p = combo.p;
-    std::vector<Case> cases;
-    std::vector<float> logits;
-    logits.reserve(static_cast<size_t>(draws * vocab));
-    for (int64_t i = 0; i < draws; ++i) {
-      Case c;
-      c.params = p;
-      c.seed = 3;
-      c.counter = static_cast<uint64_t>(i);
-      cases.push_back(c);
-      logits.insert(logits.end(), row.begin(), row.end());
-    }
-    const GpuResult g = run_gpu(logits, DType::kF32, vocab, cases);
     std::vector<int> counts(kTop + 1, 0);
-    for (int32_t tok : g.tokens) {
+    for (int32_t tok : draw_many(row, p, draws, 3)) {
       ASSERT_GE(tok, 0);
       ASSERT_LT(tok, vocab);
       ASSERT_GE(cell[static_cast<size_t>(tok)], 0) << "drew a masked token";
       ++counts[static_cast<size_t>(cell[static_cast<size_t>(tok)])];
     }
-    std::vector<int32_t> order;
-    std::vector<float> probs;
-    const int32_t count = truncate_candidates(row, p, order, probs);
     std::vector<double> expected(kTop + 1, 0.0);
-    double mass = 0;
-    for (int32_t i = 0; i < count; ++i) mass += probs[static_cast<size_t>(i)];
-    for (int32_t i = 0; i < count; ++i) {
-      const int c = cell[static_cast<size_t>(order[static_cast<size_t>(i)])];
-      expected[static_cast<size_t>(c)] += probs[static_cast<size_t>(i)] / mass;
-    }
+    const std::vector<double> by_token = cpu_distribution(row, p);
+    for (size_t v = 0; v < by_token.size(); ++v)
+      if (by_token[v] > 0) expected[static_cast<size_t>(cell[v])] += by_token[v];
     EXPECT_GT(expected[kTop], 0.05) << "the low tokens must matter";
     const double chi2 = chi_square(counts, expected, draws);
     EXPECT_LT(chi2, chi_square_limit(kTop)) << "T " << combo.t << " p " << combo.p;

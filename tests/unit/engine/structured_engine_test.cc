@@ -241,7 +241,9 @@ TEST(EngineStructured, JumpForwardKeepsTheOutputsAndSavesSteps) {
       for (size_t t = 0; t < a.logprobs.size(); ++t) {
         EXPECT_NEAR(a.logprobs[t].logprob, b.logprobs[t].logprob, 1e-4) << t;
       }
-      if (a.finish_reason == FinishReason::kStop) EXPECT_TRUE(validates(kPerson, a.text)) << a.text;
+      if (a.finish_reason == FinishReason::kStop) {
+        EXPECT_TRUE(validates(kPerson, a.text)) << a.text;
+      }
     }
     // `{"name": "` alone is several tokens of stories260K's vocabulary, and so is each later key.
     std::printf("jump-forward (%s): %lld steps, without: %lld\n", backend,
