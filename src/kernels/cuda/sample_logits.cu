@@ -106,38 +106,69 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
   float log_z = 0.0f;
   if (p.num_logprobs >= 0) {
     const float m = raw_stats.max;
+    const int n = min(min(p.num_logprobs, kMaxTopLogprobs), vocab);
+    // The top N ride along the normaliser's pass: the tokens at or above a lower bound on the
+    // N-th raw logit, less a margin of a few ulps of the log-probabilities' magnitude (|x - log_z|
+    // <= |x - m| + ln(vocab)), are gathered by raw value; their keys are redone once log_z is
+    // known. Exact when the N-th log-probability stays above what any token left out can round
+    // to; otherwise (ties at the margin, too many candidates) the passes below decide.
+    float gather_at = INFINITY;
+    if (n > 0) {
+      const float bound = kth_bound(raw_stats.mine, n, s, t);
+      const float span = fabsf(bound - m) + logf(static_cast<float>(vocab)) + 1.0f;
+      gather_at = bound - span * 0x1p-19f;
+    }
+    Shared& list = root;
     u64 sum = 0;  // fixed point: exact in any split (each term is at most 1)
     FOR_EACH_WIDE_TILE(t, vocab, c) {
       float x[kVec];
       raw_row.load8(c, x);
 #pragma unroll
-      for (int j = 0; j < kVec; ++j)
+      for (int j = 0; j < kVec; ++j) {
         if (c + j < vocab) sum += fixed_mass(expf(__fsub_rn(x[j], m)), t);
+        const bool in = c + j < vocab && x[j] >= gather_at;
+        if (__any_sync(kFull, in)) gather(in, sort_key(x[j], c + j), x[j], list);
+      }
     }
-    sum = team_reduce(sum, u64{0}, Plus{}, s.red_u, s.slot_u, t);
+    sum = team_reduce(sum, u64{0}, Plus{}, s.red_u, s.slot_u, t);  // publishes the list too
     log_z = m + static_cast<float>(log(static_cast<double>(sum) / t.mass_scale));
-    const int n = min(min(p.num_logprobs, kMaxTopLogprobs), vocab);
     if (n > 0) {
-      const float lp_bound = __fsub_rn(kth_bound(raw_stats.mine, n, s, t), log_z);
-      auto near_top = [&](int v, float x, u64& key, float& pr) {
-        const float lp = __fsub_rn(x, log_z);
-        key = sort_key(lp, v);
-        pr = 0.0f;
-        return lp >= lp_bound;
-      };
-      int found = gather_list(raw_row, near_top, s, t);
-      if (found > kCompact) {
-        auto key_of = [&](int v, u64& key) {
-          key = sort_key(__fsub_rn(raw_at(v), log_z), v);
-          return true;
-        };
-        const u64 threshold = select_kth(vocab, n, key_of, s, t);
-        auto top = [&](int v, float x, u64& key, float& pr) {
-          key = sort_key(__fsub_rn(x, log_z), v);
+      int found = root.count;
+      t.sync();
+      if (t.is_root()) {
+        if (threadIdx.x == 0) s.count = 0;
+        bool exact = false;
+        if (found >= n && found <= kCompact) {
+          for (int i = threadIdx.x; i < found; i += kThreads)
+            s.keys[i] = sort_key(__fsub_rn(s.probs[i], log_z), key_index(s.keys[i]));
+          sort_candidates(found, s);
+          exact = key_value(s.keys[n - 1]) > __fsub_rn(gather_at, log_z);
+        }
+        if (threadIdx.x == 0) s.sel_done = exact ? 1 : 0;
+      }
+      t.sync();
+      if (root.sel_done == 0) {
+        const float lp_bound = __fsub_rn(kth_bound(raw_stats.mine, n, s, t), log_z);
+        auto near_top = [&](int v, float x, u64& key, float& pr) {
+          const float lp = __fsub_rn(x, log_z);
+          key = sort_key(lp, v);
           pr = 0.0f;
-          return key >= threshold;
+          return lp >= lp_bound;
         };
-        found = gather_list(raw_row, top, s, t);
+        found = gather_list(raw_row, near_top, s, t);
+        if (found > kCompact) {
+          auto key_of = [&](int v, u64& key) {
+            key = sort_key(__fsub_rn(raw_at(v), log_z), v);
+            return true;
+          };
+          const u64 threshold = select_kth(vocab, n, key_of, s, t);
+          auto top = [&](int v, float x, u64& key, float& pr) {
+            key = sort_key(__fsub_rn(x, log_z), v);
+            pr = 0.0f;
+            return key >= threshold;
+          };
+          found = gather_list(raw_row, top, s, t);
+        }
       }
       if (t.is_root() && threadIdx.x == 0) {
         const int listed = min(found, n);
