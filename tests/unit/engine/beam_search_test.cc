@@ -405,6 +405,30 @@ TEST(EngineBeamSearch, AbortEndsEveryChoiceAndFreesTheBlocks) {
   EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
 }
 
+// An error inside one group's search step fails that request alone.
+TEST(EngineBeamSearch, AFailingGroupFailsAloneNextToAnotherGroup) {
+  EngineArgs args = small_engine();
+  args.fault_hook = [](RequestStage stage, const std::string& id) {
+    if (stage == RequestStage::kSample && id == "bad") throw std::runtime_error("injected");
+  };
+  EngineCore engine(args);
+  EngineRequest bad = beam_request(Case{{1, 403, 407}, 3, 1.0f, EarlyStopping::kFalse, 8, {}});
+  bad.request_id = "bad";
+  EngineRequest good = beam_request(Case{{1, 403, 407}, 3, 1.0f, EarlyStopping::kFalse, 8, {}});
+  auto bad_stream = engine.submit(std::move(bad));
+  auto good_stream = engine.submit(std::move(good));
+  const GenerateResult failed = collect_result(*bad_stream);
+  ASSERT_EQ(failed.outputs.size(), 3u);
+  for (const CompletionOutput& o : failed.outputs) {
+    EXPECT_EQ(o.finish_reason, FinishReason::kAbort);
+    EXPECT_NE(o.error.find("injected"), std::string::npos) << o.error;
+  }
+  const GenerateResult ok = collect_result(*good_stream);
+  ASSERT_EQ(ok.outputs.size(), 3u);
+  for (const CompletionOutput& o : ok.outputs) EXPECT_EQ(o.token_ids.size(), 8u);
+  EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
+}
+
 TEST(EngineBeamSearch, RefusesWhatBeamSearchDoesNotHonourNamingTheField) {
   EngineCore engine(small_engine());
   auto refused = [&](auto change) -> std::string {
