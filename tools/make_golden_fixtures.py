@@ -4,13 +4,19 @@ from Hugging Face transformers, for tests/golden. Runs where torch + transformer
 device machine); the project's tests only read what it writes.
 
     python3 tools/make_golden_fixtures.py OUT_DIR [--only NAME,NAME...]
+    python3 tools/make_golden_fixtures.py tests/data/tiny --add-beam-search [--only ...]
 
 Each fixture is written on its own: one that fails prints its traceback and "FAILED: name", the
 others are still written, and the exit status is 1. Prompts do not depend on --only.
 
 For each fixture OUT_DIR/<name>/ holds config.json, the weights (model.safetensors, or shards with
 model.safetensors.index.json) and golden.json in the format of models/stories260K/golden.json:
-greedy ids, per-step top-5 and per-prompt-position top-10 log-probabilities. References are
+greedy ids, per-step top-5 and per-prompt-position top-10 log-probabilities, and "beam_search":
+transformers' generate(num_beams=W, num_return_sequences=W, do_sample=False) for a few widths,
+length penalties, early_stopping values and stop tokens (BEAM_CASES; the generated ids of each
+hypothesis, its end token included, and sequences_scores). --add-beam-search only adds (or
+replaces) the beam_search entries of fixtures already in OUT_DIR, leaving their weights and other
+goldens as they are. References are
 computed in float32 with eager attention; a bf16 checkpoint is upcast to float32 for the reference,
 which is what pagoda computes (bf16 weights, fp32 activations and accumulation).
 """
@@ -177,6 +183,59 @@ def run_case(model, prompt_ids):
     return case
 
 
+# Beam search cases: (num_beams, length_penalty, early_stopping, max_new_tokens, extra stop token).
+# The extra stop token is the prompt's second greedy token, so that some beams end early; pagoda
+# gets it as stop_token_ids, transformers as one more eos_token_id.
+BEAM_CASES = [
+    (2, 1.0, False, 8, False),
+    (3, 0.5, True, 8, True),
+    (4, 2.0, "never", 6, True),
+    (3, 1.0, False, 10, True),
+]
+
+
+def beam_cases(model, prompt_ids, greedy_ids):
+    """transformers' beam search on one prompt, for each of BEAM_CASES."""
+    config_eos = model.config.eos_token_id
+    config_eos = [] if config_eos is None else ([config_eos] if isinstance(config_eos, int) else list(config_eos))
+    out = []
+    for num_beams, length_penalty, early_stopping, max_new_tokens, extra_stop in BEAM_CASES:
+        stop_ids = [int(greedy_ids[1])] if extra_stop and int(greedy_ids[1]) not in config_eos else []
+        eos = config_eos + stop_ids
+        with torch.no_grad():
+            g = model.generate(torch.tensor([prompt_ids]), num_beams=num_beams,
+                               num_return_sequences=num_beams, do_sample=False,
+                               length_penalty=length_penalty, early_stopping=early_stopping,
+                               max_new_tokens=max_new_tokens, eos_token_id=eos,
+                               pad_token_id=eos[0] if eos else 0, return_dict_in_generate=True,
+                               output_scores=True)
+        sequences = []
+        for i in range(num_beams):
+            # beam_indices is -1 past a hypothesis' end: its count is the generated length.
+            n = int((g.beam_indices[i] >= 0).sum())
+            sequences.append([int(t) for t in g.sequences[i, len(prompt_ids):len(prompt_ids) + n]])
+        out.append({"prompt_ids": list(prompt_ids), "num_beams": num_beams,
+                    "length_penalty": length_penalty, "early_stopping": early_stopping,
+                    "max_new_tokens": max_new_tokens, "stop_token_ids": stop_ids,
+                    "sequences": sequences,
+                    "sequences_scores": [round(float(x), 6) for x in g.sequences_scores]})
+    return out
+
+
+def add_beam_search(path):
+    """Adds the beam_search entries to the fixture already written at path."""
+    reference = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32,
+                                                     attn_implementation="eager").eval()
+    with open(os.path.join(path, "golden.json")) as f:
+        golden = json.load(f)
+    first = golden["cases"][0]
+    golden["beam_search"] = beam_cases(reference, first["prompt_ids"], first["greedy_ids"])
+    golden["beam_search_transformers_version"] = transformers.__version__
+    with open(os.path.join(path, "golden.json"), "w") as f:
+        json.dump(golden, f, indent=1)
+    print(os.path.basename(path), "-> beam_search:", len(golden["beam_search"]), "cases", flush=True)
+
+
 def perturb(model):
     """Moves norm weights and biases off their initial values (ones or zeros), so that the (1 + w)
     convention of Gemma's norms and the biases change the outputs the goldens pin down."""
@@ -219,7 +278,8 @@ def make_fixture(out_dir, fixture, prompts):
                                                      attn_implementation="eager").eval()
     cases = [run_case(reference, prompt) for prompt in prompts]
     golden = {"model": name, "dtype": str(dtype).replace("torch.", ""), "reference_dtype": "float32",
-              "transformers_version": transformers.__version__, "cases": cases}
+              "transformers_version": transformers.__version__, "cases": cases,
+              "beam_search": beam_cases(reference, prompts[0], cases[0]["greedy_ids"])}
     if "max_model_len" in extra:
         golden["max_model_len"] = extra["max_model_len"]
     if extra.get("perturb"):
@@ -234,6 +294,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir")
     parser.add_argument("--only", default="", help="comma-separated fixture names (default: all)")
+    parser.add_argument("--add-beam-search", action="store_true",
+                        help="only add the beam_search entries to the fixtures in OUT_DIR")
     args = parser.parse_args()
     only = [n for n in args.only.split(",") if n]
     known = [f[0] for f in FIXTURES]
@@ -256,6 +318,10 @@ def main():
             continue
         print(f"=== {name}", flush=True)
         try:
+            if args.add_beam_search:
+                if os.path.isdir(os.path.join(args.out_dir, name)):
+                    add_beam_search(os.path.join(args.out_dir, name))
+                continue
             make_fixture(args.out_dir, fixture, prompts[name])
         except Exception:
             traceback.print_exc()

@@ -29,6 +29,8 @@ struct CompletionOutput {
   FinishReason finish_reason = FinishReason::kLength;
   std::string stop_reason;
   std::string error;
+  std::optional<float> cumulative_logprob;  // beam search: RequestOutput's fields
+  std::optional<float> beam_score;
 };
 
 /// Everything generated for one prompt.

@@ -48,6 +48,11 @@ struct RequestOutput {
   /// With prompt_logprobs, on the first update of completion 0: one entry per prompt token (the
   /// first is empty: nothing predicts it).
   std::vector<std::optional<TokenLogprobs>> prompt_logprobs;
+  /// Beam search (one update per choice, at the end, best first): the sum of the hypothesis'
+  /// log-probabilities (vLLM's cumulative_logprob) and its score, that sum divided by its length
+  /// ** length_penalty (transformers' sequences_scores).
+  std::optional<float> cumulative_logprob;
+  std::optional<float> beam_score;
 };
 
 }  // namespace pagoda

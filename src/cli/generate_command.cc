@@ -35,6 +35,10 @@ struct GenerateOptions {
   bool ignore_eos = false;
   bool json = false;
   std::optional<int> logprobs;
+  bool use_beam_search = false;
+  int beam_width = 1;
+  float length_penalty = 1.0f;
+  std::string early_stopping = "false";
 };
 
 SamplingParams flag_params(const GenerateOptions& o, const ModelConfig& config) {
@@ -48,6 +52,18 @@ SamplingParams flag_params(const GenerateOptions& o, const ModelConfig& config) 
   p.seed = o.seed;
   p.ignore_eos = o.ignore_eos;
   p.logprobs = o.logprobs;
+  if (o.use_beam_search) {
+    // The generation config's sampling defaults do not apply: beam search ranks raw
+    // log-probabilities (explicit flags are still checked by validate()).
+    p.use_beam_search = true;
+    p.n = o.beam_width;
+    p.top_p = o.top_p.value_or(1.0f);
+    p.top_k = o.top_k.value_or(0);
+    p.length_penalty = o.length_penalty;
+    p.early_stopping = o.early_stopping == "true"    ? EarlyStopping::kTrue
+                       : o.early_stopping == "never" ? EarlyStopping::kNever
+                                                     : EarlyStopping::kFalse;
+  }
   return p;
 }
 
@@ -69,6 +85,10 @@ ordered_json completion_json(const CompletionOutput& c, bool with_logprobs, bool
   j["finish_reason"] = to_string(c.finish_reason);
   j["logprobs"] = with_logprobs ? logprobs_json(c.logprobs) : ordered_json(nullptr);
   if (!c.error.empty()) j["error"] = c.error;
+  if (c.beam_score) {
+    j["cumulative_logprob"] = *c.cumulative_logprob;
+    j["beam_score"] = *c.beam_score;
+  }
   return j;
 }
 
@@ -228,7 +248,9 @@ int run_generate(const GenerateOptions& o) {
   const std::optional<Tokenizer>& tokenizer = engine.tokenizer();
   std::vector<std::vector<int32_t>> prompt_ids;
   for (const EngineRequest& r : requests) prompt_ids.push_back(r.prompt_token_ids);
-  const bool stream = !o.json && requests.size() == 1 && tokenizer.has_value();
+  // Beam search's choices come at the end, all at once: the best one is printed.
+  const bool stream =
+      !o.json && requests.size() == 1 && tokenizer.has_value() && !params.use_beam_search;
   std::vector<std::shared_ptr<OutputStream>> streams;
   for (EngineRequest& r : requests) streams.push_back(engine.submit(std::move(r)));
   if (stream) {
@@ -277,6 +299,14 @@ void register_generate_command(CLI::App& app, int& exit_code) {
   cmd->add_flag("--json", opts->json, "print one JSON object per prompt instead of streaming text");
   cmd->add_option("--logprobs", opts->logprobs,
                   "top-K log-probabilities per generated token (<= 20)");
+  cmd->add_flag("--use-beam-search", opts->use_beam_search,
+                "beam search (transformers' rules); --json prints every beam under \"outputs\"");
+  cmd->add_option("--beam-width", opts->beam_width, "beams with --use-beam-search (the n best)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--length-penalty", opts->length_penalty,
+                  "beam scores are sum_logprobs / length ** length_penalty (default 1)");
+  cmd->add_option("--early-stopping", opts->early_stopping, "beam search: true, false or never")
+      ->check(CLI::IsMember({"true", "false", "never"}));
   cmd->callback([opts, &exit_code] { exit_code = run_generate(*opts); });
 }
 

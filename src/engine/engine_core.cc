@@ -368,6 +368,10 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
     // Prompt log-probabilities need every prompt position computed, so such a request reads no
     // cached blocks: a salt of its own keeps it apart (vLLM skips the cache for them too).
     if (request->params.prompt_logprobs) salt += fmt::format("\x1fprompt_logprobs:{}", kv_id);
+    if (request->params.use_beam_search) {
+      admit_beam(request, kv_id);
+      return;
+    }
     auto r = std::make_unique<scheduler::Request>(
         kv_id, request->prompt, request->params.max_tokens, request->priority, salt);
     Completion c{request, 0, RequestSampler(request->params, config().eos_token_ids, seed_source()),
@@ -408,6 +412,24 @@ void EngineCore::Impl::launch_step() {
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     const scheduler::ScheduledRequest& s = out.scheduled[i];
     const scheduler::Request* r = scheduler->get(s.id);
+    if (s.num_computed_tokens < r->num_prompt_tokens()) {
+      const int64_t step_prompt =
+          std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
+      prompt_tokens += step_prompt;
+      step_prompt_tokens += step_prompt;
+    }
+    if (const auto beam = beam_seqs.find(s.id); beam != beam_seqs.end()) {
+      // A beam's row comes back as logits: the engine's search chooses its tokens.
+      ActiveRequest& a = *beam->second;
+      try {
+        fault_point(RequestStage::kSchedule, a.id);
+      } catch (const std::exception& e) {
+        failed.emplace_back(a.id, e.what());
+      }
+      if (!a.first_scheduled) a.first_scheduled = std::chrono::steady_clock::now();
+      if (s.samples) plan.seqs[i].rows.emplace_back();
+      continue;
+    }
     Completion& c = completions.at(s.id);
     ActiveRequest& a = *c.request;
     // The rows of a step (runtime/step.h): every new token's with prompt log-probabilities (their
@@ -441,17 +463,12 @@ void EngineCore::Impl::launch_step() {
       failed.emplace_back(a.id, e.what());
       rows.clear();
     }
-    if (s.num_computed_tokens < r->num_prompt_tokens()) {
-      const int64_t step_prompt =
-          std::min(s.num_new_tokens, r->num_prompt_tokens() - s.num_computed_tokens);
-      prompt_tokens += step_prompt;
-      step_prompt_tokens += step_prompt;
-    }
   }
   // The structured-output masks are computed while the device runs the forward pass (in-process
   // executors) or just before the plan is sent (worker process); called inside launch() below.
   const bool constrained = std::any_of(out.scheduled.begin(), out.scheduled.end(), [&](auto& s) {
-    return s.samples && completions.at(s.id).constraint.active();
+    const auto it = completions.find(s.id);
+    return s.samples && it != completions.end() && it->second.constraint.active();
   });
   if (constrained) plan.fill_late = [this, &out](StepPlan& p) { fill_masks(out, p); };
   completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
@@ -473,7 +490,8 @@ void EngineCore::Impl::fill_masks(const scheduler::SchedulerOutput& out, StepPla
   std::vector<size_t> constrained;
   for (size_t i = 0; i < out.scheduled.size(); ++i) {
     if (!out.scheduled[i].samples || plan.seqs[i].rows.empty()) continue;
-    if (completions.at(out.scheduled[i].id).constraint.active()) constrained.push_back(i);
+    const auto it = completions.find(out.scheduled[i].id);
+    if (it != completions.end() && it->second.constraint.active()) constrained.push_back(i);
   }
   auto fill = [&](int64_t begin, int64_t end) {
     for (int64_t j = begin; j < end; ++j) {
@@ -608,6 +626,10 @@ void EngineCore::Impl::abort_request(const std::string& id, const std::string& e
   auto it = requests.find(id);
   if (it == requests.end()) return;
   std::shared_ptr<ActiveRequest> a = it->second;
+  if (a->beam) {
+    finish_beam_group(a, &error);
+    return;
+  }
   // Completions that were never forked (n > 1 aborted before its first token) finish too.
   a->num_unfinished =
       static_cast<int>(a->completion_ids.size()) -

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "engine/beam_search.h"
 #include "engine/constrained_decoding.h"
 #include "engine/draw_inputs.h"
 #include "engine/engine_core.h"
@@ -33,6 +34,26 @@
 
 namespace pagoda {
 
+/// The text of a live beam so far, for stop strings: its detokenizer and stop checker.
+struct BeamText {
+  StreamingDetokenizer detok;
+  StopChecker stop;
+};
+
+/// A beam-search request's state (engine_beam.cc): the search, and per live beam its sequence in
+/// the scheduler and the KV cache, the row of its next token once computed, and its text.
+struct BeamGroup {
+  BeamSearch search;
+  std::vector<kv::RequestId> ids;  // [live beams]: live beam i is sequence ids[i]
+  // [live beams][vocab]: live beam i's log-softmax row for the next step, valid when has_row[i]
+  // (a step waits for the rows of all its live beams, which may come from different steps).
+  std::vector<std::vector<float>> rows;
+  std::vector<bool> has_row;
+  std::vector<BeamText> texts;       // [live beams], with stop strings (and a tokenizer) only
+  std::vector<int32_t> stop_tokens;  // EOS (unless ignore_eos) and stop_token_ids, distinct
+  int num_cached_tokens = 0;         // prompt tokens the first sequence found in the prefix cache
+};
+
 /// A request as the engine tracks it: parameters, output channel, and its n completions.
 struct ActiveRequest {
   std::string id;
@@ -49,6 +70,7 @@ struct ActiveRequest {
   std::chrono::steady_clock::time_point submitted;                       // submit() was called
   std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
   std::optional<RequestConstraint> constraint;                           // structured outputs
+  std::unique_ptr<BeamGroup> beam;  // use_beam_search: the search (no Completion then)
 };
 
 /// One of a request's completions: its sampler, detokenizer and stop strings.
@@ -116,6 +138,8 @@ struct EngineCore::Impl {
   // Engine-thread state.
   std::unordered_map<std::string, std::shared_ptr<ActiveRequest>> requests;
   std::unordered_map<kv::RequestId, Completion> completions;
+  // Beam search: each live beam's sequence -> its request (beams have no Completion).
+  std::unordered_map<kv::RequestId, std::shared_ptr<ActiveRequest>> beam_seqs;
   kv::RequestId next_kv_id = 1;
   std::mt19937_64 seed_source;
   int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
@@ -177,6 +201,19 @@ struct EngineCore::Impl {
     if (args.fault_hook) args.fault_hook(stage, id);
   }
   void emit_token(kv::RequestId id, const SampledToken& token, bool length_finished);
+  // Beam search (engine_beam.cc).
+  /// Queues a beam-search request as its first sequence `kv_id` (the prompt).
+  void admit_beam(const std::shared_ptr<ActiveRequest>& request, kv::RequestId kv_id);
+  /// Keeps the log-softmax row of each beam sequence whose step sampled.
+  void collect_beam_rows(const scheduler::SchedulerOutput& out, StepResult& result);
+  /// After update_from_output: a step of each beam group whose live beams all have their row.
+  void step_beam_groups(const scheduler::SchedulerOutput& out);
+  void beam_step(const std::shared_ptr<ActiveRequest>& request);
+  /// Ends a beam group: its sequences are freed; with an error every choice is an abort,
+  /// otherwise the W hypotheses are pushed best first.
+  void finish_beam_group(const std::shared_ptr<ActiveRequest>& request, const std::string* error);
+  /// Frees one beam's sequence.
+  void drop_beam(kv::RequestId id);
   void finish(kv::RequestId id, FinishReason reason, std::string stop_reason, std::string error,
               RequestOutput out, bool flush_text = true);
   void abort_request(const std::string& id, const std::string& error, bool flush_text = true);

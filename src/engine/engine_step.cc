@@ -135,7 +135,10 @@ void EngineCore::Impl::complete_step() {
     }
     new_tokens.emplace_back(id, std::move(ids));
   }
+  // Beam rows are copied before update_from_output, which leaves those beams idle.
+  collect_beam_rows(out, result);
   const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
+  step_beam_groups(out);
   const int64_t generated_before = generation_tokens;
   generation_tokens += static_cast<int64_t>(sampled.size());
 

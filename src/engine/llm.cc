@@ -61,6 +61,8 @@ GenerateResult collect_result(OutputStream& stream) {
       c.finish_reason = *out->finish_reason;
       c.stop_reason = out->stop_reason;
       c.error = out->error;
+      c.cumulative_logprob = out->cumulative_logprob;
+      c.beam_score = out->beam_score;
     }
   }
   return result;

@@ -67,7 +67,10 @@ const std::set<std::string>& sampling_json_fields() {
                                                "logprobs",
                                                "prompt_logprobs",
                                                "bad_words",
-                                               "allowed_token_ids"};
+                                               "allowed_token_ids",
+                                               "use_beam_search",
+                                               "length_penalty",
+                                               "early_stopping"};
   return fields;
 }
 
@@ -149,6 +152,20 @@ void read_sampling_params(const json& j, SamplingParams& p, const std::string& w
       p.logprobs = static_cast<int>(integer(v, where, key, INT32_MIN, INT32_MAX));
     } else if (key == "prompt_logprobs") {
       p.prompt_logprobs = static_cast<int>(integer(v, where, key, INT32_MIN, INT32_MAX));
+    } else if (key == "use_beam_search") {
+      if (!v.is_boolean()) type_error(where, key, "true or false");
+      p.use_beam_search = v.get<bool>();
+    } else if (key == "length_penalty") {
+      p.length_penalty = number(v, where, key);
+    } else if (key == "early_stopping") {
+      // transformers' and vLLM's values: true, false or "never".
+      if (v.is_boolean()) {
+        p.early_stopping = v.get<bool>() ? EarlyStopping::kTrue : EarlyStopping::kFalse;
+      } else if (v.is_string() && v.get<std::string>() == "never") {
+        p.early_stopping = EarlyStopping::kNever;
+      } else {
+        type_error(where, key, "true, false or \"never\"");
+      }
     }
   }
 }

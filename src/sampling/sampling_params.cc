@@ -114,6 +114,30 @@ void SamplingParams::validate(int64_t vocab_size) const {
     reject("prompt_logprobs",
            fmt::format("must be in [0, {}], got {}", kMaxLogprobs, *prompt_logprobs));
   }
+  if (!std::isfinite(length_penalty)) {
+    reject("length_penalty", fmt::format("must be a finite number, got {}", length_penalty));
+  }
+  if (use_beam_search) validate_beam_search();
+}
+
+void SamplingParams::validate_beam_search() const {
+  // Beam search ranks hypotheses by their raw log-probabilities: a field that would change the
+  // distribution or the draw is refused by name rather than silently ignored.
+  auto refuse = [](const char* param, const char* what) {
+    reject(param, fmt::format("{} with use_beam_search", what));
+  };
+  if (top_p != 1.0f) refuse("top_p", "must be 1");
+  if (top_k > 0) refuse("top_k", "must be 0 or -1");
+  if (min_p != 0.0f) refuse("min_p", "must be 0");
+  if (presence_penalty != 0.0f) refuse("presence_penalty", "must be 0");
+  if (frequency_penalty != 0.0f) refuse("frequency_penalty", "must be 0");
+  if (repetition_penalty != 1.0f) refuse("repetition_penalty", "must be 1");
+  if (!logit_bias.empty()) refuse("logit_bias", "is not supported");
+  if (!bad_words.empty() || !bad_words_token_ids.empty()) refuse("bad_words", "is not supported");
+  if (allowed_token_ids) refuse("allowed_token_ids", "is not supported");
+  if (structured_outputs) refuse("structured_outputs", "is not supported");
+  if (logprobs) refuse("logprobs", "is not supported");
+  if (prompt_logprobs) refuse("prompt_logprobs", "is not supported");
 }
 
 }  // namespace pagoda

@@ -31,6 +31,12 @@ struct StructuredOutputsParams {
   [[nodiscard]] int num_constraints() const;
 };
 
+/// Beam search's stopping rule, transformers' `early_stopping` (vLLM's field of the same name):
+/// kTrue ends the search once beam_width hypotheses are finished; kFalse (the default) once the
+/// best running beam, scored at its current length, can no longer beat the worst finished one;
+/// kNever scores it at max_tokens when length_penalty > 0 (the canonical beam search).
+enum class EarlyStopping : uint8_t { kFalse, kTrue, kNever };
+
 /// How one request's tokens are chosen and when it stops.
 struct SamplingParams {
   static constexpr int kMaxLogprobs = 20;
@@ -63,11 +69,21 @@ struct SamplingParams {
   std::optional<std::vector<int32_t>> allowed_token_ids;
   /// Structured outputs: a grammar the output must follow (nullopt: free text).
   std::optional<StructuredOutputsParams> structured_outputs;
+  /// Beam search (vLLM's use_beam_search) with n beams, returning the n best hypotheses: each is
+  /// scored sum_logprobs / generated_tokens ** length_penalty (the end token counted), as
+  /// transformers' generate(num_beams=n) does. Temperature and seed are ignored (the search is
+  /// deterministic); the other sampling fields must keep their defaults (validate()).
+  bool use_beam_search = false;
+  float length_penalty = 1.0f;
+  EarlyStopping early_stopping = EarlyStopping::kFalse;
   /// The tokens of [0, vocab_size) that allowed_token_ids leaves out (empty when it is unset).
   [[nodiscard]] std::vector<int32_t> disallowed_tokens(int64_t vocab_size) const;
 
   /// Throws InvalidArgument naming the first invalid parameter. vocab_size bounds logit_bias keys.
   void validate(int64_t vocab_size) const;
+  /// The beam-search part of validate(): the fields beam search does not honour are at their
+  /// defaults.
+  void validate_beam_search() const;
   [[nodiscard]] bool greedy() const { return temperature < 1e-5f; }
 };
 

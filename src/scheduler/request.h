@@ -79,6 +79,21 @@ class Request {
   /// before handing a fork child to the scheduler (the child's own first sampled token).
   void append_output_tokens(std::span<const kv::TokenId> token_ids);
 
+  /// Beam search: the engine chooses this request's tokens itself, from the rows of all the beams
+  /// of its group, and appends them with Scheduler::append_tokens; a step that reaches the end of
+  /// its tokens leaves it idle (all computed, nothing to schedule) until then. Set before
+  /// add_request or fork_request.
+  void set_deferred_tokens() { deferred_tokens_ = true; }
+  [[nodiscard]] bool deferred_tokens() const { return deferred_tokens_; }
+  /// Deferred and waiting for its next token: it holds KV blocks for nothing.
+  [[nodiscard]] bool idle() const {
+    return deferred_tokens_ && status_ == RequestStatus::kRunning &&
+           num_computed_tokens_ >= num_tokens();
+  }
+  /// Preempted while idle: it waits without being admitted (recomputing would only give the
+  /// engine the row it has) until append_tokens gives it a token to compute.
+  [[nodiscard]] bool parked() const { return parked_; }
+
   /// What kv::KVCacheManager reads of this request.
   [[nodiscard]] kv::KVRequestView kv_view() const {
     return {id_, token_ids_, num_computed_tokens_, cache_salt_};
@@ -100,6 +115,8 @@ class Request {
   int num_cached_prompt_tokens_ = 0;
   int num_preemptions_ = 0;
   bool ever_admitted_ = false;
+  bool deferred_tokens_ = false;
+  bool parked_ = false;
 
   // Per-step bookkeeping of the Scheduler, so that a step needs no side tables. Each group is
   // valid only while its stamp equals the scheduler's current counter.

@@ -133,6 +133,7 @@ void Scheduler::add_to_step(StepState& step, Request& request, int num_new_token
 }
 
 void Scheduler::preempt(StepState& step, Request& victim) {
+  victim.parked_ = victim.idle();
   kv_.free(victim.id());
   if (victim.schedule_stamp_ == step_ && victim.scheduled_index_ >= 0) {
     // Take back its share of this step; the dead entry is compacted away at the end of schedule().
@@ -185,6 +186,22 @@ void Scheduler::schedule_running(StepState& step) {
   }
 }
 
+// Why an idle request may be preempted for any waiting one: it only waits for the engine's next
+// token (beam search, whose engine already holds its next row), so freeing its blocks and its
+// running slot loses no sampled state, only KV that recomputation (and the prefix cache) rebuild.
+// Without it, the beams of a group that ran could hold the blocks or the max_num_seqs slots that
+// their waiting siblings need before the group can take its next step: a deadlock.
+bool Scheduler::preempt_idle(StepState& step) {
+  for (auto it = running_.rbegin(); it != running_.rend(); ++it) {
+    if (!(*it)->idle()) continue;
+    Request& victim = **it;
+    running_.erase(std::next(it).base());
+    preempt(step, victim);
+    return true;
+  }
+  return false;
+}
+
 // Waiting requests in policy order, head-of-line: one that does not fit stops admission, so a
 // long prompt is not overtaken forever by short ones. In priority mode a head request strictly
 // more urgent than the least urgent running one preempts it (repeatedly) to make room; it never
@@ -193,12 +210,14 @@ void Scheduler::schedule_waiting(StepState& step) {
   // Blocks ran short for running requests this step; admitting now would only preempt again.
   if (!step.output.preempted.empty()) return;
   while (!waiting_.empty()) {
-    if (step.token_budget == 0 || step.num_scheduled >= config_.max_num_seqs ||
-        num_running() >= config_.max_num_seqs) {
-      break;
-    }
-    Request& request = **waiting_.begin();
+    if (step.token_budget == 0 || step.num_scheduled >= config_.max_num_seqs) break;
+    // Parked requests (preempted while idle) are passed over: they have nothing to compute.
+    const auto head = std::find_if(waiting_.begin(), waiting_.end(),
+                                   [](const Request* r) { return !r->parked_; });
+    if (head == waiting_.end()) break;
+    Request& request = **head;
     if (request.schedule_stamp_ == step_ && request.preempted_this_step_) break;
+    if (num_running() >= config_.max_num_seqs && !preempt_idle(step)) break;
     request.spec_token_ids_.clear();
     const kv::ComputedBlocks hits = kv_.get_computed_blocks(request.kv_view());
     const int num_new_tokens =
@@ -212,8 +231,12 @@ void Scheduler::schedule_waiting(StepState& step) {
       // The hits stay valid: freeing blocks never evicts a cached hash.
       allocated = kv_.allocate_slots(request.kv_view(), num_new_tokens, hits).has_value();
     }
+    while (!allocated && preempt_idle(step)) {
+      allocated = kv_.allocate_slots(request.kv_view(), num_new_tokens, hits).has_value();
+    }
     if (!allocated) break;
-    waiting_.erase(waiting_.begin());
+    // By key: an idle request preempted above may now precede it in the queue.
+    waiting_.erase(&request);
     if (!request.ever_admitted_) {
       request.ever_admitted_ = true;
       request.num_cached_prompt_tokens_ =
@@ -295,12 +318,28 @@ std::vector<kv::RequestId> Scheduler::update_from_output(
     if (request == nullptr || request->status_ != RequestStatus::kRunning || !entry.samples) {
       continue;
     }
-    PAGODA_CHECK(request->update_sampled_,
+    PAGODA_CHECK(request->update_sampled_ || request->deferred_tokens_,
                  "request {}: its step sampled but no token came back; finish it instead",
                  entry.id);
   }
   for (const kv::RequestId id : finished) finish_request(id, RequestStatus::kFinishedLength);
   return finished;
+}
+
+void Scheduler::append_tokens(kv::RequestId id, std::span<const kv::TokenId> tokens) {
+  Request* request = get_mutable(id);
+  PAGODA_CHECK(request != nullptr && request->deferred_tokens_, "append_tokens({}): {}", id,
+               request == nullptr ? "unknown request" : "its tokens are not deferred");
+  PAGODA_CHECK(request->status_ != RequestStatus::kRunning ||
+                   request->num_computed_tokens_ >= request->num_tokens(),
+               "append_tokens({}): {} of its {} tokens still to compute", id,
+               request->num_tokens() - request->num_computed_tokens_, request->num_tokens());
+  PAGODA_CHECK(
+      request->num_output_tokens() + static_cast<int>(tokens.size()) < request->max_tokens_,
+      "append_tokens({}): {} + {} output tokens reach max_tokens {}", id,
+      request->num_output_tokens(), tokens.size(), request->max_tokens_);
+  request->append_output_tokens(tokens);
+  request->parked_ = false;
 }
 
 void Scheduler::finish_request(kv::RequestId id, RequestStatus reason) {

@@ -92,6 +92,11 @@ class Scheduler {
       const SchedulerOutput& output,
       const std::vector<std::pair<kv::RequestId, std::vector<kv::TokenId>>>& new_tokens);
 
+  /// Beam search: appends the engine's chosen tokens to a deferred request (set_deferred_tokens)
+  /// that is idle or waiting (a waiting one recomputes them with the rest on readmission). It must
+  /// stay under max_tokens: the engine finishes a beam whose next token would reach it.
+  void append_tokens(kv::RequestId id, std::span<const kv::TokenId> tokens);
+
   /// Finishes a request in any state (stop, length or abort): frees its KV at once and forgets it.
   /// An unknown or already finished id is a no-op (an abort may race with a finish).
   void finish_request(kv::RequestId id, RequestStatus reason);
@@ -139,6 +144,8 @@ class Scheduler {
   void add_to_step(StepState& step, Request& request, int num_new_tokens, bool resumed_or_new);
   // Frees the victim's KV, takes back its share of this step if it had one, and re-queues it.
   void preempt(StepState& step, Request& victim);
+  // Preempts the last idle running request (Request::idle) in service order; false if none.
+  bool preempt_idle(StepState& step);
   void schedule_running(StepState& step);
   void schedule_waiting(StepState& step);
   // Tokens `request` would compute now within `budget`, drafts included.

@@ -46,6 +46,14 @@ void read_sampling_fields(const Json& body, const ServerContext& ctx, SamplingPa
       throw bad_request(e.what(), field);
     }
   }
+  if (params.use_beam_search) {
+    // The generation config's sampling defaults do not apply to beam search (it ranks the raw
+    // log-probabilities); fields the request sets itself are still checked (a 400 naming them).
+    if (!body.contains("top_p")) params.top_p = 1.0f;
+    if (!body.contains("top_k")) params.top_k = 0;
+    if (!body.contains("min_p")) params.min_p = 0.0f;
+    if (!body.contains("repetition_penalty")) params.repetition_penalty = 1.0f;
+  }
 }
 
 std::optional<int64_t> read_truncate_prompt_tokens(const Json& body, const ServerContext& ctx) {
@@ -78,7 +86,7 @@ void reject_unsupported_vllm_fields(const Json& body) {
              ((v.is_array() || v.is_object()) && v.empty()) ||
              (v.is_string() && v.get_ref<const std::string&>().empty()));
   };
-  for (std::string_view field : {"logits_processors", "use_beam_search"}) {
+  for (std::string_view field : {"logits_processors"}) {
     if (const Json* v = find_field(body, field); v && is_set(*v)) {
       throw bad_request(fmt::format("'{}' is not supported", field), std::string(field));
     }

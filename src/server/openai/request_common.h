@@ -21,7 +21,8 @@ namespace pagoda::openai {
 [[nodiscard]] std::string resolve_model(const Json& body, const ServerContext& ctx);
 
 /// Reads the sampling fields of body (sampling_json_fields() minus `skip`) onto params after the
-/// generation defaults; a wrong type is a 400 naming the field.
+/// generation defaults (but for beam search, which takes none of them); a wrong type is a 400
+/// naming the field.
 void read_sampling_fields(const Json& body, const ServerContext& ctx, SamplingParams& params,
                           std::initializer_list<std::string_view> skip);
 
@@ -41,7 +42,7 @@ void check_context_length(int64_t prompt_tokens, int64_t max_tokens, const Serve
 bool truncate_prompt(std::vector<int32_t>& ids, std::optional<int64_t> keep);
 
 /// vLLM request fields that change what is generated and that pagoda does not implement
-/// (logits_processors; use_beam_search: true): a 400 naming the field when one is set, rather than
+/// (logits_processors): a 400 naming the field when one is set, rather than
 /// an answer that silently ignores it. Null, false and empty values are accepted (some clients
 /// send every field). Structured outputs are read by structured_request.h.
 void reject_unsupported_vllm_fields(const Json& body);

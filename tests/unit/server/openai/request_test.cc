@@ -226,7 +226,7 @@ TEST(CompletionRequestTest, TruncatePromptTokensKeepsTheLastTokens) {
 
 TEST(CompletionRequestTest, UnsupportedVllmFieldsAreA400WhenSet) {
   const ServerContext ctx = testing::context();
-  const char* set[][2] = {{"use_beam_search", "true"}, {"logits_processors", R"(["x"])"}};
+  const char* set[][2] = {{"logits_processors", R"(["x"])"}};
   for (const auto& [field, value] : set) {
     SCOPED_TRACE(field);
     const std::string body = std::string(R"({"prompt": "Hi", ")") + field + R"(": )" + value + "}";
@@ -247,6 +247,45 @@ TEST(CompletionRequestTest, UnsupportedVllmFieldsAreA400WhenSet) {
           "guided_regex": "", "response_format": {"type": "text"}})",
       ctx);
   EXPECT_FALSE(r.engine_requests[0].params.structured_outputs);
+}
+
+TEST(CompletionRequestTest, BeamSearchFieldsReachTheEngineWithoutTheSamplingDefaults) {
+  ServerContext ctx = testing::context();
+  ctx.defaults.top_p = 0.9f;  // a generation_config.json's sampling defaults
+  ctx.defaults.top_k = 40;
+  const CompletionRequest r = parse_completion_request(
+      R"({"prompt": "Hi", "use_beam_search": true, "n": 3, "length_penalty": 0.5,
+          "early_stopping": "never", "stream": true})",
+      ctx);
+  const SamplingParams& p = r.engine_requests[0].params;
+  EXPECT_TRUE(p.use_beam_search);
+  EXPECT_EQ(p.n, 3);
+  EXPECT_EQ(p.length_penalty, 0.5f);
+  EXPECT_EQ(p.early_stopping, EarlyStopping::kNever);
+  EXPECT_EQ(p.top_p, 1.0f);
+  EXPECT_EQ(p.top_k, 0);
+  const ChatRequest chat = parse_chat_request(
+      R"({"messages": [{"role": "user", "content": "Hi"}], "use_beam_search": true,
+          "early_stopping": true})",
+      ctx);
+  EXPECT_TRUE(chat.engine_request.params.use_beam_search);
+  EXPECT_EQ(chat.engine_request.params.early_stopping, EarlyStopping::kTrue);
+  // A field the request sets itself is checked: a 400 naming it.
+  const ApiError e = error_of([&] {
+    (void)parse_completion_request(R"({"prompt": "Hi", "use_beam_search": true, "top_k": 5})", ctx);
+  });
+  EXPECT_EQ(e.status, 400);
+  EXPECT_EQ(e.param, "top_k");
+  for (const char* bad : {"1", "\"always\""}) {
+    SCOPED_TRACE(bad);
+    const ApiError t = error_of([&] {
+      (void)parse_completion_request(
+          std::string(R"({"prompt": "Hi", "use_beam_search": true, "early_stopping": )") + bad +
+              "}",
+          ctx);
+    });
+    EXPECT_EQ(t.param, "early_stopping");
+  }
 }
 
 TEST(CompletionRequestTest, IntegralFloatsCountAsIntegers) {
