@@ -60,11 +60,21 @@ struct Call {
   bool cancelled = false;                    // the client went away (on the strand)
 };
 
-/// How one attempt ended; `error` says why when it failed.
+/// How one attempt ended; `error` says why when it failed. `counted`: the metrics have it.
 struct Attempt {
   Outcome outcome = Outcome::kSuccess;
   std::string error;
+  bool counted = false;
 };
+
+/// Counts how a request ended on backend `b`, before its last bytes go to the client (who may
+/// read /metrics next).
+Attempt count_end(Call& call, size_t b, Outcome outcome, std::string error = "") {
+  call.router.metrics.count_request(b, outcome);
+  call.router.metrics.observe_duration(
+      std::chrono::duration<double>(Clock::now() - call.request.arrival).count());
+  return {outcome, std::move(error), true};
+}
 
 bhttp::request<bhttp::string_body> backend_request(const Call& call,
                                                    const client::Endpoint& endpoint) {
@@ -129,8 +139,9 @@ net::awaitable<Attempt> attempt(Call& call, size_t b) {
     }
     const std::string message =
         fmt::format("backend {} sent a malformed response header: {}", url, ec.message());
+    Attempt result = count_end(call, b, Outcome::kBroken, message);
     call.responder->send(error_response(502, message));
-    co_return Attempt{Outcome::kBroken, message};
+    co_return result;
   }
   const int status = static_cast<int>(parser.get().result_int());
   const std::string content_type(parser.get()[bhttp::field::content_type]);
@@ -150,6 +161,7 @@ net::awaitable<Attempt> attempt(Call& call, size_t b) {
     if (ec) {
       const std::string message = fmt::format(
           "backend {} closed the connection in the middle of its answer: {}", url, ec.message());
+      Attempt result = count_end(call, b, Outcome::kBroken, message);
       if (whole) {
         call.responder->send(error_response(502, message));
       } else {
@@ -159,7 +171,7 @@ net::awaitable<Attempt> attempt(Call& call, size_t b) {
         }
         call.responder->end();
       }
-      co_return Attempt{Outcome::kBroken, message};
+      co_return result;
     }
     if (n == 0) continue;
     if (whole) {
@@ -168,12 +180,13 @@ net::awaitable<Attempt> attempt(Call& call, size_t b) {
       call.responder->write(chunk.substr(0, n));
     }
   }
+  Attempt result = count_end(call, b, answered);
   if (whole) {
     call.responder->send({status, content_type, std::move(body), {}});
   } else {
     call.responder->end();
   }
-  co_return Attempt{answered, ""};
+  co_return result;
 }
 
 /// The whole forwarding of one request: attempts on backends until one answers, none is left,
@@ -209,7 +222,7 @@ net::awaitable<void> run(std::shared_ptr<Call> call) {
     } catch (const std::exception& e) {
       // A bug or an allocation failure; the client still gets an answer.
       spdlog::error("router: forwarding to {} failed: {}", router.pool.url(b), e.what());
-      result = {Outcome::kBroken, e.what()};
+      result = count_end(*call, b, Outcome::kBroken, e.what());
       if (!call->responder->answered()) {
         call->responder->send(error_response(500, e.what()));
       } else {
@@ -217,10 +230,10 @@ net::awaitable<void> run(std::shared_ptr<Call> call) {
       }
     }
     call->backend.reset();
-    router.metrics.count_request(b, result.outcome);
-    if (result.outcome != Outcome::kConnectFailed) {
-      router.metrics.observe_duration(
-          std::chrono::duration<double>(Clock::now() - call->request.arrival).count());
+    if (result.outcome == Outcome::kConnectFailed) {
+      router.metrics.count_request(b, result.outcome);
+    } else {
+      if (!result.counted) (void)count_end(*call, b, result.outcome);
       co_return;
     }
     tried[b] = true;

@@ -139,7 +139,9 @@ TEST(RouterServerTest, AClientLeavingClosesTheBackendRequest) {
     return metric(port, "pagoda_router:requests_total{backend=\"" + a.url() +
                             "\",outcome=\"cancelled\"}") == 1;
   }));
-  EXPECT_EQ(metric(port, "pagoda_router:requests_in_flight{backend=\"" + a.url() + "\"}"), 0);
+  EXPECT_TRUE(eventually([&] {
+    return metric(port, "pagoda_router:requests_in_flight{backend=\"" + a.url() + "\"}") == 0;
+  }));
 }
 
 TEST(RouterServerTest, RetriesAFailureBeforeTheStatusLineAndMarksTheBackendUnhealthy) {
