@@ -1,7 +1,9 @@
 // The health probes: one coroutine per backend that sends GET /health on a fresh connection every
 // health interval. A 200 makes the backend healthy (again); anything else, a timeout or a
-// connection error makes it unhealthy. Each probe is bounded by the interval (at least 1 s).
+// connection error makes it unhealthy. Each probe is bounded by the interval, within 1 to 10 s.
 #include <utility>  // before Asio 1.18, whose awaitable.hpp uses std::exchange unincluded
+
+#include <algorithm>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -26,7 +28,8 @@ using boost::system::error_code;
 constexpr uint64_t kMaxHealthBody = 64 * 1024;
 
 std::chrono::milliseconds probe_timeout(const RouterOptions& options) {
-  return std::max(options.health_interval, std::chrono::milliseconds(1000));
+  return std::clamp(options.health_interval, std::chrono::milliseconds(1000),
+                    std::chrono::milliseconds(10'000));
 }
 
 /// One probe: "" when the backend answered 200, else what went wrong.

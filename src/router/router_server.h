@@ -41,7 +41,7 @@ class RouterServer {
   RouterServer(const RouterServer&) = delete;
   RouterServer& operator=(const RouterServer&) = delete;
 
-  /// Probes every backend once (each probe bounded by the health interval, at least 1 s), starts
+  /// Probes every backend once (each probe bounded by the health interval, within 1-10 s), starts
   /// the periodic checks and listens; returns the bound port. Throws Unavailable when the
   /// address cannot be bound.
   uint16_t start();
