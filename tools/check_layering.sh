@@ -19,7 +19,8 @@ declare -A allowed=(
   [runtime]="core kernels/cpu kernels/cuda ops model kv scheduler runtime"
   [engine]="core kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine"
   [server]="core kv scheduler sampling tokenizer template structured engine server"
-  [cli]="core hub kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine server cli"
+  [router]="core server router"
+  [cli]="core hub kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine server router cli"
 )
 status=0
 for layer in "${!allowed[@]}"; do

@@ -9,6 +9,7 @@ void register_all_commands(CLI::App& app, int& exit_code) {
   register_chat_template_command(app, exit_code);
   register_bench_commands(app, exit_code);
   register_serve_command(app, exit_code);
+  register_router_command(app, exit_code);
 }
 
 }  // namespace pagoda::cli

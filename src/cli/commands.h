@@ -10,6 +10,7 @@ void register_tokenize_commands(CLI::App& app, int& exit_code);  // tokenize, de
 void register_chat_template_command(CLI::App& app, int& exit_code);
 void register_bench_commands(CLI::App& app, int& exit_code);  // bench throughput
 void register_serve_command(CLI::App& app, int& exit_code);
+void register_router_command(CLI::App& app, int& exit_code);  // router --backend URL...
 
 /// All of the above, in the order `pagoda --help` lists them.
 void register_all_commands(CLI::App& app, int& exit_code);

@@ -1,6 +1,5 @@
 // `pagoda serve MODEL_DIR`: the OpenAI-compatible HTTP server (vLLM's `vllm serve`), until SIGINT
 // or SIGTERM, after which requests in flight get --shutdown-timeout seconds to finish.
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/hub_env.h"
+#include "cli/signals.h"
 #include "cli/vllm_flags.h"
 #include "core/logging.h"
 #include "core/mapped_file.h"
@@ -127,34 +127,6 @@ openai::GenerationDefaults generation_defaults(const std::string& choice,
   d.top_k = config.generation.top_k;
   d.repetition_penalty = config.generation.repetition_penalty;
   return d;
-}
-
-// The signal handler can reach only globals; it writes one byte to a pipe that the main thread
-// waits on (write() is async-signal-safe, condition variables are not). A second signal skips
-// the graceful part.
-int g_signal_pipe[2] = {-1, -1};
-std::atomic<int> g_signals{0};
-
-void on_signal(int) {
-  if (g_signals.fetch_add(1) >= 1) ::_exit(130);
-  const char byte = 1;
-  [[maybe_unused]] ssize_t n = ::write(g_signal_pipe[1], &byte, 1);
-}
-
-void install_signal_handlers() {
-  if (::pipe(g_signal_pipe) != 0) throw Internal("pipe() failed for the signal handler");
-  struct sigaction action {};
-  action.sa_handler = on_signal;
-  sigemptyset(&action.sa_mask);
-  ::sigaction(SIGINT, &action, nullptr);
-  ::sigaction(SIGTERM, &action, nullptr);
-  ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error code, not a signal
-}
-
-void wait_for_signal() {
-  char byte = 0;
-  while (::read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
-  }
 }
 
 std::chrono::milliseconds to_ms(double seconds, const char* flag) {

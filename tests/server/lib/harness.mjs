@@ -1,5 +1,6 @@
-// Shared pieces of the end-to-end suites: start `pagoda serve` on a free loopback port, wait for
-// /health, read /metrics, stop the server with SIGTERM and report its exit status.
+// Shared pieces of the end-to-end suites: start `pagoda serve` (or `pagoda router`) on a free
+// loopback port, wait for /health, read /metrics, stop the server with SIGTERM and report its exit
+// status.
 import { spawn } from 'node:child_process';
 import net from 'node:net';
 
@@ -41,17 +42,14 @@ export async function waitFor(check, { timeoutMs = 30000, intervalMs = 100, what
 }
 
 /**
- * Starts `pagoda serve MODEL_DIR --host 127.0.0.1 --port P ...extraArgs` and waits for /health.
- * Returns { baseURL, port, model, log(), stop() }; stop() sends SIGTERM and resolves to the exit
- * { code, signal }.
+ * Spawns `pagoda ...args(port)` on a free loopback port and waits until `ready(baseURL)` (async)
+ * holds. Returns { baseURL, port, proc, log(), stop() }; stop() sends SIGTERM and resolves to the
+ * exit { code, signal }.
  */
-export async function startServer(extraArgs = []) {
+async function launch(what, args, ready) {
   for (let attempt = 0; ; ++attempt) {
     const port = await freePort();
-    // The CPU, also on a GPU machine: the suites' expectations are stories260K's CPU outputs.
-    const args = ['serve', MODEL_DIR, '--host', '127.0.0.1', '--port', String(port),
-                  '--device', 'cpu', ...extraArgs];
-    const proc = spawn(PAGODA_BIN, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(PAGODA_BIN, args(port), { stdio: ['ignore', 'pipe', 'pipe'] });
     let output = '';
     const keep = (chunk) => {
       output += chunk.toString();
@@ -66,24 +64,18 @@ export async function startServer(extraArgs = []) {
     const baseURL = `http://127.0.0.1:${port}`;
     try {
       await waitFor(async () => {
-        if (exitStatus) throw new Error(`pagoda serve exited early (${JSON.stringify(exitStatus)})`);
-        const r = await fetch(`${baseURL}/health`);
-        return r.status === 200;
-      }, { timeoutMs: 60000, what: `${baseURL}/health` });
+        if (exitStatus) throw new Error(`pagoda ${what} exited early (${JSON.stringify(exitStatus)})`);
+        return ready(baseURL);
+      }, { timeoutMs: 60000, what: `${baseURL} to be ready` });
     } catch (e) {
       if (!exitStatus) proc.kill('SIGKILL');
       // Another process may have taken the port between freePort() and the bind: retry once.
       if (attempt === 0 && /address|in use|bind/i.test(output)) continue;
-      throw new Error(`${e.message}\n--- server output ---\n${output}`);
+      throw new Error(`${e.message}\n--- ${what} output ---\n${output}`);
     }
-    const models = await (await fetch(`${baseURL}/v1/models`, {
-      headers: apiKeyHeader(extraArgs),
-    })).json();
-    const model = models.data?.[0]?.id;
     return {
       baseURL,
       port,
-      model,
       proc,
       log: () => output,
       async stop(timeoutMs = 30000) {
@@ -96,6 +88,33 @@ export async function startServer(extraArgs = []) {
       },
     };
   }
+}
+
+/**
+ * Starts `pagoda serve MODEL_DIR --host 127.0.0.1 --port P ...extraArgs` and waits for /health.
+ * Returns { baseURL, port, model, proc, log(), stop() }; stop() sends SIGTERM and resolves to the
+ * exit { code, signal }.
+ */
+export async function startServer(extraArgs = []) {
+  // The CPU, also on a GPU machine: the suites' expectations are stories260K's CPU outputs.
+  const server = await launch('serve', (port) => ['serve', MODEL_DIR, '--host', '127.0.0.1',
+    '--port', String(port), '--device', 'cpu', ...extraArgs],
+  async (baseURL) => (await fetch(`${baseURL}/health`)).status === 200);
+  const models = await (await fetch(`${server.baseURL}/v1/models`, {
+    headers: apiKeyHeader(extraArgs),
+  })).json();
+  server.model = models.data?.[0]?.id;
+  return server;
+}
+
+/**
+ * Starts `pagoda router --backend URL... --host 127.0.0.1 --port P ...extraArgs` and waits until
+ * it answers /metrics (its backends need not be healthy). Same shape as startServer's result.
+ */
+export async function startRouter(backendURLs, extraArgs = []) {
+  return launch('router', (port) => ['router', '--backend', ...backendURLs, '--host', '127.0.0.1',
+    '--port', String(port), ...extraArgs],
+  async (baseURL) => (await fetch(`${baseURL}/metrics`)).status === 200);
 }
 
 function apiKeyHeader(args) {

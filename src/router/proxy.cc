@@ -1,0 +1,277 @@
+// Forwarding one request: a C++20 coroutine on a strand of the router's io_context. It takes a
+// backend from the pool, connects, writes the request and reads the answer's header; an answer
+// with a Content-Length is read whole and sent, any other (chunked: server-sent events) is
+// forwarded chunk by chunk as the backend's bytes arrive. A failure before any response byte
+// (resolve, connect, write, or a close with no status line) marks the backend unhealthy and tries
+// another, up to max_retries more; a failure after that ends the answer (a 502, or an error event
+// and [DONE] on an event stream). A client that goes away closes the backend connection, which
+// the engine takes as an abort.
+#include <utility>  // before Asio 1.18, whose awaitable.hpp uses std::exchange unincluded
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <limits>
+
+#include "core/logging.h"
+#include "router/router_impl.h"
+
+namespace pagoda::router {
+namespace {
+
+namespace beast = boost::beast;
+namespace bhttp = beast::http;
+using tcp = net::ip::tcp;
+using boost::system::error_code;
+using Clock = std::chrono::steady_clock;
+using Strand = net::strand<net::io_context::executor_type>;
+
+// Not boost::none: Beast 1.74 compares a Content-Length against the optional limit with `>`, and
+// every length is greater than an empty optional.
+constexpr uint64_t kNoBodyLimit = std::numeric_limits<uint64_t>::max();
+constexpr size_t kReadChunk = 16 * 1024;
+// Request headers passed on to the backend (besides Host, set to the backend's).
+constexpr const char* kForwardedHeaders[] = {"authorization", "content-type", "accept",
+                                             "x-request-id"};
+
+/// One request being forwarded. Its strand serialises the coroutine and the client's disconnect.
+struct Call {
+  Call(RouterServer::Impl& r, http::HttpRequest req, std::shared_ptr<http::Responder> resp,
+       std::vector<uint64_t> h)
+      : router(r),
+        request(std::move(req)),
+        responder(std::move(resp)),
+        hashes(std::move(h)),
+        strand(net::make_strand(r.ioc)) {}
+
+  RouterServer::Impl& router;
+  http::HttpRequest request;
+  std::shared_ptr<http::Responder> responder;
+  std::vector<uint64_t> hashes;
+  Strand strand;
+  std::optional<beast::tcp_stream> backend;  // this attempt's connection (on the strand)
+  bool cancelled = false;                    // the client went away (on the strand)
+};
+
+/// How one attempt ended; `error` says why when it failed. `counted`: the metrics have it.
+struct Attempt {
+  Outcome outcome = Outcome::kSuccess;
+  std::string error;
+  bool counted = false;
+};
+
+/// Counts how a request ended on backend `b`, before its last bytes go to the client (who may
+/// read /metrics next).
+Attempt count_end(Call& call, size_t b, Outcome outcome, std::string error = "") {
+  call.router.metrics.count_request(b, outcome);
+  call.router.metrics.observe_duration(
+      std::chrono::duration<double>(Clock::now() - call.request.arrival).count());
+  return {outcome, std::move(error), true};
+}
+
+bhttp::request<bhttp::string_body> backend_request(const Call& call,
+                                                   const client::Endpoint& endpoint) {
+  bhttp::request<bhttp::string_body> req;
+  const bhttp::verb verb = bhttp::string_to_verb(call.request.method);
+  if (verb == bhttp::verb::unknown) {
+    req.method_string(call.request.method);
+  } else {
+    req.method(verb);
+  }
+  req.target(endpoint.base_path + call.request.target);
+  req.version(11);
+  req.set(bhttp::field::host, endpoint.host + ":" + endpoint.port);
+  req.set(bhttp::field::user_agent, "pagoda-router");
+  for (const char* name : kForwardedHeaders) {
+    if (auto value = call.request.header(name)) req.set(name, std::string(*value));
+  }
+  // One connection per request: closing it is how a client's departure reaches the engine.
+  req.keep_alive(false);
+  req.body() = call.request.body;
+  req.prepare_payload();
+  return req;
+}
+
+/// One attempt on backend `b`. Answers the client unless it returns kConnectFailed (nothing
+/// was answered; the caller may retry) or kCancelled (the client is gone).
+net::awaitable<Attempt> attempt(Call& call, size_t b) {
+  RouterServer::Impl& router = call.router;
+  const client::Endpoint& endpoint = router.pool.endpoint(b);
+  const std::string& url = router.pool.url(b);
+  error_code ec;
+  auto on_error = net::redirect_error(net::use_awaitable, ec);
+
+  tcp::resolver resolver(call.strand);
+  const auto addresses = co_await resolver.async_resolve(endpoint.host, endpoint.port, on_error);
+  if (call.cancelled) co_return Attempt{Outcome::kCancelled, ""};
+  if (ec) co_return Attempt{Outcome::kConnectFailed, "cannot resolve its host: " + ec.message()};
+  call.backend.emplace(call.strand);
+  beast::tcp_stream& stream = *call.backend;
+  stream.expires_after(router.options.connect_timeout);
+  co_await stream.async_connect(addresses, on_error);
+  if (call.cancelled) co_return Attempt{Outcome::kCancelled, ""};
+  if (ec) co_return Attempt{Outcome::kConnectFailed, "cannot connect: " + ec.message()};
+
+  auto req = backend_request(call, endpoint);
+  stream.expires_after(router.options.write_timeout);
+  co_await bhttp::async_write(stream, req, on_error);
+  if (call.cancelled) co_return Attempt{Outcome::kCancelled, ""};
+  if (ec) co_return Attempt{Outcome::kConnectFailed, "sending the request failed: " + ec.message()};
+
+  // An engine answers a whole (non-streamed) completion only when it is generated: no timeout.
+  stream.expires_never();
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::buffer_body> parser;
+  parser.body_limit(kNoBodyLimit);
+  co_await bhttp::async_read_header(stream, buffer, parser, on_error);
+  if (call.cancelled) co_return Attempt{Outcome::kCancelled, ""};
+  if (ec) {
+    if (!parser.got_some()) {
+      co_return Attempt{Outcome::kConnectFailed,
+                        "the connection closed before any response byte: " + ec.message()};
+    }
+    const std::string message =
+        fmt::format("backend {} sent a malformed response header: {}", url, ec.message());
+    Attempt result = count_end(call, b, Outcome::kBroken, message);
+    call.responder->send(error_response(502, message));
+    co_return result;
+  }
+  const int status = static_cast<int>(parser.get().result_int());
+  const std::string content_type(parser.get()[bhttp::field::content_type]);
+  const Outcome answered = status < 400 ? Outcome::kSuccess : Outcome::kErrorStatus;
+  const bool whole = parser.is_done() || parser.content_length().has_value();
+
+  std::string chunk(kReadChunk, '\0');
+  std::string body;
+  if (!whole) call.responder->start_stream(status, content_type);
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    co_await bhttp::async_read_some(stream, buffer, parser, on_error);
+    if (ec == bhttp::error::need_buffer) ec = {};
+    if (call.cancelled) co_return Attempt{Outcome::kCancelled, ""};
+    const size_t n = chunk.size() - parser.get().body().size;
+    if (ec) {
+      const std::string message = fmt::format(
+          "backend {} closed the connection in the middle of its answer: {}", url, ec.message());
+      Attempt result = count_end(call, b, Outcome::kBroken, message);
+      if (whole) {
+        call.responder->send(error_response(502, message));
+      } else {
+        if (n > 0) call.responder->write(chunk.substr(0, n));
+        if (content_type.starts_with("text/event-stream")) {
+          call.responder->write(sse_error_tail(502, message));
+        }
+        call.responder->end();
+      }
+      co_return result;
+    }
+    if (n == 0) continue;
+    if (whole) {
+      body.append(chunk.data(), n);
+    } else {
+      call.responder->write(chunk.substr(0, n));
+    }
+  }
+  Attempt result = count_end(call, b, answered);
+  if (whole) {
+    call.responder->send({status, content_type, std::move(body), {}});
+  } else {
+    call.responder->end();
+  }
+  co_return result;
+}
+
+/// The whole forwarding of one request: attempts on backends until one answers, none is left,
+/// or max_retries further attempts have failed.
+net::awaitable<void> run(std::shared_ptr<Call> call) {
+  RouterServer::Impl& router = call->router;
+  const size_t num_backends = router.pool.size();
+  std::vector<bool> tried(num_backends, false);
+  std::string failures;  // what each failed attempt saw, for the 502
+  for (int attempt_no = 0;; ++attempt_no) {
+    if (call->cancelled) co_return;
+    std::unique_ptr<Lease> lease = router.pool.assign(call->hashes, tried);
+    if (!lease) {
+      if (failures.empty()) {
+        router.metrics.count_request(std::nullopt, Outcome::kNoBackend);
+        call->responder->send(
+            error_response(503,
+                           "no backend is healthy: every backend failed its last health "
+                           "check or a request since"));
+      } else {
+        call->responder->send(error_response(
+            502, fmt::format("every backend tried failed before answering ({}), and no other "
+                             "healthy backend is left",
+                             failures)));
+      }
+      co_return;
+    }
+    const size_t b = lease->backend();
+    router.metrics.count_route(lease->decision());
+    Attempt result;
+    try {
+      result = co_await attempt(*call, b);
+    } catch (const std::exception& e) {
+      // A bug or an allocation failure; the client still gets an answer.
+      spdlog::error("router: forwarding to {} failed: {}", router.pool.url(b), e.what());
+      result = count_end(*call, b, Outcome::kBroken, e.what());
+      if (!call->responder->answered()) {
+        call->responder->send(error_response(500, e.what()));
+      } else {
+        call->responder->end();
+      }
+    }
+    call->backend.reset();
+    if (result.outcome == Outcome::kConnectFailed) {
+      router.metrics.count_request(b, result.outcome);
+    } else {
+      if (!result.counted) (void)count_end(*call, b, result.outcome);
+      co_return;
+    }
+    tried[b] = true;
+    if (router.pool.set_healthy(b, false)) {
+      spdlog::warn(
+          "router: backend {} failed ({}); it gets no requests until its next "
+          "successful health check",
+          router.pool.url(b), result.error);
+    }
+    if (!failures.empty()) failures += "; ";
+    failures += router.pool.url(b) + ": " + result.error;
+    if (attempt_no >= router.options.max_retries) {
+      call->responder->send(error_response(
+          502, fmt::format("the request failed before any backend answered ({}) and was tried "
+                           "{} time(s), the --max-retries limit",
+                           failures, attempt_no + 1)));
+      co_return;
+    }
+    router.metrics.count_retry(b);
+  }
+}
+
+}  // namespace
+
+void RouterServer::Impl::forward(http::HttpRequest request,
+                                 std::shared_ptr<http::Responder> responder,
+                                 std::vector<uint64_t> hashes) {
+  auto call = std::make_shared<Call>(*this, std::move(request), responder, std::move(hashes));
+  // The client leaving closes the backend connection: the engine aborts the request.
+  responder->on_disconnect([weak = std::weak_ptr<Call>(call)] {
+    auto c = weak.lock();
+    if (!c) return;
+    net::post(c->strand, [c] {
+      c->cancelled = true;
+      if (c->backend) c->backend->close();
+    });
+  });
+  net::co_spawn(call->strand, run(call), net::detached);
+}
+
+}  // namespace pagoda::router

@@ -1,0 +1,61 @@
+#pragma once
+// RouterServer: `pagoda router --backend URL...`, an OpenAI-compatible front for several engines
+// (data parallelism). It forwards each request to one backend chosen by the prefix policy
+// (prefix_policy.h), streams the answer back as it arrives, checks the backends' /health, retries
+// a request whose backend failed before answering, and serves its own /health and /metrics.
+// Boost stays out of this header.
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "router/prefix_policy.h"
+#include "server/http/http_server.h"
+
+namespace pagoda::router {
+
+struct RouterOptions {
+  http::HttpServerOptions http;       // where the router listens (host, port, io threads, ...)
+  std::vector<std::string> backends;  // http://host:port of each engine
+  /// Required as "Authorization: Bearer <key>" on every route but /health and /metrics; empty:
+  /// none. The header is forwarded to the backends either way.
+  std::string api_key;
+  std::chrono::milliseconds health_interval{5000};  // between GET /health probes of a backend
+  int max_retries = 2;  // further backends a request that failed before answering may try
+  size_t prefix_block_chars = 256;
+  PrefixPolicyOptions policy;
+  int num_client_threads = 2;                       // io threads of the connections to the backends
+  std::chrono::milliseconds connect_timeout{5000};  // to connect to a backend
+  std::chrono::milliseconds write_timeout{30000};   // to send a request to a backend
+};
+
+/// Listens until shutdown(); handlers never block an io thread (the backend connections are
+/// asynchronous, on the router's own io threads).
+class RouterServer {
+ public:
+  /// Checks the options; throws InvalidArgument naming the bad one.
+  explicit RouterServer(RouterOptions options);
+  ~RouterServer();
+  RouterServer(const RouterServer&) = delete;
+  RouterServer& operator=(const RouterServer&) = delete;
+
+  /// Probes every backend once (each probe bounded by the health interval, within 1-10 s), starts
+  /// the periodic checks and listens; returns the bound port. Throws Unavailable when the
+  /// address cannot be bound.
+  uint16_t start();
+  /// Stops accepting, lets requests in flight finish for up to `grace` (then ends them, closing
+  /// their backend connections), and stops the health checks. Idempotent.
+  void shutdown(std::chrono::milliseconds grace);
+  [[nodiscard]] uint16_t port() const;
+  /// Backends that passed their last health check (and failed no request since).
+  [[nodiscard]] size_t num_healthy_backends() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace pagoda::router
