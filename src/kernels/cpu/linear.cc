@@ -1,11 +1,13 @@
 // y = x * W^T + bias on the CPU.
 //
-// Two regimes. Decode-sized batches (m <= a few rows) are memory-bound: every weight byte is used
-// only m times, so the kernel streams W exactly once, each thread owning a contiguous range of
-// output rows, converting bf16/f16 to fp32 in registers and doing the FMAs against all m activation
-// rows held in L1. Prefill-sized batches are compute-bound and go to oneDNN's matmul
-// (linear_onednn.cc); a build without oneDNN (-DPAGODA_ONEDNN=OFF) streams them too, which reads
-// W once per block of activation rows that fits in L2: exact, 1.6-2.5x slower.
+// Two regimes, one arithmetic. Decode-sized batches (m <= 4) are memory-bound: every weight byte
+// is used only m times, so the kernel streams W exactly once, each thread owning a contiguous range
+// of output rows, converting bf16/f16 to fp32 in registers and doing the FMAs against all m
+// activation rows held in L1. Prefill-sized batches are compute-bound: gemm_blocked runs the same
+// per-output arithmetic (gemv_tile) in cache blocks, so that a row's result has the same bits
+// whatever m is (batch invariance, docs/engine.md). With LinearOptions::batch_invariant off (or
+// rounded bf16 activations), m > 4 goes to oneDNN's matmul instead (linear_onednn.cc): faster at
+// prefill sizes, but its order depends on m.
 #include "kernels/cpu/linear.h"
 
 #include <algorithm>
@@ -42,13 +44,6 @@ float* scratch(int64_t count) {
   return buf.data();
 }
 
-// One packed row of x for pack_x_tiled.
-float* scratch_row(int64_t count) {
-  thread_local std::vector<float> buf;
-  if (static_cast<int64_t>(buf.size()) < count) buf.resize(static_cast<size_t>(count));
-  return buf.data();
-}
-
 // ---------------------------------------------------------------------------------------------
 // The streaming GEMV / skinny GEMM kernel.
 // ---------------------------------------------------------------------------------------------
@@ -56,6 +51,13 @@ float* scratch_row(int64_t count) {
 #if defined(__AVX512F__)
 
 constexpr int64_t kStep = 32;  // k elements per inner iteration: two 16-lane vectors
+
+// One packed row of x for pack_x_tiled.
+float* scratch_row(int64_t count) {
+  thread_local std::vector<float> buf;
+  if (static_cast<int64_t>(buf.size()) < count) buf.resize(static_cast<size_t>(count));
+  return buf.data();
+}
 
 // Keeps a loaded vector in a register: without this GCC folds the load into each FMA that uses
 // it (a memory operand), loading x R times and W twice per chunk, and L1 loads, not FMAs, then

@@ -1,7 +1,8 @@
 // Batch invariance on the CPU: a greedy request alone and the same request inside a continuous
-// batch (any other requests, any chunk budget, prefix caching on or off, preempted and recomputed)
-// give the same tokens and bit-identical log-probabilities (the sampled token's and the top 5),
-// compared with memcmp, not a tolerance. docs/engine.md, "Numerics", states the guarantee.
+// batch (any other requests, any chunk budget, prefix caching on or off, preempted and recomputed,
+// on another number of threads) give the same tokens and bit-identical log-probabilities (the
+// sampled token's and the top 5), compared with memcmp, not a tolerance. docs/engine.md, "Batch
+// invariance on the CPU", states the guarantee.
 //
 // Models: stories260K (f32 weights); tiny checkpoints for bf16 weights, sliding windows with logit
 // soft-capping (Gemma-2) and head dim 128; and a dummy-weight bf16 model of wider shapes
@@ -10,6 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +21,7 @@
 
 #include <fmt/format.h>
 
+#include "core/status.h"
 #include "engine/engine_core.h"
 #include "engine_test_util.h"
 #include "pagoda/llm.h"
@@ -70,6 +74,27 @@ void expect_bit_identical(const std::vector<CompletionOutput>& ref,
   EXPECT_EQ(requests, 0) << what << ": " << requests << " requests, " << positions << " of "
                          << total << " positions differ in log-probability bits (max " << max_diff
                          << ")";
+}
+
+/// FNV-1a over every token id and log-probability bit pattern of a workload's completions,
+/// printed so that two builds (PAGODA_ONEDNN on and off) or machines can be compared by eye.
+uint64_t fingerprint(const std::vector<CompletionOutput>& outputs) {
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const void* p, size_t n) {
+    for (size_t i = 0; i < n; ++i)
+      h = (h ^ static_cast<const unsigned char*>(p)[i]) * 1099511628211ull;
+  };
+  for (const CompletionOutput& c : outputs) {
+    for (const TokenLogprobs& t : c.logprobs) {
+      mix(&t.token, sizeof t.token);
+      mix(&t.logprob, sizeof t.logprob);
+      for (const auto& [id, lp] : t.top) {
+        mix(&id, sizeof id);
+        mix(&lp, sizeof lp);
+      }
+    }
+  }
+  return h;
 }
 
 struct Scenario {
@@ -133,12 +158,17 @@ TEST_P(BatchInvariance, LogprobBitsAloneAndInBatchesChunkedAndPrefixCached) {
   Workload w = make_workload(11);
   w.prompts.resize(m.requests);
   w.max_tokens.resize(m.requests);
-  // The reference: each request alone, one after the other, its prompt in one step.
+  // The reference: each request alone, one after the other, its prompt in one step, on one
+  // thread (the batches run on two).
   std::vector<CompletionOutput> reference;
   {
-    EngineCore engine(engine_for(m, 2048, false));
+    EngineArgs args = engine_for(m, 2048, false);
+    args.num_threads = 1;
+    EngineCore engine(args);
     reference = run_alone(engine, w, kTopLogprobs);
   }
+  std::printf("%s: log-probability fingerprint %016llx\n", m.name.c_str(),
+              static_cast<unsigned long long>(fingerprint(reference)));
   for (const auto [budget, caching] : m.scenarios) {
     const std::string what =
         fmt::format("{}: budget {}, prefix caching {}", m.name, budget, caching);
@@ -175,6 +205,26 @@ TEST(BatchInvarianceStories, UnderPreemption) {
   expect_bit_identical(reference, run_batched_outputs(engine, w, 5, kTopLogprobs), "preempted");
   EXPECT_GT(engine.stats().num_preemptions, 0);
   EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
+}
+
+TEST(BatchInvarianceStories, OnednnKeepsTheTokensAndRefusesOtherModes) {
+  // --cpu-matmul onednn gives up bit-identity (a row's last bits depend on the batch, which a
+  // build without oneDNN does not have) but not the tokens on this workload.
+  const Workload w = make_workload(11);
+  EngineArgs args = small_engine(2048, false);
+  args.cpu_matmul = "onednn";
+  std::vector<CompletionOutput> reference;
+  {
+    EngineCore engine(args);
+    reference = run_alone(engine, w);
+  }
+  args.max_num_batched_tokens = 64;
+  EngineCore engine(args);
+  const auto out = run_batched_outputs(engine, w, 3);
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_EQ(out[i].token_ids, reference[i].token_ids) << "request " << i;
+  args.cpu_matmul = "fast";
+  EXPECT_THROW(EngineCore{args}, InvalidArgument);
 }
 
 TEST(BatchInvarianceStories, PromptLogprobsWhateverTheChunking) {

@@ -1,7 +1,8 @@
 // Batch invariance of the CPU kernels a forward pass runs per row: a row's result has the same
 // bits whatever other rows share the call (how many, which), however the pool splits the work, and
 // however a sequence's query tokens are chunked into steps. The engine-level test is
-// tests/unit/engine/batch_invariance_test.cc; docs/engine.md, "Numerics", states the guarantee.
+// tests/unit/engine/batch_invariance_test.cc; docs/engine.md, "Batch invariance on the CPU", states
+// the guarantee.
 //
 // How to add a case: a shape to kLinearShapes, or a window / batch layout to the attention test.
 #include <gtest/gtest.h>
