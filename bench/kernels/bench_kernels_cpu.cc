@@ -3,8 +3,9 @@
 //   2. decode-size linear (m = 1, 16) on the Llama-3.2-1B shapes with bf16 weights, as GB/s of
 //      weight bytes and as a fraction of (1),
 //   3. prefill-size linear (m = 64, 512) in GFLOP/s: oneDNN with f32 weights and with bf16 weights
-//      (each exact method, and rounded activations) against the streaming kernel, and the
-//      streaming / oneDNN crossover in m (a build without oneDNN skips this section),
+//      (each exact method, and rounded activations) against the batch-invariant kernel (the
+//      streaming kernel's arithmetic, blocked for m > 4), and the streaming / oneDNN crossover in m
+//      (a build without oneDNN skips this section),
 //   4. paged attention: a decode batch (16 sequences x 1024 context) and a 512-token prefill.
 // Weights rotate through enough copies to fill ~1 GiB, so they come from DRAM and not from the
 // (here 260 MiB) L3, as they would in a real forward pass.
@@ -144,10 +145,10 @@ void bench_decode_linear(ThreadPool& pool, const WeightPool& weights, double ban
 void bench_prefill_linear(ThreadPool& pool, bool quick) {
   std::printf(
       "\n== linear, prefill sizes (GFLOP/s), oneDNN: f32 weights; bf16 weights exact (widened to\n"
-      "   fp32, or x as three bf16 terms) or with x rounded to bf16; the streaming kernel "
+      "   fp32, or x as three bf16 terms) or with x rounded to bf16; the batch-invariant kernel "
       "(bf16)\n");
   std::printf("%-22s %5s %8s %12s %12s %12s %10s\n", "shape", "m", "f32", "bf16 widen",
-              "bf16 terms", "bf16 round", "streaming");
+              "bf16 terms", "bf16 round", "invariant");
   for (const int64_t m : {64, 512}) {
     for (const auto& s : kShapes) {
       if (s.n > 8192) continue;  // lm_head runs on the last token only

@@ -4,7 +4,7 @@
 //
 //   bench_decode [CONFIG_DIR] [--device cpu|cuda] [--dtype bfloat16] [--batches 1,16]
 //                [--steps 16] [--context 64] [--prefill 512] [--quantization fp8]
-//                [--cpu-bf16-matmul exact|round]
+//                [--cpu-bf16-matmul exact|round] [--cpu-matmul batch-invariant|onednn]
 //
 // Default CONFIG_DIR: the repository's configs/llama-3.2-1b. On cuda the bound printed is the
 // H200's measured 4.19 TB/s (docs/benchmarks.md); --prefill times one forward of that many tokens
@@ -12,7 +12,8 @@
 // names, as `--load-format dummy --quantization X`); the bytes per step count each tensor in the
 // format it has on the device (FP8 at load: one byte per weight plus the fp32 row scales).
 // --cpu-bf16-matmul round: the CPU's prefill matmuls round the activations to bf16
-// (LoadOptions::cpu_bf16_round) instead of exact fp32 products.
+// (LoadOptions::cpu_bf16_round) instead of exact fp32 products. --cpu-matmul onednn: oneDNN past
+// the decode sizes (LoadOptions::cpu_onednn) instead of the batch-invariant kernel.
 #include <time.h>
 
 #include <algorithm>
@@ -81,7 +82,7 @@ int main(int argc, char** argv) {
   int steps = 16, context = 64, prefill = 0;
   std::string device = "cpu";
   std::string quantization;
-  bool bf16_round = false;
+  bool bf16_round = false, onednn = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     auto next = [&] { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -98,6 +99,13 @@ int main(int argc, char** argv) {
         return 2;
       }
       bf16_round = mode == "round";
+    } else if (a == "--cpu-matmul") {
+      const std::string mode = next();
+      if (mode != "batch-invariant" && mode != "onednn") {
+        std::fprintf(stderr, "--cpu-matmul: batch-invariant or onednn, not '%s'\n", mode.c_str());
+        return 2;
+      }
+      onednn = mode == "onednn";
     } else if (a == "--prefill") {
       prefill = std::stoi(next());
     } else if (a == "--steps") {
@@ -130,6 +138,7 @@ int main(int argc, char** argv) {
   options.definition.quantization = quantization;
   options.definition.dummy_weights = true;
   options.cpu_bf16_round = bf16_round;
+  options.cpu_onednn = onednn;
   const auto t_load = Clock::now();
   auto model = pagoda::load_model_on_device(dir, options, device, pool);
   const auto& c = model->config();

@@ -63,6 +63,11 @@ struct EngineArgs {
   /// --cpu-bf16-matmul: exact (fp32 products, the reference) or round (activations rounded to bf16
   /// in the CPU's prefill matmuls with bf16 weights: about twice as fast without AMX).
   std::string cpu_bf16_matmul = "exact";
+  /// --cpu-matmul: batch-invariant (the default: a request's log-probabilities have the same bits
+  /// alone and in any batch) or onednn (oneDNN past the decode sizes: faster prefill, a row's last
+  /// bits depending on the batch); docs/engine.md, "Numerics". --cpu-bf16-matmul round implies
+  /// onednn. A build without oneDNN is batch-invariant either way.
+  std::string cpu_matmul = "batch-invariant";
   RuntimeOptions runtime;  // tuning knobs (PAGODA_* at the command line)
   /// --distributed-executor-backend: uni (the model on the engine thread) or mp (in a worker
   /// process that the engine talks to over a socket).

@@ -98,6 +98,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
                   "CPU prefill matmuls with bf16 weights: exact (fp32 products, default) or round "
                   "(activations rounded to bf16, about twice as fast without AMX)")
       ->check(CLI::IsMember({"exact", "round"}));
+  cmd->add_option("--cpu-matmul", f.args.cpu_matmul,
+                  "CPU matmuls past the decode sizes: batch-invariant (default: a request's "
+                  "log-probabilities have the same bits alone and in any batch) or onednn (faster "
+                  "prefill; the last bits depend on the batch)")
+      ->check(CLI::IsMember({"batch-invariant", "onednn"}));
   cmd->add_option("--distributed-executor-backend", f.args.distributed_executor_backend,
                   "uni: the model on the engine's thread (default); mp: in a worker process")
       ->check(CLI::IsMember({"uni", "mp"}));

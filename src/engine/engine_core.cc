@@ -54,6 +54,10 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     throw InvalidArgument(
         fmt::format("--cpu-bf16-matmul '{}' must be exact or round", args.cpu_bf16_matmul));
   load.cpu_bf16_round = args.cpu_bf16_matmul == "round";
+  if (args.cpu_matmul != "batch-invariant" && args.cpu_matmul != "onednn")
+    throw InvalidArgument(
+        fmt::format("--cpu-matmul '{}' must be batch-invariant or onednn", args.cpu_matmul));
+  load.cpu_onednn = args.cpu_matmul == "onednn";
   load.progress = args.load_progress;
   ExecutorOptions executor_options;
   executor_options.model_dir = args.model;

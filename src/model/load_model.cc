@@ -30,8 +30,10 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
                model_dir, config.architecture, config.num_layers, config.hidden_size,
                config.num_heads, config.num_kv_heads, config.head_dim, config.vocab_size);
   spdlog::info("weights: {}", definition.weight_summary());
-  const OpContext ctx{&pool,
-                      options.cpu_bf16_round ? cpu::Bf16Matmul::kRound : cpu::Bf16Matmul::kExact};
+  const OpContext ctx{
+      &pool,
+      {.batch_invariant = !options.cpu_onednn,
+       .bf16 = options.cpu_bf16_round ? cpu::Bf16Matmul::kRound : cpu::Bf16Matmul::kExact}};
   return build_cpu_model(config, std::move(definition), std::move(weights), ctx);
 }
 

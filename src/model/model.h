@@ -148,6 +148,10 @@ struct LoadOptions {
   /// CPU only: multiply bf16 weights by activations rounded to bf16 at prefill sizes (about twice
   /// as fast without AMX) instead of exact fp32 products (docs/engine.md, "CPU matmuls").
   bool cpu_bf16_round = false;
+  /// CPU only: oneDNN for the matmuls past the decode sizes, faster at prefill sizes, instead of
+  /// the batch-invariant kernel, with which a row's results never depend on the rest of the batch
+  /// (docs/engine.md, "Numerics"). cpu_bf16_round implies it.
+  bool cpu_onednn = false;
   /// Called with the fraction of the weights loaded so far (0..1) while loading takes time: GPU
   /// uploads and dummy fills (an mmapped CPU checkpoint needs no loading). May be empty.
   std::function<void(double)> progress;

@@ -8,8 +8,8 @@ namespace pagoda {
 /// Execution context passed to every op.
 struct OpContext {
   ThreadPool* pool = nullptr;
-  /// How CPU matmuls with bf16 weights treat the fp32 activations (LoadOptions::cpu_bf16_round).
-  cpu::Bf16Matmul bf16_matmul = cpu::Bf16Matmul::kExact;
+  /// How CPU matmuls run past the decode sizes (LoadOptions::cpu_bf16_round, cpu_onednn).
+  cpu::LinearOptions linear;
 };
 
 }  // namespace pagoda

@@ -37,7 +37,7 @@ void linear(const OpContext& ctx, const Tensor& x, const Tensor& w, const Tensor
     PAGODA_CHECK(bias->shape[0] == n, "linear bias {} for n={}", bias->shape.to_string(), n);
   }
   cpu::linear(x.as<float>(), m, k, w.data, w.dtype, n, bias ? bias->as<float>() : nullptr,
-              y.as<float>(), *ctx.pool, ctx.bf16_matmul);
+              y.as<float>(), *ctx.pool, ctx.linear);
 }
 
 void rms_norm(const OpContext& ctx, const Tensor& x, const Tensor& weight, float eps,

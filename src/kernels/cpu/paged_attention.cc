@@ -141,7 +141,10 @@ void run_item(const PagedAttentionParams& p, const WorkItem& item, Scratch& s) {
 
   const float* kptr[kKeyChunk];
   const float* vptr[kKeyChunk];
-  for (int32_t c0 = lo_all; c0 <= hi_all; c0 += kKeyChunk) {
+  // Chunks start at multiples of kKeyChunk, not at the tile's first key: a row's chunks (and so
+  // the order of its online softmax) then depend on its own key range only, not on which other
+  // tokens share the tile (with a sliding window, lo_all is the tile's earliest window start).
+  for (int32_t c0 = lo_all - lo_all % kKeyChunk; c0 <= hi_all; c0 += kKeyChunk) {
     const int count = std::min<int32_t>(kKeyChunk, hi_all - c0 + 1);
     for (int j = 0; j < count; ++j) {
       const int32_t pos = c0 + j;

@@ -1,8 +1,7 @@
-// EngineCore end to end on stories260K on the CPU (engine_gpu_test.cc: the GPU): batch invariance
-// under continuous batching (chunked prefill, prefix caching, preemption), prefix-cache reuse, stop
-// strings, n > 1 forks, seeds, abort. To add a case: build an EngineArgs with small_engine()
-// (engine_test_util.h), submit EngineRequests, and compare collect_result() outputs with a
-// reference run of the request alone.
+// EngineCore end to end on stories260K on the CPU (engine_gpu_test.cc: the GPU; batch invariance:
+// batch_invariance_test.cc): prefix-cache reuse, stop strings, n > 1 forks, seeds, abort. To add
+// a case: build an EngineArgs with small_engine() (engine_test_util.h), submit EngineRequests, and
+// compare collect_result() outputs with a reference run of the request alone.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -23,65 +22,7 @@ namespace pagoda {
 namespace {
 
 using engine_test::greedy;
-using engine_test::make_workload;
-using engine_test::run_batched;
 using engine_test::small_engine;
-using engine_test::Workload;
-
-class EngineBatchInvariance : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    workload_ = new Workload(make_workload(11));
-    reference_ = new std::vector<std::vector<int32_t>>();
-    // The reference: each request alone, one after the other, with an unlimited budget.
-    EngineCore engine(small_engine(2048, false));
-    for (size_t i = 0; i < workload_->prompts.size(); ++i) {
-      EngineRequest r;
-      r.prompt_token_ids = workload_->prompts[i];
-      r.params = greedy(workload_->max_tokens[i]);
-      reference_->push_back(collect_result(*engine.submit(std::move(r))).outputs.at(0).token_ids);
-    }
-  }
-  static void TearDownTestSuite() {
-    delete workload_;
-    delete reference_;
-  }
-  static Workload* workload_;
-  static std::vector<std::vector<int32_t>>* reference_;
-};
-Workload* EngineBatchInvariance::workload_ = nullptr;
-std::vector<std::vector<int32_t>>* EngineBatchInvariance::reference_ = nullptr;
-
-TEST_F(EngineBatchInvariance, ChunkBudgetsAndPrefixCaching) {
-  for (int budget : {16, 64, 512}) {
-    for (bool caching : {true, false}) {
-      SCOPED_TRACE(fmt::format("budget {} prefix caching {}", budget, caching));
-      EngineCore engine(small_engine(budget, caching));
-      const auto out = run_batched(engine, *workload_, static_cast<uint32_t>(budget) + caching);
-      for (size_t i = 0; i < out.size(); ++i)
-        EXPECT_EQ(out[i], (*reference_)[i]) << "request " << i;
-      const EngineStats s = engine.stats();
-      if (caching) {
-        EXPECT_GT(s.prefix_cache_hits_tokens, 0);
-      } else {
-        EXPECT_EQ(s.prefix_cache_hits_tokens, 0);
-      }
-      EXPECT_EQ(s.kv_cache_usage, 0.0);
-    }
-  }
-}
-
-TEST_F(EngineBatchInvariance, UnderPreemption) {
-  // 9 usable blocks of 16 = 144 tokens: one request of the longest length (141 tokens) fits, many
-  // do not, so requests are preempted and recomputed.
-  EngineArgs args = small_engine(64, true, 10 * 16 * 1280);
-  args.max_model_len = 144;
-  EngineCore engine(args);
-  const auto out = run_batched(engine, *workload_, 5);
-  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i], (*reference_)[i]) << "request " << i;
-  EXPECT_GT(engine.stats().num_preemptions, 0);
-  EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
-}
 
 TEST(Engine, PrefixCacheComputesOnlyTheSuffix) {
   EngineCore engine(small_engine());
