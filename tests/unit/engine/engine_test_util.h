@@ -87,14 +87,6 @@ inline std::vector<CompletionOutput> run_batched_outputs(EngineCore& engine, con
   return out;
 }
 
-/// The token ids of run_batched_outputs.
-inline std::vector<std::vector<int32_t>> run_batched(EngineCore& engine, const Workload& w,
-                                                     uint32_t seed) {
-  std::vector<std::vector<int32_t>> out;
-  for (const CompletionOutput& c : run_batched_outputs(engine, w, seed)) out.push_back(c.token_ids);
-  return out;
-}
-
 /// Each request of the workload alone, one after the other (the batch-invariance reference).
 inline std::vector<CompletionOutput> run_alone(EngineCore& engine, const Workload& w,
                                                int logprobs = 0) {
