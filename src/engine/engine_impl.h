@@ -85,7 +85,7 @@ struct Completion {
   uint64_t device_seed = 0;           // the seed of draws made on the model's device
   DrawInputs draw_inputs{};           // the sparse processor lists of those draws
   CompletionConstraint constraint{};  // structured outputs
-  std::optional<NgramIndex> ngram;    // speculative decoding's n-gram index, made when first asked
+  std::optional<NgramIndex> ngram{};  // speculative decoding's n-gram index, made when first asked
   SpeculationLength spec_length{};    // its acceptance estimate and choice of k
 };
 

@@ -9,7 +9,7 @@ namespace pagoda {
 struct OpContext {
   ThreadPool* pool = nullptr;
   /// How CPU matmuls run past the decode sizes (LoadOptions::cpu_bf16_round, cpu_onednn).
-  cpu::LinearOptions linear;
+  cpu::LinearOptions linear{};
 };
 
 }  // namespace pagoda
