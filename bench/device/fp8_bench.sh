@@ -19,20 +19,10 @@ for a in "$@"; do
   esac
 done
 start=$(date +%s)
-export PATH=/usr/local/cuda/bin:$PATH
+source bench/device/device_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader | tee "$out/build.log"
-deps=$PWD/.device/deps
-if [ -d "$deps" ]; then
-  sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
-  export PKG_CONFIG_PATH=$deps/lib/pkgconfig:${PKG_CONFIG_PATH:-}
-  export LD_LIBRARY_PATH=$deps/lib:${LD_LIBRARY_PATH:-}
-  dep_flags=(-DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib")
-else
-  dep_flags=()
-fi
 build=/tmp/build-cuda
-if ! cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_BUILD_TESTS=ON \
-     -DPAGODA_BUILD_BENCH=ON "${dep_flags[@]}" >>"$out/build.log" 2>&1 ||
+if ! cmake -S . -B "$build" "${flags[@]}" >>"$out/build.log" 2>&1 ||
    ! ninja -C "$build" -j "$(nproc)" kernels_cuda_test golden_gpu_test bench_decode \
      >>"$out/build.log" 2>&1; then
   grep -E "error|Error" "$out/build.log" | head -30

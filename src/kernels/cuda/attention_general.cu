@@ -8,8 +8,10 @@
 // a 2-byte load per lane, a warp-sum for the score, an fp32 online-softmax update (exp2 with the
 // scale folded in). Nothing is read from the plan or workspace and the grid depends only on
 // num_tokens * num_heads, so a CUDA graph captures it like the fast path; the sequence of a token
-// is found by binary search in query_start_loc.
+// is found by binary search in query_start_loc. A quantized cache (one-byte codes) is read by the
+// same walk: the key scale joins q's, the value scale the final 1 / l.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_quant.cuh"
 #include "kernels/cuda/paged_attention.h"
 
 namespace pagoda::cuda {
@@ -18,8 +20,16 @@ namespace {
 constexpr int kWarps = 4;  // rows per block
 constexpr float kLog2e = 1.4426950408889634f;
 
+// Element i of a cache of T (code kNone) or of one-byte codes.
+template <typename T>
+__device__ __forceinline__ float cache_value(const void* cache, int64_t i, KVCode code) {
+  if (code == KVCode::kNone) return to_float(static_cast<const T*>(cache)[i]);
+  return kv_code_to_float(static_cast<const uint8_t*>(cache)[i], code);
+}
+
 template <typename T, int kPerLane>
-__global__ void __launch_bounds__(kWarps * 32) general_attention_kernel(PagedAttentionParams p) {
+__global__ void __launch_bounds__(kWarps * 32)
+    general_attention_kernel(PagedAttentionParams p, KVCode code) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   if (row >= p.num_tokens * p.num_heads) return;  // whole warps exit: shuffles stay full
@@ -49,7 +59,10 @@ __global__ void __launch_bounds__(kWarps * 32) general_attention_kernel(PagedAtt
   }
 
   const T* q = static_cast<const T*>(p.q) + t * p.q_stride + static_cast<int64_t>(h) * d;
-  const float q_scale = p.scale * kLog2e;  // scores in log2 units: exp2 below
+  const bool quant = code != KVCode::kNone;
+  // Scores in log2 units (exp2 below), with a quantized cache's key scale.
+  const float q_scale = p.scale * kLog2e * (quant ? kv_scale_or_one(p.k_scale) : 1.0f);
+  const float v_scale = quant ? kv_scale_or_one(p.v_scale) : 1.0f;
   float qf[kPerLane], acc[kPerLane];
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
@@ -57,8 +70,6 @@ __global__ void __launch_bounds__(kWarps * 32) general_attention_kernel(PagedAtt
     qf[j] = e < d ? to_float(q[e]) * q_scale : 0.0f;
     acc[j] = 0.0f;
   }
-  const T* keys = static_cast<const T*>(p.key_cache);
-  const T* values = static_cast<const T*>(p.value_cache);
   const int32_t* table = p.block_tables + static_cast<int64_t>(s) * p.max_blocks_per_seq;
   float m = -INFINITY, l = 0.0f;
   for (int key = first; key <= last; ++key) {
@@ -69,7 +80,7 @@ __global__ void __launch_bounds__(kWarps * 32) general_attention_kernel(PagedAtt
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int e = lane + 32 * j;
-      if (e < d) dot = fmaf(qf[j], to_float(keys[base + e]), dot);
+      if (e < d) dot = fmaf(qf[j], cache_value<T>(p.key_cache, base + e, code), dot);
     }
     float score = warp_sum(dot);  // every lane holds it
     if (p.softcap > 0) score = p.softcap * tanhf(score / (p.softcap * kLog2e)) * kLog2e;
@@ -80,12 +91,12 @@ __global__ void __launch_bounds__(kWarps * 32) general_attention_kernel(PagedAtt
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
       const int e = lane + 32 * j;
-      const float v = e < d ? to_float(values[base + e]) : 0.0f;
+      const float v = e < d ? cache_value<T>(p.value_cache, base + e, code) : 0.0f;
       acc[j] = fmaf(weight, v, acc[j] * correction);
     }
     m = m_new;
   }
-  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  const float inv = l > 0.0f ? v_scale / l : 0.0f;
 #pragma unroll
   for (int j = 0; j < kPerLane; ++j) {
     const int e = lane + 32 * j;
@@ -95,16 +106,17 @@ __global__ void __launch_bounds__(kWarps * 32) general_attention_kernel(PagedAtt
 
 // The one dispatch point of the family: registers per lane for D <= 32, 64, 128, 256.
 template <typename T>
-cudaError_t launch(const PagedAttentionParams& p, unsigned blocks, cudaStream_t stream) {
+cudaError_t launch(const PagedAttentionParams& p, KVCode code, unsigned blocks,
+                   cudaStream_t stream) {
   const int d = p.layout.head_dim;
   if (d <= 32)
-    general_attention_kernel<T, 1><<<blocks, kWarps * 32, 0, stream>>>(p);
+    general_attention_kernel<T, 1><<<blocks, kWarps * 32, 0, stream>>>(p, code);
   else if (d <= 64)
-    general_attention_kernel<T, 2><<<blocks, kWarps * 32, 0, stream>>>(p);
+    general_attention_kernel<T, 2><<<blocks, kWarps * 32, 0, stream>>>(p, code);
   else if (d <= 128)
-    general_attention_kernel<T, 4><<<blocks, kWarps * 32, 0, stream>>>(p);
+    general_attention_kernel<T, 4><<<blocks, kWarps * 32, 0, stream>>>(p, code);
   else
-    general_attention_kernel<T, 8><<<blocks, kWarps * 32, 0, stream>>>(p);
+    general_attention_kernel<T, 8><<<blocks, kWarps * 32, 0, stream>>>(p, code);
   return cudaGetLastError();
 }
 
@@ -117,10 +129,13 @@ cudaError_t paged_attention_general(const PagedAttentionParams& params, cudaStre
       L.head_dim <= 0 || L.head_dim > kGeneralAttentionMaxHeadDim ||
       params.q_stride < static_cast<int64_t>(params.num_heads) * L.head_dim)
     return cudaErrorInvalidValue;
+  KVCode code = KVCode::kNone;
+  if (!kv_code_of(params.kv_dtype, params.dtype, &code)) return cudaErrorNotSupported;
   const int64_t blocks = (params.num_tokens * params.num_heads + kWarps - 1) / kWarps;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  PAGODA_DISPATCH_HALF(params.dtype,
-                       { return launch<scalar_t>(params, static_cast<unsigned>(blocks), stream); });
+  PAGODA_DISPATCH_HALF(params.dtype, {
+    return launch<scalar_t>(params, code, static_cast<unsigned>(blocks), stream);
+  });
 }
 
 }  // namespace pagoda::cuda

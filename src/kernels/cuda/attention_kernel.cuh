@@ -18,8 +18,12 @@
 // edges, the end of the keys).
 // A split item (partial_slot >= 0) writes fp32 O / l and lse = m + log2(l) into its slots; the last
 // of the item's splits to finish merges them (finish_split), so no second kernel is launched.
+// A quantized cache (kQuant: one-byte codes, kv_quant.cuh) is copied by cp.async into a double-
+// buffered staging tile of codes, and each tile is converted (exactly) into one T tile before its
+// mmas; the key scale joins the softmax scale and the value scale the output's 1 / l.
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/fast_divmod.h"
+#include "kernels/cuda/kv_quant.cuh"
 #include "kernels/cuda/mma.cuh"
 #include "kernels/cuda/paged_attention.h"
 
@@ -39,10 +43,12 @@ struct KernelArgs {
   float* partial_out;                    // [slots, 64, head_dim]
   int group;
   FastDivmod block_size_div;  // by p.layout.block_size
+  KVCode kv_code;             // of p.kv_dtype: kNone when the cache holds T
 };
 
-template <int kD, int kRows_>
+template <int kD, int kRows_, bool kQuant_ = false>
 struct Shape {
+  static constexpr bool kQuant = kQuant_;
   static constexpr int kRows = kRows_;
   static constexpr bool kDecode = kRows == 16;
   // Prefill: each warp owns kRows / 4 rows. With 32 (two 16-row mma tiles) every K and V fragment
@@ -56,9 +62,14 @@ struct Shape {
   static constexpr int kWarpSteps = kDecode ? 1 : kKeyTile / kWarpKeys;
   static constexpr size_t kQElems = static_cast<size_t>(kRows) * kStride;
   static constexpr size_t kKVElems = static_cast<size_t>(kKeyTile) * kStride;  // one buffer
+  // T tiles of K and V: double-buffered cp.async targets, or with kQuant one converted tile each
+  // (the codes' staging [2 buffers][K, V][64 keys][kD bytes] is double-buffered instead).
+  static constexpr int kTileBuffers = kQuant ? 1 : 2;
+  static constexpr size_t kStagingBytes = kQuant ? 2 * 2 * kKeyTile * kD : 0;
   template <typename T>
   static constexpr size_t smem_bytes() {
-    return (kQElems + 4 * kKVElems) * sizeof(T) + 2 * kRows * sizeof(int);
+    return (kQElems + 2 * kTileBuffers * kKVElems) * sizeof(T) + kStagingBytes +
+           2 * kRows * sizeof(int);
   }
   static_assert(kRows % kAttentionSlotRows == 0);  // a split's partials fill whole slots
   static_assert(kDecode || kRows == kAttentionTileRows || kRows == kAttentionSmallTileRows);
@@ -146,10 +157,10 @@ __device__ void finish_split(const KernelArgs& args, const AttentionWorkItem& it
   }
 }
 
-template <typename T, int kD, int kRows>
+template <typename T, int kD, int kRows, bool kQuant>
 __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   begin_dependent_kernel();
-  using S = Shape<kD, kRows>;
+  using S = Shape<kD, kRows, kQuant>;
   constexpr bool kDecode = S::kDecode;
   constexpr int kStride = S::kStride, kWarpKeys = S::kWarpKeys;
   constexpr int kMT = S::kWarpRowTiles;  // 16-row mma tiles per warp
@@ -164,9 +175,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
 
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* q_s = reinterpret_cast<T*>(smem_raw);
-  T* k_s = q_s + S::kQElems;       // [2][64][kStride]
-  T* v_s = k_s + 2 * S::kKVElems;  // [2][64][kStride]
-  int* row_lo = reinterpret_cast<int*>(v_s + 2 * S::kKVElems);
+  T* k_s = q_s + S::kQElems;                     // [kTileBuffers][64][kStride]
+  T* v_s = k_s + S::kTileBuffers * S::kKVElems;  // [kTileBuffers][64][kStride]
+  uint8_t* codes_s = reinterpret_cast<uint8_t*>(v_s + S::kTileBuffers * S::kKVElems);
+  // kQuant: staging buffer b's keys at codes_s + b * 2 * 64 * kD, its values 64 * kD after.
+  int* row_lo = reinterpret_cast<int*>(codes_s + S::kStagingBytes);
   int* row_hi = row_lo + kRows;
 
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -235,22 +248,28 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   }
 
   const int32_t* table = p.block_tables + static_cast<int64_t>(item.seq) * p.max_blocks_per_seq;
-  const T* k_cache = static_cast<const T*>(p.key_cache);
-  const T* v_cache = static_cast<const T*>(p.value_cache);
+  // Elements of T, or one-byte codes (kQuant).
+  using C = std::conditional_t<kQuant, uint8_t, T>;
+  const C* k_cache = static_cast<const C*>(p.key_cache);
+  const C* v_cache = static_cast<const C*>(p.value_cache);
   const int bs = p.layout.block_size;
   const int num_tiles = key_hi >= key_lo ? (key_hi - key_lo) / kKeyTile + 1 : 0;
 
-  // Thread tid copies 16-byte chunk `chunk` of key rows first_row + i * kRowsPerPass of a tile.
-  // The rows' cache addresses are all computed (block-size division by multiply-high, table entry)
-  // before the copies are issued, so that the table reads overlap rather than chain.
-  constexpr int kRowsPerPass = kThreads / kChunks;
+  // Thread tid copies 16-byte chunk `chunk` of key rows first_row + i * kRowsPerPass of a tile
+  // (a chunk: 8 elements of T, or 16 codes). The rows' cache addresses are all computed (block-
+  // size division by multiply-high, table entry) before the copies are issued, so that the table
+  // reads overlap rather than chain. Example (kQuant, kD 128): 8 chunks per row, 16 rows per pass,
+  // 4 passes; thread 37 copies bytes [80, 96) of rows 4, 20, 36 and 52.
+  constexpr int kCopyChunks = kQuant ? kD / 16 : kChunks;  // 16-byte chunks per cached row
+  constexpr int kElemsPerChunk = kQuant ? 16 : 8;
+  constexpr int kRowsPerPass = kThreads / kCopyChunks;
   constexpr int kPasses = kKeyTile / kRowsPerPass;
-  static_assert(kThreads % kChunks == 0 && kKeyTile % kRowsPerPass == 0);
-  const int chunk = tid % kChunks, first_row = tid / kChunks;
+  static_assert(kThreads % kCopyChunks == 0 && kKeyTile % kRowsPerPass == 0);
+  const int chunk = tid % kCopyChunks, first_row = tid / kCopyChunks;
   // Cache layout [num_blocks, num_kv_heads, block_size, head_dim]: elements per physical block,
   // and this item's head and chunk within one.
   const int64_t block_elems = static_cast<int64_t>(p.layout.num_kv_heads) * bs * kD;
-  const int head_elems = item.kv_head * bs * kD + chunk * 8;
+  const int head_elems = item.kv_head * bs * kD + chunk * kElemsPerChunk;
   auto load_tile = [&](int tile, int buf) {
     const int first_pos = key_lo + tile * kKeyTile + first_row;
     int64_t off[kPasses];
@@ -262,20 +281,45 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
       off[i] = static_cast<int64_t>(table[block_index]) * block_elems + head_elems +
                static_cast<int>(in_block) * kD;
     }
-    T* kd = k_s + buf * S::kKVElems + first_row * kStride + chunk * 8;
-    T* vd = v_s + buf * S::kKVElems + first_row * kStride + chunk * 8;
+    if constexpr (kQuant) {
+      uint8_t* kd = codes_s + buf * 2 * kKeyTile * kD + first_row * kD + chunk * 16;
+      uint8_t* vd = kd + kKeyTile * kD;
 #pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const bool valid = first_pos + i * kRowsPerPass <= key_hi;  // else zero-filled
-      cp_async16(kd + i * kRowsPerPass * kStride, k_cache + off[i], valid);
-      cp_async16(vd + i * kRowsPerPass * kStride, v_cache + off[i], valid);
+      for (int i = 0; i < kPasses; ++i) {
+        const bool valid = first_pos + i * kRowsPerPass <= key_hi;  // else zero codes: value 0
+        cp_async16(kd + i * kRowsPerPass * kD, k_cache + off[i], valid);
+        cp_async16(vd + i * kRowsPerPass * kD, v_cache + off[i], valid);
+      }
+    } else {
+      T* kd = k_s + buf * S::kKVElems + first_row * kStride + chunk * 8;
+      T* vd = v_s + buf * S::kKVElems + first_row * kStride + chunk * 8;
+#pragma unroll
+      for (int i = 0; i < kPasses; ++i) {
+        const bool valid = first_pos + i * kRowsPerPass <= key_hi;  // else zero-filled
+        cp_async16(kd + i * kRowsPerPass * kStride, k_cache + off[i], valid);
+        cp_async16(vd + i * kRowsPerPass * kStride, v_cache + off[i], valid);
+      }
+    }
+  };
+  // kQuant: staging buffer `buf` -> the T tiles (16 codes per thread and step).
+  auto convert_tile = [&](int buf) {
+    const uint8_t* kc = codes_s + buf * 2 * kKeyTile * kD;
+    for (int i = tid; i < kKeyTile * (kD / 16); i += kThreads) {
+      const int r = i / (kD / 16), c = i % (kD / 16);
+      kv_codes_to_row16<T>(*reinterpret_cast<const uint4*>(kc + r * kD + c * 16), args.kv_code,
+                           k_s + r * kStride + c * 16);
+      kv_codes_to_row16<T>(*reinterpret_cast<const uint4*>(kc + (kKeyTile + r) * kD + c * 16),
+                           args.kv_code, v_s + r * kStride + c * 16);
     }
   };
 
   if (num_tiles > 0) load_tile(0, 0);
   cp_async_commit();  // group 0: Q and tile 0
 
-  const float scale_log2 = p.scale * 1.4426950408889634f;
+  // A quantized cache's key scale joins the softmax scale; its value scale multiplies 1 / l.
+  const float scale_log2 =
+      p.scale * 1.4426950408889634f * (kQuant ? kv_scale_or_one(p.k_scale) : 1.0f);
+  const float v_scale = kQuant ? kv_scale_or_one(p.v_scale) : 1.0f;
   float o[kMT][kDT][4];
 #pragma unroll
   for (int mt = 0; mt < kMT; ++mt) {
@@ -303,6 +347,11 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
     cp_async_commit();
     cp_async_wait<1>();
     __syncthreads();
+    if constexpr (kQuant) {  // the previous tile's mmas are done (the loop's last barrier)
+      if (tile < num_tiles) convert_tile(tile & 1);
+      __syncthreads();
+    }
+    const int cbuf = kQuant ? 0 : (tile & 1);  // the T tile of this iteration
     if constexpr (kQInRegisters) {
       if (tile == 0) {
 #pragma unroll
@@ -315,8 +364,8 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
       const int step_off = key_off + step * kWarpKeys;
       const int first_key = tile_base + step_off, last_key = first_key + kWarpKeys - 1;
       if (tile >= num_tiles || first_key > warp_hi || last_key < warp_lo) continue;
-      const T* kt = k_s + (tile & 1) * S::kKVElems + step_off * kStride;
-      const T* vt = v_s + (tile & 1) * S::kKVElems + step_off * kStride;
+      const T* kt = k_s + cbuf * S::kKVElems + step_off * kStride;
+      const T* vt = v_s + cbuf * S::kKVElems + step_off * kStride;
       float s[kMT][kNT][4];
 #pragma unroll
       for (int mt = 0; mt < kMT; ++mt) {
@@ -459,7 +508,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
       for (int h = 0; h < 2; ++h) {
         const int r = warp_row0 + mt * 16 + g + 8 * h;
         if (r >= num_rows) continue;
-        const float inv = l[mt][h] > 0.0f ? 1.0f / l[mt][h] : 0.0f;
+        const float inv = l[mt][h] > 0.0f ? v_scale / l[mt][h] : 0.0f;
         const int64_t t = item.token_begin + r / group;
         const int head = item.kv_head * group + r % group;
 #pragma unroll
@@ -482,7 +531,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
     // real). One exchange of the row maxima and sums; then each warp scales its rows by its share,
     // 2^(m_w - max) / sum, so that the last pass adds four vectors. The K/V buffers are free now.
     __shared__ float m_s[4][16], l_s[4][16], lse_s[16];
-    float* merge = reinterpret_cast<float*>(k_s);  // [4][16][kD]
+    float* merge = reinterpret_cast<float*>(k_s);  // [4][16][kD]: K, V tiles (and the staging)
     __syncthreads();
     if (tig == 0) {
       m_s[warp][g] = m[0][0];
@@ -502,7 +551,7 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
 #pragma unroll
       for (int w = 0; w < 4; ++w)
         sum += big == -INFINITY ? 0.0f : l_s[w][r] * exp2f(m_s[w][r] - big);
-      const float f = big == -INFINITY || sum <= 0.0f ? 0.0f : exp2f(m[0][h] - big) / sum;
+      const float f = big == -INFINITY || sum <= 0.0f ? 0.0f : v_scale * exp2f(m[0][h] - big) / sum;
       if (warp == 0 && tig == 0) lse_s[r] = sum > 0.0f ? big + log2f(sum) : -INFINITY;
 #pragma unroll
       for (int i = 0; i < kDT; ++i) {
@@ -536,15 +585,17 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
   }
   // The whole of shared memory is free now: the merge's weights go there.
   static_assert(S::template smem_bytes<T>() >= sizeof(float) * kAttentionMaxSplits * kRows);
+  static_assert(!kDecode || S::template smem_bytes<T>() - S::kQElems * sizeof(T) >=
+                                sizeof(float) * 4 * 16 * kD);  // the decode merge's buffer
   if (split) finish_split<T, kD, kRows>(args, item, num_rows, reinterpret_cast<float*>(smem_raw));
 }
 
 /// Launches one instantiation over `grid` blocks (raising its shared-memory limit first).
-template <typename T, int kD, int kRows>
+template <typename T, int kD, int kRows, bool kQuant>
 cudaError_t launch_attention(const KernelArgs& args, int grid, cudaStream_t stream) {
   if (grid <= 0) return cudaSuccess;
-  constexpr size_t smem = Shape<kD, kRows>::template smem_bytes<T>();
-  auto* kernel = attention_kernel<T, kD, kRows>;
+  constexpr size_t smem = Shape<kD, kRows, kQuant>::template smem_bytes<T>();
+  auto* kernel = attention_kernel<T, kD, kRows, kQuant>;
   if (cudaError_t e = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem));
       e != cudaSuccess)
@@ -553,20 +604,26 @@ cudaError_t launch_attention(const KernelArgs& args, int grid, cudaStream_t stre
   return cudaGetLastError();
 }
 
-/// The instantiation of the dtype and head dim of `args` for items of kRows rows.
-template <int kRows>
-cudaError_t launch_rows(const KernelArgs& args, int grid, cudaStream_t stream) {
+/// The instantiation of the dtype and head dim of `args` for items of kRows rows, with a cache of
+/// T or of codes.
+template <int kRows, bool kQuant>
+cudaError_t launch_rows_of(const KernelArgs& args, int grid, cudaStream_t stream) {
   const bool bf16 = args.p.dtype == DType::kBF16;
   switch (args.p.layout.head_dim) {
     case 64:
-      return bf16 ? launch_attention<__nv_bfloat16, 64, kRows>(args, grid, stream)
-                  : launch_attention<__half, 64, kRows>(args, grid, stream);
+      return bf16 ? launch_attention<__nv_bfloat16, 64, kRows, kQuant>(args, grid, stream)
+                  : launch_attention<__half, 64, kRows, kQuant>(args, grid, stream);
     case 128:
-      return bf16 ? launch_attention<__nv_bfloat16, 128, kRows>(args, grid, stream)
-                  : launch_attention<__half, 128, kRows>(args, grid, stream);
+      return bf16 ? launch_attention<__nv_bfloat16, 128, kRows, kQuant>(args, grid, stream)
+                  : launch_attention<__half, 128, kRows, kQuant>(args, grid, stream);
     default:
       return cudaErrorInvalidValue;
   }
+}
+template <int kRows>
+cudaError_t launch_rows(const KernelArgs& args, int grid, cudaStream_t stream) {
+  return args.kv_code == KVCode::kNone ? launch_rows_of<kRows, false>(args, grid, stream)
+                                       : launch_rows_of<kRows, true>(args, grid, stream);
 }
 
 /// The instantiations live in attention_decode.cu, attention_prefill.cu (128 rows) and

@@ -28,7 +28,7 @@ namespace pagoda::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kCols = 4;
+constexpr int kCols = kGemvCols;
 constexpr int kUnroll = 2;
 
 __device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __nv_bfloat16) {
@@ -50,26 +50,6 @@ __device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __hal
   }
 }
 
-// W row c (< kCols) of the rows (= y columns, except when gated) that block b owns:
-//   plain: b*4 .. b*4 + 3 (clamped to n - 1: the clamped ones are computed, never stored);
-//   gated: gate rows j0, j0 + 1 and up rows out_cols + j0, out_cols + j0 + 1, with j0 = 2b;
-//   rope: in the q/k columns, rows e, e + 1, e + half, e + half + 1 of one head (the rotation's two
-//   pairs); past them, v columns 4 at a time.
-template <GemvEpilogue E>
-__device__ __forceinline__ int64_t block_row(const GemvParams& p, int64_t n, int c) {
-  const int64_t b = blockIdx.x;
-  if constexpr (E == GemvEpilogue::kGatedSilu) {
-    return (c >= kCols / 2 ? p.out_cols : 0) + min(2 * b + c % 2, p.out_cols - 1);
-  } else if constexpr (E == GemvEpilogue::kRopeCache) {
-    if (b < p.rope_blocks) {  // 32-bit division: a 64-bit one costs ~10 registers
-      const int d = p.rope.layout.head_dim, half = d / 2, units = half / 2;
-      const int bi = static_cast<int>(b), head = bi / units, e = (bi % units) * 2;
-      return static_cast<int64_t>(head) * d + (c >= 2 ? half : 0) + e + c % 2;
-    }
-  }
-  return min(b * kCols + c, n - 1);  // rope's v blocks: b * kCols is past the q and k columns too
-}
-
 // kU: loads per W row in flight per thread (kUnroll, or 1 where registers are short).
 template <typename T, int M, bool kNorm, GemvEpilogue E, int kU = kUnroll>
 __global__ void __launch_bounds__(kThreads)
@@ -84,7 +64,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t chunks = k / 8;
   const T* wrow[kCols];
 #pragma unroll
-  for (int c = 0; c < kCols; ++c) wrow[c] = w + block_row<E>(p, n, c) * k;
+  for (int c = 0; c < kCols; ++c) wrow[c] = w + gemv_block_row<E>(p, n, c) * k;
 
   float acc[M][kCols];
   float sumsq[M];
@@ -120,10 +100,10 @@ __global__ void __launch_bounds__(kThreads)
                       (E == GemvEpilogue::kRopeCache && blockIdx.x < p.rope_blocks);
   float prior = 0.0f, prior_pair = 0.0f;
   if (writer) {
-    const int64_t row = block_row<E>(p, n, out_c);
+    const int64_t row = gemv_block_row<E>(p, n, out_c);
     if (bias != nullptr) {
       prior = to_float(bias[row]);
-      if (paired && out_c < 2) prior_pair = to_float(bias[block_row<E>(p, n, out_c + 2)]);
+      if (paired && out_c < 2) prior_pair = to_float(bias[gemv_block_row<E>(p, n, out_c + 2)]);
     }
     if (E == GemvEpilogue::kAccumulate) prior += to_float(y[out_i * n + row]);
   }
@@ -186,44 +166,8 @@ __global__ void __launch_bounds__(kThreads)
   const float scale =
       kNorm ? rsqrtf(total(M * kCols + i) / static_cast<float>(k) + p.norm_eps) : 1.0f;
   const float value = total(i * kCols + c) * scale + prior;
-  if (paired || E == GemvEpilogue::kRopeCache) {
-    const float other = paired ? total(i * kCols + c + 2) * scale + prior_pair : 0.0f;
-    if (E == GemvEpilogue::kGatedSilu) {
-      const int64_t col = 2 * static_cast<int64_t>(blockIdx.x) + c;
-      if (c < 2 && col < p.out_cols) y[i * p.out_cols + col] = from_float<T>(silu(value) * other);
-      return;
-    }
-    const GemvRope& r = p.rope;
-    const int64_t slot = r.slot_mapping[i];
-    const int d = r.layout.head_dim;
-    if (paired) {
-      const int row = static_cast<int>(block_row<E>(p, n, c));  // row + d / 2 is its pair's
-      const int head = row / d, e = row % d;
-      float sn, cs;
-      rope_sincos(static_cast<float>(r.positions[i]) * r.inv_freq[e], &sn, &cs);
-      const T ra = from_float<T>(value * cs - other * sn),
-              rb = from_float<T>(other * cs + value * sn);
-      y[i * n + row] = ra;
-      y[i * n + row + d / 2] = rb;
-      if (head >= r.num_heads && slot >= 0) {
-        T* kc = static_cast<T*>(r.key_cache) + kv_cache_offset(r.layout, slot, head - r.num_heads);
-        kc[e] = ra;
-        kc[e + d / 2] = rb;
-      }
-      return;
-    }
-    const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + c;  // a v column
-    if (col >= n) return;
-    const T v = from_float<T>(value);
-    y[i * n + col] = v;
-    if (slot >= 0) {
-      const int j = static_cast<int>(col) - (r.num_heads + r.layout.num_kv_heads) * d;
-      static_cast<T*>(r.value_cache)[kv_cache_offset(r.layout, slot, j / d) + j % d] = v;
-    }
-    return;
-  }
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + c;
-  if (col < n) y[i * n + col] = from_float<T>(value);
+  const float other = paired ? total(i * kCols + c + 2) * scale + prior_pair : 0.0f;
+  gemv_store<T, E>(p, y, n, i, c, paired, value, other);
 }
 
 template <typename T>

@@ -60,4 +60,74 @@ __device__ __forceinline__ void rope_sincos(float a, float* s, float* c) {
   __sincosf(static_cast<float>(x - rint(x * (1.0 / kTwoPi)) * kTwoPi), s, c);
 }
 
+// The CUDA-core GEMVs (gemv.cu, gemv_fp8.cu): output columns (W rows) per block.
+inline constexpr int kGemvCols = 4;
+
+// W row c (< kGemvCols) of the rows (= y columns, except when gated) that block b owns:
+//   plain: b*4 .. b*4 + 3 (clamped to n - 1: the clamped ones are computed, never stored);
+//   gated: gate rows j0, j0 + 1 and up rows out_cols + j0, out_cols + j0 + 1, with j0 = 2b;
+//   rope: in the q/k columns, rows e, e + 1, e + half, e + half + 1 of one head (the rotation's two
+//   pairs); past them, v columns 4 at a time.
+// Example (rope, head_dim 128: 32 blocks per head): block 37 is head 1, e = 10: rows 138, 139,
+// 202, 203.
+template <GemvEpilogue E>
+__device__ __forceinline__ int64_t gemv_block_row(const GemvParams& p, int64_t n, int c) {
+  const int64_t b = blockIdx.x;
+  if constexpr (E == GemvEpilogue::kGatedSilu) {
+    return (c >= kGemvCols / 2 ? p.out_cols : 0) + min(2 * b + c % 2, p.out_cols - 1);
+  } else if constexpr (E == GemvEpilogue::kRopeCache) {
+    if (b < p.rope_blocks) {  // 32-bit division: a 64-bit one costs ~10 registers
+      const int d = p.rope.layout.head_dim, half = d / 2, units = half / 2;
+      const int bi = static_cast<int>(b), head = bi / units, e = (bi % units) * 2;
+      return static_cast<int64_t>(head) * d + (c >= 2 ? half : 0) + e + c % 2;
+    }
+  }
+  return min(b * kGemvCols + c, n - 1);  // rope's v blocks: b * 4 is past the q and k columns too
+}
+
+// The CUDA-core GEMVs' epilogue for output (row i of x, column c of the block): `value` is the
+// finished sum of W row gemv_block_row(c) (scales, norm and bias applied), `other` that of row c +
+// 2 for a paired epilogue (gated: the up row; rope: the pair's other half).
+template <typename T, GemvEpilogue E>
+__device__ __forceinline__ void gemv_store(const GemvParams& p, T* __restrict__ y, int64_t n, int i,
+                                           int c, bool paired, float value, float other) {
+  if (paired || E == GemvEpilogue::kRopeCache) {
+    if (E == GemvEpilogue::kGatedSilu) {
+      const int64_t col = 2 * static_cast<int64_t>(blockIdx.x) + c;
+      if (c < 2 && col < p.out_cols) y[i * p.out_cols + col] = from_float<T>(silu(value) * other);
+      return;
+    }
+    const GemvRope& r = p.rope;
+    const int64_t slot = r.slot_mapping[i];
+    const int d = r.layout.head_dim;
+    if (paired) {
+      const int row = static_cast<int>(gemv_block_row<E>(p, n, c));  // row + d / 2 is its pair's
+      const int head = row / d, e = row % d;
+      float sn, cs;
+      rope_sincos(static_cast<float>(r.positions[i]) * r.inv_freq[e], &sn, &cs);
+      const T ra = from_float<T>(value * cs - other * sn),
+              rb = from_float<T>(other * cs + value * sn);
+      y[i * n + row] = ra;
+      y[i * n + row + d / 2] = rb;
+      if (head >= r.num_heads && slot >= 0) {
+        T* kc = static_cast<T*>(r.key_cache) + kv_cache_offset(r.layout, slot, head - r.num_heads);
+        kc[e] = ra;
+        kc[e + d / 2] = rb;
+      }
+      return;
+    }
+    const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvCols + c;  // a v column
+    if (col >= n) return;
+    const T v = from_float<T>(value);
+    y[i * n + col] = v;
+    if (slot >= 0) {
+      const int j = static_cast<int>(col) - (r.num_heads + r.layout.num_kv_heads) * d;
+      static_cast<T*>(r.value_cache)[kv_cache_offset(r.layout, slot, j / d) + j % d] = v;
+    }
+    return;
+  }
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kGemvCols + c;
+  if (col < n) y[i * n + col] = from_float<T>(value);
+}
+
 }  // namespace pagoda::cuda

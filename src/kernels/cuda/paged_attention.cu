@@ -9,7 +9,8 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
                             const AttentionLimits& limits, void* workspace, cudaStream_t stream) {
   const KVCacheLayout& L = params.layout;
   if (params.num_tokens <= 0) return cudaSuccess;
-  if (params.kv_dtype != params.dtype) return cudaErrorNotSupported;
+  KVCode code = KVCode::kNone;
+  if (!kv_code_of(params.kv_dtype, params.dtype, &code)) return cudaErrorNotSupported;
   if (L.num_kv_heads <= 0 || params.num_heads % L.num_kv_heads != 0 ||
       L.head_dim != limits.head_dim || params.num_tokens > limits.max_tokens ||
       (params.dtype != DType::kBF16 && params.dtype != DType::kF16))
@@ -32,6 +33,7 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
   args.partial_out = reinterpret_cast<float*>(base + sec.out);
   args.group = params.num_heads / L.num_kv_heads;
   args.block_size_div = FastDivmod(static_cast<uint32_t>(L.block_size));
+  args.kv_code = code;
   if (cudaError_t e = attention::launch_decode(args, plan.decode_grid, stream); e != cudaSuccess)
     return e;
   return plan.prefill_rows == kAttentionSmallTileRows

@@ -52,8 +52,11 @@ struct PagedAttentionParams {
                                   // (Gemma-2; the general kernel runs such launches)
   KVCacheLayout layout;           // head_dim 1..256, block_size >= 1 (fast kernel: see above)
   DType dtype = DType::kBF16;     // of q and out
-  DType kv_dtype = DType::kBF16;  // of the caches: today it must be dtype (else
-                                  // cudaErrorNotSupported); fp8/int8 caches come with scales
+  // Of the caches: dtype, or one-byte codes (kF8E4M3, kF8E5M2, kI8: kv_quant.cuh) of x / scale
+  // with the layer's scales below (device [1] fp32 each; null: 1). Else cudaErrorNotSupported.
+  DType kv_dtype = DType::kBF16;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
 };
 
 /// One block's work: query rows (token, head of this kv head) of tokens [token_begin, token_end)

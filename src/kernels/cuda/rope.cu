@@ -3,14 +3,27 @@
 // positions reach 1e5 and the fast intrinsics lose accuracy on large arguments. With the per-head
 // norm (Qwen3), a warp per head first finds each q and k head's 1/rms (kept in shared memory):
 // the norm then costs one extra read of q and k instead of three copies and two kernels.
+// A quantized cache (kv_quant.cuh) receives the code of the dtype-rounded value / its scale.
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kv_quant.cuh"
 #include "kernels/cuda/rope.h"
 
 namespace pagoda::cuda {
 namespace {
 
+// Stores x (a value of T) at element i of a cache of T, or its code of x / scale.
+template <typename T>
+__device__ __forceinline__ void store_cached(void* cache, int64_t i, T x, KVCode code,
+                                             float scale) {
+  if (code == KVCode::kNone) {
+    static_cast<T*>(cache)[i] = x;
+  } else {
+    static_cast<uint8_t*>(cache)[i] = float_to_kv_code(to_float(x) / scale, code);
+  }
+}
+
 template <typename T, bool kNorm>
-__global__ void rope_and_cache_kernel(RopeCacheParams p) {
+__global__ void rope_and_cache_kernel(RopeCacheParams p, KVCode code) {
   extern __shared__ float inv_rms[];  // kNorm: [num_heads + num_kv_heads]
   begin_dependent_kernel();
   const int64_t t = blockIdx.x;
@@ -20,8 +33,8 @@ __global__ void rope_and_cache_kernel(RopeCacheParams p) {
   T* q = static_cast<T*>(p.q) + t * p.q_stride;
   T* k = static_cast<T*>(p.k) + t * p.k_stride;
   const T* v = static_cast<const T*>(p.v) + t * p.v_stride;
-  T* kc = static_cast<T*>(p.key_cache);
-  T* vc = static_cast<T*>(p.value_cache);
+  const float k_scale = code != KVCode::kNone ? kv_scale_or_one(p.k_scale) : 1.0f;
+  const float v_scale = code != KVCode::kNone ? kv_scale_or_one(p.v_scale) : 1.0f;
 
   if constexpr (kNorm) {
     const int lane = threadIdx.x & 31, warps = static_cast<int>(blockDim.x >> 5);
@@ -54,14 +67,15 @@ __global__ void rope_and_cache_kernel(RopeCacheParams p) {
     x[e + half] = rb;
     if (!is_q && slot >= 0) {
       const int64_t off = kv_cache_offset(p.layout, slot, h);
-      kc[off + e] = ra;
-      kc[off + e + half] = rb;
+      store_cached(p.key_cache, off + e, ra, code, k_scale);
+      store_cached(p.key_cache, off + e + half, rb, code, k_scale);
     }
   }
   if (slot >= 0) {
     for (int i = threadIdx.x; i < kvh * d; i += blockDim.x) {
       const int h = i / d, e = i % d;
-      vc[kv_cache_offset(p.layout, slot, h) + e] = v[h * d + e];
+      store_cached(p.value_cache, kv_cache_offset(p.layout, slot, h) + e, v[h * d + e], code,
+                   v_scale);
     }
   }
 }
@@ -74,7 +88,8 @@ cudaError_t rope_and_cache(const RopeCacheParams& params, cudaStream_t stream) {
   if (params.layout.head_dim % 2 != 0 || params.num_tokens > 0x7fffffff ||
       norm != (params.k_norm != nullptr))
     return cudaErrorInvalidValue;
-  if (params.cache_dtype != params.dtype) return cudaErrorNotSupported;
+  KVCode code = KVCode::kNone;
+  if (!kv_code_of(params.cache_dtype, params.dtype, &code)) return cudaErrorNotSupported;
   const int pairs = (params.num_heads + params.layout.num_kv_heads) * params.layout.head_dim / 2;
   const int threads = std::min(512, std::max(32, (pairs + 31) / 32 * 32));
   const size_t smem =
@@ -82,10 +97,10 @@ cudaError_t rope_and_cache(const RopeCacheParams& params, cudaStream_t stream) {
   PAGODA_DISPATCH_HALF(params.dtype, {
     if (norm) {
       launch_kernel(rope_and_cache_kernel<scalar_t, true>, static_cast<unsigned>(params.num_tokens),
-                    threads, smem, stream, params);
+                    threads, smem, stream, params, code);
     } else {
       launch_kernel(rope_and_cache_kernel<scalar_t, false>,
-                    static_cast<unsigned>(params.num_tokens), threads, 0, stream, params);
+                    static_cast<unsigned>(params.num_tokens), threads, 0, stream, params, code);
     }
     return cudaGetLastError();
   });

@@ -27,8 +27,11 @@ struct RopeCacheParams {
   int num_heads = 0;
   KVCacheLayout layout;        // layout.head_dim and layout.num_kv_heads describe q, k and v too
   DType dtype = DType::kBF16;  // of q, k and v
-  DType cache_dtype = DType::kBF16;  // of the caches: today it must be dtype (else
-                                     // cudaErrorNotSupported); fp8/int8 caches come with scales
+  // Of the caches: dtype, or one-byte codes (kF8E4M3, kF8E5M2, kI8: kv_quant.cuh) of the
+  // dtype-rounded value / the layer's scale (device [1] fp32 each; null: 1).
+  DType cache_dtype = DType::kBF16;
+  const float* k_scale = nullptr;
+  const float* v_scale = nullptr;
   // Per-head q/k RMSNorm before the rotation (Qwen3), both or neither: each head of q (k) becomes
   // x / sqrt(mean(x^2) + norm_eps) * q_norm (k_norm), [head_dim] in dtype, rounded to dtype as
   // the separate rms_norm would write it.

@@ -21,6 +21,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
+#include "paged_attention_case.h"
 
 namespace pagoda::cuda {
 namespace {
@@ -274,6 +275,83 @@ TEST(CudaRope, RopeAndCacheMatchesCpu) {
           if (gvc[(b * s.kv_heads * s.block_size + o) * d] != 0xffff) ++touched;
         }
         EXPECT_EQ(touched, written);
+      }
+    }
+  }
+}
+
+// rope_and_cache into a quantized cache: every written element is exactly the code of the value
+// the dtype cache receives (same launch otherwise) divided by the scale, rounded as the CPU's
+// encoders round; skipped slots keep their poison.
+TEST(CudaRope, RopeAndCacheQuantizedCacheHoldsTheCodes) {
+  REQUIRE_GPU();
+  uint32_t seed = 4400;
+  const int heads = 8, kvh = 2, bs = 16;
+  for (DType code : {DType::kF8E4M3, DType::kF8E5M2, DType::kI8}) {
+    for (DType dt : kDTypes) {
+      for (int d : {128, 24}) {
+        SCOPED_TRACE(::testing::Message()
+                     << dtype_name(code) << " " << dtype_label(dt) << " d=" << d);
+        const int64_t tokens = 37, row = static_cast<int64_t>(heads + 2 * kvh) * d;
+        const HalfData qkv = random_half(tokens * row, dt, seed++, -3.0f, 3.0f);
+        std::vector<float> inv_freq(d / 2);
+        for (int i = 0; i < d / 2; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / d);
+        std::vector<int32_t> positions(tokens);
+        std::vector<int64_t> slots(tokens);
+        for (int64_t t = 0; t < tokens; ++t) {
+          positions[t] = static_cast<int32_t>(t * 7 + 3);
+          slots[t] = t % 6 == 4 ? -1 : (tokens - 1 - t) + 5;
+        }
+        const int64_t num_blocks = (tokens + 5 + bs - 1) / bs + 1;
+        const size_t elems = static_cast<size_t>(num_blocks) * bs * kvh * d;
+        const std::vector<float> scales = {code == DType::kI8 ? 3.0f / 127 : 0.0071f,
+                                           code == DType::kI8 ? 2.5f / 127 : 0.013f};
+        DeviceBuffer dfreq = to_device(inv_freq), dpos = to_device(positions);
+        DeviceBuffer dslots = to_device(slots), dscales = to_device(scales);
+        DeviceBuffer hk(elems * 2), hv(elems * 2), qk(elems), qv(elems);
+        poison(hk);
+        poison(hv);
+        CUDA_OK(cudaMemset(qk.get(), 0xee, elems));
+        CUDA_OK(cudaMemset(qv.get(), 0xee, elems));
+        for (bool quant : {false, true}) {
+          DeviceBuffer dqkv = to_device(qkv.bits);
+          auto* base = dqkv.as<uint16_t>();
+          RopeCacheParams p;
+          p.q = base;
+          p.k = base + heads * d;
+          p.v = base + (heads + kvh) * d;
+          p.q_stride = p.k_stride = p.v_stride = row;
+          p.positions = dpos.as<int32_t>();
+          p.inv_freq = dfreq.as<float>();
+          p.slot_mapping = dslots.as<int64_t>();
+          p.key_cache = quant ? qk.get() : hk.get();
+          p.value_cache = quant ? qv.get() : hv.get();
+          p.num_tokens = tokens;
+          p.num_heads = heads;
+          p.layout = {num_blocks, bs, kvh, d};
+          p.dtype = dt;
+          p.cache_dtype = quant ? code : dt;
+          p.k_scale = dscales.as<float>();
+          p.v_scale = dscales.as<float>() + 1;
+          CUDA_OK(rope_and_cache(p, nullptr));
+        }
+        CUDA_OK(cudaDeviceSynchronize());
+        const auto ghk = to_host<uint16_t>(hk, elems), ghv = to_host<uint16_t>(hv, elems);
+        const auto gqk = to_host<uint8_t>(qk, elems), gqv = to_host<uint8_t>(qv, elems);
+        int64_t written = 0, mismatches = 0;
+        for (size_t i = 0; i < elems; ++i) {
+          if (ghv[i] == 0xffff) {  // a slot no token wrote
+            mismatches += gqk[i] != 0xee || gqv[i] != 0xee;
+            continue;
+          }
+          ++written;
+          mismatches += gqk[i] != encode_kv(half_to_float(ghk[i], dt) / scales[0], code);
+          mismatches += gqv[i] != encode_kv(half_to_float(ghv[i], dt) / scales[1], code);
+        }
+        EXPECT_EQ(written, static_cast<int64_t>(std::count_if(slots.begin(), slots.end(),
+                                                              [](int64_t x) { return x >= 0; })) *
+                               kvh * d);
+        EXPECT_EQ(mismatches, 0);
       }
     }
   }

@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/fp8.h"
 #include "core/thread_pool.h"
 #include "cuda_test_util.h"
 #include "kernels/cpu/paged_attention.h"
@@ -31,7 +32,24 @@ struct Case {
   int head_dim, num_heads, num_kv_heads, block_size, sliding_window;
   Batch batch;
   bool strided_q = false;  // q inside a fused qkv row
+  // A quantized cache (kF8E4M3, kF8E5M2, kI8): the GPU holds the codes of x / scale, the CPU
+  // reference code * scale in fp32. kF32 here: the cache is of dtype.
+  DType kv_dtype = DType::kF32;
+  float k_scale = 1.0f, v_scale = 1.0f;
 };
+
+// The host's code of x (already divided by the scale), as the GPU's encoder rounds it.
+inline uint8_t encode_kv(float x, DType code) {
+  if (code == DType::kF8E4M3) return float_to_e4m3(x);
+  if (code == DType::kF8E5M2) return float_to_e5m2(x);
+  if (std::isnan(x)) return 0;
+  return static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(std::clamp(x, -127.0f, 127.0f))));
+}
+inline float decode_kv(uint8_t c, DType code) {
+  if (code == DType::kF8E4M3) return e4m3_to_float(c);
+  if (code == DType::kF8E5M2) return e5m2_to_float(c);
+  return static_cast<float>(static_cast<int8_t>(c));
+}
 
 // kFineSplits: splits as short as one 64-key tile (the most partials the merge can meet).
 // kWideTiles, kWideFineSplits: prefill items of 128 rows (the plan gives these small batches 64).
@@ -74,6 +92,10 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
   const size_t cache_elems = static_cast<size_t>(num_blocks) * bs * kvh * d;
   std::vector<float> kc(cache_elems, 0.0f), vc(cache_elems, 0.0f);
   std::vector<uint16_t> gk(cache_elems, 0xffff), gv(cache_elems, 0xffff);
+  const bool quant = c.kv_dtype != DType::kF32;
+  // Codes: 0x7f is NaN in both float8 formats; int8 has none (its poison -128 is never written).
+  const uint8_t poison_code = c.kv_dtype == DType::kI8 ? 0x80 : 0x7f;
+  std::vector<uint8_t> ck(quant ? cache_elems : 0, poison_code), cv(ck);
   for (int s = 0; s < num_seqs; ++s) {
     const HalfData kd = random_half(static_cast<size_t>(seq_lens[s]) * kvh * d, dt, seed + 11 + s);
     const HalfData vd = random_half(static_cast<size_t>(seq_lens[s]) * kvh * d, dt, seed + 97 + s);
@@ -88,6 +110,12 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
           vc[ci] = vd.values[src];
           gk[gi] = kd.bits[src];
           gv[gi] = vd.bits[src];
+          if (quant) {
+            ck[gi] = encode_kv(kd.values[src] / c.k_scale, c.kv_dtype);
+            cv[gi] = encode_kv(vd.values[src] / c.v_scale, c.kv_dtype);
+            kc[ci] = decode_kv(ck[gi], c.kv_dtype) * c.k_scale;
+            vc[ci] = decode_kv(cv[gi], c.kv_dtype) * c.v_scale;
+          }
         }
     }
   }
@@ -119,7 +147,11 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
 
   DeviceBuffer dq = to_device(qd.bits), dpos = to_device(positions), dqsl = to_device(qsl);
   DeviceBuffer dlens = to_device(seq_lens), dtables = to_device(tables);
-  DeviceBuffer dk = to_device(gk), dv = to_device(gv), dout(tokens * heads * d * 2);
+  DeviceBuffer dk = quant ? to_device(ck) : to_device(gk),
+               dv = quant ? to_device(cv) : to_device(gv);
+  DeviceBuffer dout(tokens * heads * d * 2);
+  const std::vector<float> scales = {c.k_scale, c.v_scale};
+  DeviceBuffer dscales = to_device(scales);
   PagedAttentionParams gp;
   gp.q = dq.get();
   gp.q_stride = q_stride;
@@ -138,7 +170,11 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
   gp.scale = cp.scale;
   gp.layout = {num_blocks, bs, kvh, d};
   gp.dtype = dt;
-  gp.kv_dtype = dt;
+  gp.kv_dtype = quant ? c.kv_dtype : dt;
+  if (quant) {
+    gp.k_scale = dscales.as<float>();
+    gp.v_scale = dscales.as<float>() + 1;
+  }
 
   AttentionPlanInput in;
   in.query_start_loc = qsl.data();

@@ -71,6 +71,36 @@ TEST(CudaPagedAttentionGeneral, FastHeadDimsWithOddBlockSizes) {
   }
 }
 
+TEST(CudaPagedAttentionGeneral, QuantizedCachesMatchCpuOnDequantizedValues) {
+  // Codes of x / scale in the cache (the tiny models' head dims), against the CPU on the
+  // dequantized values.
+  REQUIRE_GPU();
+  ThreadPool pool(16);
+  const int sms = device_sms();
+  uint32_t seed = 900;
+  for (DType code : {DType::kF8E4M3, DType::kF8E5M2, DType::kI8}) {
+    const float scale = code == DType::kI8 ? 1.0f / 127 : code == DType::kF8E4M3 ? 0.0029f : 0.41f;
+    for (int d : {8, 24, 80, 256}) {
+      for (size_t b = 0; b < kBatches.size(); ++b) {
+        SCOPED_TRACE(::testing::Message() << dtype_name(code) << " d=" << d << " batch=" << b);
+        Case c{b % 2 == 0 ? DType::kBF16 : DType::kF16,
+               d,
+               8,
+               2,
+               b % 3 == 0 ? 3 : 16,
+               0,
+               kBatches[b],
+               b % 2 == 1};
+        c.kv_dtype = code;
+        c.k_scale = scale;
+        c.v_scale = scale * 0.6f;
+        run_case(c, seed++, pool, sms);
+        if (::testing::Test::HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
 TEST(CudaPagedAttentionGeneral, RejectsHeadDimsAboveTheLimit) {
   PagedAttentionParams p;
   p.num_tokens = 1;

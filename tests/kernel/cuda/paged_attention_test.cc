@@ -79,5 +79,40 @@ TEST(CudaPagedAttention, LongContextsSplitKv) {
   }
 }
 
+// A quantized cache (codes of x / scale, one scale per cache) against the CPU on the dequantized
+// values: prefill, chunked and decode batches, with splits, every code and both dtypes.
+TEST(CudaPagedAttention, QuantizedCachesMatchCpuOnDequantizedValues) {
+  REQUIRE_GPU();
+  ThreadPool pool(16);
+  const int sms = device_sms();
+  uint32_t seed = 2000;
+  for (DType code : {DType::kF8E4M3, DType::kF8E5M2, DType::kI8}) {
+    // Scales that spread [-1, 1] over the code's range (e4m3: 448, e5m2: a few binades, int8: 127).
+    const float k_scale = code == DType::kI8       ? 1.0f / 127
+                          : code == DType::kF8E4M3 ? 0.0031f
+                                                   : 0.37f;
+    for (DType dt : {DType::kBF16, DType::kF16}) {
+      for (int d : {64, 128}) {
+        for (size_t b = 0; b < kShortBatches.size(); ++b) {
+          if (dt == DType::kF16 && b % 2 == 1) continue;
+          SCOPED_TRACE(::testing::Message() << dtype_name(code) << " " << dtype_label(dt)
+                                            << " d=" << d << " batch=" << b);
+          Case c{dt, d, 16, 4, 16, b == 2 ? 40 : 0, kShortBatches[b], b % 2 == 1};
+          c.kv_dtype = code;
+          c.k_scale = k_scale;
+          c.v_scale = k_scale * 1.7f;
+          run_case(c, seed++, pool, sms);
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+      }
+    }
+    SCOPED_TRACE(dtype_name(code));
+    Case long_case{DType::kBF16, 128, 32, 8, 16, 0, {{4095, 1}, {3000, 4}}, true};
+    long_case.kv_dtype = code;
+    long_case.k_scale = long_case.v_scale = k_scale;
+    run_case(long_case, seed++, pool, sms);
+  }
+}
+
 }  // namespace
 }  // namespace pagoda::cuda
