@@ -54,6 +54,14 @@ struct EngineArgs {
   /// --kv-cache-memory; 0 = automatic: 4 GiB on the CPU, on a GPU what --gpu-memory-utilization
   /// leaves after the weights and a reserve for activations.
   int64_t kv_cache_memory_bytes = 0;
+  /// --kv-cache-dtype, vLLM's names: auto (the checkpoint's, else fp32 on the CPU and the
+  /// activation dtype on a GPU), fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2, int8, bfloat16, float16.
+  /// fp8 and int8 codes carry per-layer k/v scales (the checkpoint's, else 1.0); the CPU runs
+  /// every one, the GPU only auto for now. docs/engine.md, "Quantized KV cache".
+  std::string kv_cache_dtype = "auto";
+  /// --calculate-kv-scales: the k/v scales of an fp8/int8 cache from the first forward's K/V
+  /// (vLLM's rule) instead of the checkpoint's.
+  bool calculate_kv_scales = false;
   bool enable_prefix_caching = true;       // --[no-]enable-prefix-caching
   int max_num_batched_tokens = 2048;       // --max-num-batched-tokens
   int max_num_seqs = 256;                  // --max-num-seqs

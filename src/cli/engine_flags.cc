@@ -5,6 +5,7 @@
 #include "cli/runtime_env.h"
 #include "cli/speculative_config.h"
 #include "core/status.h"
+#include "kv/kv_cache_spec.h"
 #include "kv/memory_size.h"
 
 namespace pagoda::cli {
@@ -20,10 +21,7 @@ EngineArgs EngineFlags::to_engine_args() const {
           fmt::format("{} {}: pagoda runs a model on one device per process (only 1)", flag, size));
     }
   }
-  if (kv_cache_dtype != "auto") {
-    throw InvalidArgument(fmt::format(
-        "--kv-cache-dtype {}: only auto (the model's dtype) is supported", kv_cache_dtype));
-  }
+  (void)kv::parse_kv_cache_dtype(args.kv_cache_dtype);  // a bad name fails here, by its flag
   if (tokenizer_mode != "auto" && tokenizer_mode != "hf" && tokenizer_mode != "slow") {
     throw InvalidArgument(fmt::format(
         "--tokenizer-mode {}: only auto, hf or slow (all read tokenizer.json)", tokenizer_mode));
@@ -111,6 +109,15 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
                   "when it runs alone (0: off)")
       ->check(CLI::NonNegativeNumber);
 
+  cmd->add_option(
+      "--kv-cache-dtype", f.args.kv_cache_dtype,
+      "KV cache element type: auto (the checkpoint's, else fp32 on the CPU and the "
+      "activation dtype on a GPU), fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2, int8, bfloat16, "
+      "float16; fp8/int8 use per-layer k/v scales (the checkpoint's, else 1.0). The GPU "
+      "runs only auto for now");
+  cmd->add_flag("--calculate-kv-scales", f.args.calculate_kv_scales,
+                "fp8/int8 KV cache: each layer's k/v scales from the first forward's K/V maxima "
+                "(vLLM's rule) instead of the checkpoint's");
   cmd->add_option("--speculative-config", f.speculative_config,
                   "speculative decoding, vLLM's JSON: {\"method\": \"ngram\", "
                   "\"num_speculative_tokens\": 4, \"prompt_lookup_min\": 2, "
@@ -122,7 +129,6 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_option("--tensor-parallel-size", f.tensor_parallel_size, "only 1")->group(vllm);
   cmd->add_option("--pipeline-parallel-size", f.pipeline_parallel_size, "only 1")->group(vllm);
   cmd->add_option("--data-parallel-size", f.data_parallel_size, "only 1")->group(vllm);
-  cmd->add_option("--kv-cache-dtype", f.kv_cache_dtype, "only auto")->group(vllm);
   cmd->add_option("--quantization,-q", f.quantization,
                   "fp8, gptq, awq, compressed-tensors, modelopt, modelopt_fp4 (default: the "
                   "checkpoint's; fp8 on a float checkpoint quantizes at load)")

@@ -22,7 +22,6 @@ struct EngineFlags {
   int tensor_parallel_size = 1;
   int pipeline_parallel_size = 1;
   int data_parallel_size = 1;
-  std::string kv_cache_dtype = "auto";
   std::string quantization;
   std::string tokenizer_mode = "auto";
   bool trust_remote_code = false;

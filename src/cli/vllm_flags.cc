@@ -46,7 +46,6 @@ constexpr KnownFlag kHarmless[] = {
     {"--max-long-partial-prefills", true, "prompts are prefilled in chunks of the token budget"},
     {"--long-prefill-token-threshold", true, "prompts are prefilled in chunks of the token budget"},
     {"--disable-cascade-attn", false, "pagoda has no cascade attention"},
-    {"--calculate-kv-scales", false, "the KV cache is not quantized"},
     {"--model-impl", true, "pagoda runs its own implementation of each architecture"},
     {"--config-format", true, "config.json is read in either transformers dialect"},
     {"--guided-decoding-backend", true, "structured outputs have one backend"},

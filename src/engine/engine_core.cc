@@ -15,6 +15,7 @@
 #include "engine/stop_checker.h"
 #include "kv/kv_cache_config.h"
 #include "kv/kv_cache_manager.h"
+#include "kv/kv_cache_spec.h"
 #include "model/model.h"
 #include "runtime/executor.h"
 #include "sampling/bad_words.h"
@@ -58,6 +59,8 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     throw InvalidArgument(
         fmt::format("--cpu-matmul '{}' must be batch-invariant or onednn", args.cpu_matmul));
   load.cpu_onednn = args.cpu_matmul == "onednn";
+  (void)kv::parse_kv_cache_dtype(args.kv_cache_dtype);  // InvalidArgument naming the flag
+  load.kv_cache = KVCacheOptions{args.kv_cache_dtype, args.calculate_kv_scales};
   load.progress = args.load_progress;
   ExecutorOptions executor_options;
   executor_options.model_dir = args.model;
@@ -89,7 +92,8 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     throw InvalidArgument(
         fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
   }
-  const int64_t kv_bytes_per_token = e.executor->info().kv_spec.bytes_per_token();
+  const kv::KVCacheSpec& kv_spec = e.executor->info().kv_spec;
+  const int64_t kv_bytes_per_token = kv_spec.bytes_per_token();
   // A GPU model: vLLM's profile run first (its first steps would otherwise pay the allocations
   // and the lazy kernel loads), so that the KV pool is sized from what the largest step really
   // uses. It needs a pool of two blocks (the null block and one).
@@ -136,7 +140,9 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
                  args.enable_prefix_caching,
                  args.gpu_memory_utilization,
                  std::max<int64_t>(args.kv_cache_memory_bytes, 0),
-                 e.config().sliding_window};
+                 e.config().sliding_window,
+                 kv::kv_cache_dtype_name(kv_spec.dtype),
+                 args.calculate_kv_scales};
   if (on_device) {
     const auto start = std::chrono::steady_clock::now();
     const int graphs = e.executor->capture_graphs(args.max_num_seqs);
@@ -168,10 +174,13 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
         fmt::format("--scheduling-policy '{}' must be fcfs or priority", args.scheduling_policy));
   }
   e.scheduler = std::make_unique<scheduler::Scheduler>(sched, *e.kv_manager);
-  spdlog::info("KV cache: {} blocks of {} tokens = {} tokens ({:.1f} MiB), max model length {}",
-               num_blocks - 1, args.block_size, kv_capacity_tokens_,
-               static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),
-               max_model_len_);
+  spdlog::info(
+      "KV cache: {} ({} bytes per token), {} blocks of {} tokens = {} tokens ({:.1f} MiB), max "
+      "model length {}",
+      kv::kv_cache_dtype_name(kv_spec.dtype), kv_bytes_per_token, num_blocks - 1, args.block_size,
+      kv_capacity_tokens_,
+      static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),
+      max_model_len_);
   e.thread = std::thread([this] { impl_->loop(); });
 }
 

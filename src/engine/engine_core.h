@@ -58,12 +58,14 @@ struct IterationTokens {
 
 /// The KV cache as the engine built it, for vLLM's cache_config_info gauge.
 struct CacheInfo {
-  int block_size = 0;                  // tokens per block (--block-size)
-  int64_t num_blocks = 0;              // blocks of the pool, the reserved null block included
-  bool enable_prefix_caching = false;  // --[no-]enable-prefix-caching
-  double gpu_memory_utilization = 0;   // --gpu-memory-utilization (fraction, used on a GPU)
-  int64_t kv_cache_memory_bytes = 0;   // --kv-cache-memory as given (bytes); 0: automatic
-  int sliding_window = 0;              // the model's sliding window (tokens); 0: none
+  int block_size = 0;                   // tokens per block (--block-size)
+  int64_t num_blocks = 0;               // blocks of the pool, the reserved null block included
+  bool enable_prefix_caching = false;   // --[no-]enable-prefix-caching
+  double gpu_memory_utilization = 0;    // --gpu-memory-utilization (fraction, used on a GPU)
+  int64_t kv_cache_memory_bytes = 0;    // --kv-cache-memory as given (bytes); 0: automatic
+  int sliding_window = 0;               // the model's sliding window (tokens); 0: none
+  std::string cache_dtype = "float32";  // the cache's element type, kv::kv_cache_dtype_name
+  bool calculate_kv_scales = false;     // --calculate-kv-scales
 };
 
 /// Counters and gauges of the engine, readable from any thread.

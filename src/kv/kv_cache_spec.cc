@@ -8,6 +8,37 @@
 
 namespace pagoda::kv {
 
+std::optional<DType> parse_kv_cache_dtype(const std::string& name) {
+  if (name == "auto") return std::nullopt;
+  if (name == "fp8" || name == "fp8_e4m3") return DType::kF8E4M3;
+  if (name == "fp8_e5m2") return DType::kF8E5M2;
+  if (name == "int8") return DType::kI8;
+  if (name == "bfloat16") return DType::kBF16;
+  if (name == "float16") return DType::kF16;
+  if (name == "fp8_inc" || name == "fp8_ds_mla") {
+    throw InvalidArgument(fmt::format(
+        "--kv-cache-dtype {}: not supported by pagoda ({}); use fp8, fp8_e4m3, fp8_e5m2 or int8",
+        name, name == "fp8_inc" ? "Intel Gaudi's FP8" : "DeepSeek MLA's FP8 layout"));
+  }
+  throw InvalidArgument(
+      fmt::format("--kv-cache-dtype '{}' must be auto, fp8, fp8_e4m3, fp8_e5m2, int8, bfloat16 or "
+                  "float16",
+                  name));
+}
+
+std::string kv_cache_dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::kF8E4M3:
+      return "fp8_e4m3";
+    case DType::kF8E5M2:
+      return "fp8_e5m2";
+    case DType::kI8:
+      return "int8";
+    default:
+      return std::string(dtype_name(dtype));
+  }
+}
+
 int64_t KVCacheSpec::element_bytes() const { return static_cast<int64_t>(dtype_size(dtype)); }
 
 int64_t KVCacheSpec::token_bytes_per_layer() const {

@@ -4,6 +4,8 @@
 // sizes the block pool from it, and each backend allocates and addresses its cache by it: the
 // byte counts below are computed nowhere else.
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "core/dtype.h"
 
@@ -21,8 +23,10 @@ struct KVCacheSpec {
   int num_layers = 0;
   int num_kv_heads = 0;  // on this rank
   int head_dim = 0;
-  DType dtype = DType::kF32;  // the cache's element type (f32 on the CPU, the activation dtype on
-                              // the GPU; room for fp8/int8 with per-layer scales)
+  /// The cache's element type: on the CPU f32 (--kv-cache-dtype auto), bf16, f16, f8e4m3, f8e5m2
+  /// or i8; on the GPU the activation dtype. The codes of f8e4m3, f8e5m2 and i8 are multiplied by
+  /// a per-layer scale, which lives with the model's weights, not here.
+  DType dtype = DType::kF32;
   KVLayout layout = KVLayout::kTokenMajor;
 
   /// Bytes of one element.
@@ -43,5 +47,20 @@ struct KVCacheSpec {
 
   bool operator==(const KVCacheSpec&) const = default;
 };
+
+/// --kv-cache-dtype, vLLM's names: "auto" -> nullopt (the backend's dtype, or the one the
+/// checkpoint's quantization asks for); "fp8" and "fp8_e4m3" -> f8e4m3, "fp8_e5m2" -> f8e5m2,
+/// "int8" -> i8, "bfloat16" -> bf16, "float16" -> f16. InvalidArgument naming the flag and the
+/// accepted names otherwise (vLLM's fp8_inc and fp8_ds_mla with their reason).
+[[nodiscard]] std::optional<DType> parse_kv_cache_dtype(const std::string& name);
+
+/// The name of a cache dtype in logs and metrics, as vLLM spells --kv-cache-dtype: "fp8_e4m3",
+/// "fp8_e5m2", "int8", "bfloat16", "float16", "float32".
+[[nodiscard]] std::string kv_cache_dtype_name(DType dtype);
+
+/// Whether a cache of this dtype holds codes that a per-layer scale multiplies (fp8, int8).
+[[nodiscard]] constexpr bool kv_cache_dtype_scaled(DType dtype) {
+  return dtype == DType::kF8E4M3 || dtype == DType::kF8E5M2 || dtype == DType::kI8;
+}
 
 }  // namespace pagoda::kv

@@ -1,10 +1,14 @@
 #include "model/cpu_decoder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "core/half.h"
 #include "core/status.h"
+#include "model/kv_cache_scales.h"
 #include "model/kv_cache_storage.h"
 #include "model/linear.h"
 #include "ops/ops.h"
@@ -112,8 +116,9 @@ void copy_columns(const Tensor& src, int64_t first, const Tensor& dst) {
 class CpuDecoderModel final : public Model {
  public:
   CpuDecoderModel(const ModelConfig& config, ModelDefinition definition, WeightStore weights,
-                  const OpContext& ctx)
+                  const OpContext& ctx, const KVCacheOptions& kv_cache)
       : config_(config), def_(std::move(definition)), weights_(std::move(weights)), ctx_(ctx) {
+    const DType kv_dtype = resolve_cpu_kv_cache_dtype(def_, kv_cache);
     bind_weights();
     const AttentionDef& a = def_.layers.at(0).attention;
     for (const LayerDef& l : def_.layers) {
@@ -121,7 +126,8 @@ class CpuDecoderModel final : public Model {
                    "{}: layers with different KV shapes are not supported", def_.architecture);
     }
     kv_spec_ = kv::KVCacheSpec{static_cast<int>(def_.layers.size()), a.num_kv_heads, a.head_dim,
-                               DType::kF32, kv::KVLayout::kTokenMajor};
+                               kv_dtype, kv::KVLayout::kTokenMajor};
+    bind_kv_scales(kv_cache);
   }
 
   const ModelConfig& config() const override { return config_; }
@@ -151,6 +157,8 @@ class CpuDecoderModel final : public Model {
 
  private:
   void bind_weights();
+  /// kv_scales_ from the checkpoint, or 1.0 until the first forward computes them.
+  void bind_kv_scales(const KVCacheOptions& kv_cache);
   /// normed = norm(residual (+ hidden, when a sublayer's output is pending)).
   void norm_residual(const NormWeight& w, int64_t T);
   /// The attention block of layer l: qkv projection, q/k norms, RoPE, cache write, attention;
@@ -172,6 +180,8 @@ class CpuDecoderModel final : public Model {
   Workspace ws_;
   bool pending_ = false;  // ws_.hidden holds a sublayer output not yet added to the residual
   std::unique_ptr<KVCacheStorage> kv_;
+  std::vector<cpu::KVScales> kv_scales_;  // [layers]: of an fp8 / int8 cache, else 1.0
+  bool calculate_kv_scales_ = false;      // the next forward that writes K/V sets kv_scales_
   std::vector<float> logits_;
   std::vector<float> hidden_states_;  // [hidden_layers, T, hidden]
 };
@@ -201,6 +211,36 @@ void CpuDecoderModel::bind_weights() {
     w.gate_up = linear_method(l.gate_up.format).bind_cpu(l.gate_up, weights_);
     w.down = linear_method(l.down.format).bind_cpu(l.down, weights_);
     layers_.push_back(std::move(w));
+  }
+}
+
+void CpuDecoderModel::bind_kv_scales(const KVCacheOptions& kv_cache) {
+  KVScaleSource source;
+  kv_scales_ =
+      read_kv_cache_scales(def_, weights_, kv_spec_.dtype, kv_cache.calculate_scales, &source);
+  calculate_kv_scales_ = source.calculated;
+  const std::string dtype = kv::kv_cache_dtype_name(kv_spec_.dtype);
+  if (!kv::kv_cache_dtype_scaled(kv_spec_.dtype)) {
+    if (def_.checkpoint_kv_cache_dtype) {
+      spdlog::info(
+          "KV cache {}: the checkpoint's {} KV scales are not used (--kv-cache-dtype fp8 "
+          "uses them)",
+          dtype, kv::kv_cache_dtype_name(*def_.checkpoint_kv_cache_dtype));
+    }
+    return;
+  }
+  const int layers = static_cast<int>(kv_scales_.size());
+  if (source.calculated) {
+    spdlog::info("KV cache {}: k/v scales from the first forward's K/V (--calculate-kv-scales)",
+                 dtype);
+  } else if (source.from_checkpoint == layers) {
+    spdlog::info("KV cache {}: k/v scales of {} layers from the checkpoint", dtype, layers);
+  } else {
+    spdlog::warn("KV cache {}: k/v scale 1.0 on {} of {} layers (none in the checkpoint){}", dtype,
+                 layers - source.from_checkpoint, layers,
+                 kv_spec_.dtype == DType::kI8
+                     ? "; int8 codes are then whole numbers: pass --calculate-kv-scales"
+                     : "");
   }
 }
 
@@ -237,16 +277,20 @@ void CpuDecoderModel::attention(int l, const ForwardBatch& batch) {
                         Shape{static_cast<int64_t>(def_.rope_inv_freq.size())}};
   ops::rope(ctx_, q3, k3, positions, inv_freq);
   const Tensor slots{const_cast<int64_t*>(batch.slot_mapping.data()), DType::kI64, Shape{T}};
-  ops::reshape_and_cache(ctx_, k3, v3, slots, kv_->key_cache(l), kv_->value_cache(l),
-                         kv_->layout());
+  cpu::KVScales& scales = kv_scales_[static_cast<size_t>(l)];
+  if (calculate_kv_scales_) {
+    scales = calculated_kv_scales(k3.as<float>(), v3.as<float>(), T * a.kv_size(), kv_spec_.dtype);
+  }
+  ops::reshape_and_cache(ctx_, k3, v3, slots, kv_->key_cache(l), kv_->value_cache(l), kv_->layout(),
+                         scales);
   cpu::PagedAttentionParams p;
   p.q = ws_.q.as<float>();
   p.positions = batch.positions.data();
   p.query_start_loc = batch.query_start_loc.data();
   p.seq_lens = batch.seq_lens.data();
   p.block_tables = batch.block_tables.data();
-  p.key_cache = kv_->key_cache(l).as<float>();
-  p.value_cache = kv_->value_cache(l).as<float>();
+  p.key_cache = kv_->key_cache(l).data;
+  p.value_cache = kv_->value_cache(l).data;
   p.out = ws_.attn.as<float>();
   p.num_tokens = T;
   p.num_seqs = batch.num_seqs();
@@ -256,6 +300,7 @@ void CpuDecoderModel::attention(int l, const ForwardBatch& batch) {
   p.scale = a.scale;
   p.softcap = a.softcap;
   p.layout = kv_->layout();
+  p.scales = scales;
   ops::paged_attention(ctx_, p);
 }
 
@@ -316,6 +361,12 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
     pending_ = true;
     keep_hidden(batch, static_cast<int>(l));
   }
+  if (calculate_kv_scales_ && std::any_of(batch.slot_mapping.begin(), batch.slot_mapping.end(),
+                                          [](int64_t slot) { return slot >= 0; })) {
+    calculate_kv_scales_ = false;  // vLLM's rule: once, from the first forward that fills the cache
+    spdlog::info("KV cache: k/v scales of layer 0 calculated: {} / {}", kv_scales_[0].k,
+                 kv_scales_[0].v);
+  }
   // Only the rows whose logits are wanted go through the final norm and the LM head.
   const int64_t L = static_cast<int64_t>(batch.logits_indices.size());
   if (L == 0) return {};
@@ -344,9 +395,11 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
 }  // namespace
 
 std::unique_ptr<Model> build_cpu_model(const ModelConfig& config, ModelDefinition definition,
-                                       WeightStore weights, const OpContext& ctx) {
+                                       WeightStore weights, const OpContext& ctx,
+                                       const KVCacheOptions& kv_cache) {
   PAGODA_CHECK(!definition.layers.empty(), "{}: a model without layers", config.architecture);
-  return std::make_unique<CpuDecoderModel>(config, std::move(definition), std::move(weights), ctx);
+  return std::make_unique<CpuDecoderModel>(config, std::move(definition), std::move(weights), ctx,
+                                           kv_cache);
 }
 
 }  // namespace pagoda

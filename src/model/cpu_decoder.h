@@ -12,9 +12,11 @@ namespace pagoda {
 
 /// The CPU model of `definition` over `weights`, every tensor checked (presence, shape, dtype)
 /// with InvalidArgument naming the file and the tensor. ctx: the thread pool and kernel settings
-/// (the bf16 matmul mode) its ops run with.
+/// (the bf16 matmul mode) its ops run with. kv_cache: the cache's dtype and scales
+/// (model/kv_cache_scales.h); InvalidArgument naming the flag when they cannot be honoured.
 [[nodiscard]] std::unique_ptr<Model> build_cpu_model(const ModelConfig& config,
                                                      ModelDefinition definition,
-                                                     WeightStore weights, const OpContext& ctx);
+                                                     WeightStore weights, const OpContext& ctx,
+                                                     const KVCacheOptions& kv_cache = {});
 
 }  // namespace pagoda

@@ -65,6 +65,13 @@ void add_linear(const LinearDef& l, std::vector<TensorSpec>& out) {
 
 }  // namespace
 
+std::vector<std::string> kv_scale_names(const AttentionDef& attention, char which) {
+  PAGODA_CHECK(which == 'k' || which == 'v', "kv_scale_names: '{}'", which);
+  const std::string scale = fmt::format("{}_scale", which);
+  return {fmt::format("{}.{}", attention.module, scale),
+          fmt::format("{}.{}_proj.{}", attention.module, which, scale)};
+}
+
 std::vector<TensorSpec> ModelDefinition::tensors() const {
   // Embeddings, final norm, lm_head, then per layer its norms, projections and per-head norms (the
   // order of the Llama family's table before definitions existed, so that dummy weights of

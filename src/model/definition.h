@@ -168,10 +168,18 @@ struct AttentionDef {
   float softcap = 0.0f;    // > 0: scores become softcap * tanh(scores / softcap) (Gemma-2)
   int sliding_window = 0;  // > 0: each query sees only the last sliding_window keys
   std::optional<NormDef> q_norm, k_norm;  // per-head RMSNorm of q and k before RoPE (Qwen3)
+  /// The checkpoint module of the attention ("model.layers.0.self_attn"), under which a quantized
+  /// checkpoint stores the layer's KV cache scales (kv_scale_names).
+  std::string module;
 
   [[nodiscard]] int64_t q_size() const { return int64_t{num_heads} * head_dim; }
   [[nodiscard]] int64_t kv_size() const { return int64_t{num_kv_heads} * head_dim; }
 };
+
+/// The checkpoint names one layer's K (which = 'k') or V ('v') cache scale may have, in the order
+/// they are looked up, as vLLM reads them: "<module>.k_scale" (compressed-tensors, llm-compressor)
+/// and "<module>.k_proj.k_scale" (ModelOpt). Each is a scalar (shape [] or [1]) float tensor.
+[[nodiscard]] std::vector<std::string> kv_scale_names(const AttentionDef& attention, char which);
 
 /// One decoder layer (the block diagram at the top of this file).
 struct LayerDef {
@@ -205,6 +213,10 @@ struct ModelDefinition {
   /// The KV cache dtype the checkpoint's quantization declares scales for (each layer's
   /// self_attn.k_scale / v_scale); nullopt for none. The cache itself follows --kv-cache-dtype.
   std::optional<DType> checkpoint_kv_cache_dtype;
+  /// What --kv-cache-dtype auto becomes for this checkpoint: ModelOpt's kv_cache_quant_algo FP8
+  /// makes it fp8, as vLLM's resolve_kv_cache_dtype_string does; nullopt: the backend's dtype
+  /// (compressed-tensors' kv_cache_scheme alone does not change auto in vLLM either).
+  std::optional<DType> auto_kv_cache_dtype;
 
   /// Every checkpoint tensor, in a fixed order (dummy weights draw tensor i from its index).
   [[nodiscard]] std::vector<TensorSpec> tensors() const;

@@ -2,15 +2,20 @@
 
 #include <cstring>
 
+#include "kernels/cpu/kv_cache_codes.h"
+
 namespace pagoda {
 
 KVCacheStorage::KVCacheStorage(const kv::KVCacheSpec& spec, int64_t num_blocks, int block_size)
     : spec_(spec) {
   PAGODA_CHECK(num_blocks > 0 && block_size > 0, "num_blocks {} block_size {}", num_blocks,
                block_size);
-  PAGODA_CHECK(spec.dtype == DType::kF32 && spec.layout == kv::KVLayout::kTokenMajor,
-               "the CPU KV cache is fp32 and token-major");
-  layout_ = cpu::PagedKVLayout{num_blocks, block_size, spec.num_kv_heads, spec.head_dim};
+  PAGODA_CHECK(
+      cpu::kv_cache_dtype_supported(spec.dtype) && spec.layout == kv::KVLayout::kTokenMajor,
+      "the CPU KV cache is token-major in f32, bf16, f16, fp8 or int8, not {}",
+      dtype_name(spec.dtype));
+  layout_ =
+      cpu::PagedKVLayout{num_blocks, block_size, spec.num_kv_heads, spec.head_dim, spec.dtype};
   const size_t bytes =
       static_cast<size_t>(num_blocks) * static_cast<size_t>(spec.layer_block_bytes(block_size));
   for (int l = 0; l < spec.num_layers; ++l) {
@@ -21,13 +26,13 @@ KVCacheStorage::KVCacheStorage(const kv::KVCacheSpec& spec, int64_t num_blocks, 
 
 Tensor KVCacheStorage::key_cache(int layer) const {
   return Tensor{
-      keys_.at(static_cast<size_t>(layer)).data(), DType::kF32,
+      keys_.at(static_cast<size_t>(layer)).data(), spec_.dtype,
       Shape{layout_.num_blocks, layout_.block_size, layout_.num_kv_heads, layout_.head_dim}};
 }
 
 Tensor KVCacheStorage::value_cache(int layer) const {
   return Tensor{
-      values_.at(static_cast<size_t>(layer)).data(), DType::kF32,
+      values_.at(static_cast<size_t>(layer)).data(), spec_.dtype,
       Shape{layout_.num_blocks, layout_.block_size, layout_.num_kv_heads, layout_.head_dim}};
 }
 

@@ -11,10 +11,12 @@
 
 namespace pagoda {
 
-/// Key and value caches of every layer: [num_blocks, block_size, num_kv_heads, head_dim] fp32 each.
+/// Key and value caches of every layer: [num_blocks, block_size, num_kv_heads, head_dim] elements
+/// of spec.dtype each (fp32, or the codes of kernels/cpu/kv_cache_codes.h; their scales live with
+/// the model's weights). Every byte count comes from the spec.
 class KVCacheStorage {
  public:
-  /// spec: fp32, token-major (the CPU kernels' layout).
+  /// spec: token-major (the CPU kernels' layout), a dtype of cpu::kv_cache_dtype_supported.
   KVCacheStorage(const kv::KVCacheSpec& spec, int64_t num_blocks, int block_size);
 
   [[nodiscard]] const cpu::PagedKVLayout& layout() const { return layout_; }

@@ -34,7 +34,7 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
       &pool,
       {.batch_invariant = !options.cpu_onednn,
        .bf16 = options.cpu_bf16_round ? cpu::Bf16Matmul::kRound : cpu::Bf16Matmul::kExact}};
-  return build_cpu_model(config, std::move(definition), std::move(weights), ctx);
+  return build_cpu_model(config, std::move(definition), std::move(weights), ctx, options.kv_cache);
 }
 
 }  // namespace pagoda

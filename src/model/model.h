@@ -138,6 +138,18 @@ enum class LoadFormat : uint8_t {
   kDummy,        // random values of the right shapes (benchmarks), fixed seed
 };
 
+/// The KV cache the engine asks of a model.
+struct KVCacheOptions {
+  /// --kv-cache-dtype, vLLM's names (kv::parse_kv_cache_dtype): "auto" is the checkpoint's
+  /// (ModelDefinition::auto_kv_cache_dtype), else the backend's (fp32 on the CPU, the activation
+  /// dtype on the GPU).
+  std::string dtype = "auto";
+  /// --calculate-kv-scales: each layer's k/v scales from its first forward's K/V, max|k| / 200
+  /// and max|v| / 100 for fp8 (vLLM's K_SCALE_CONSTANT and V_SCALE_CONSTANT), max / 127 for
+  /// int8, instead of the checkpoint's (or 1.0). Needs an fp8 or int8 cache.
+  bool calculate_scales = false;
+};
+
 /// Options of load_model.
 struct LoadOptions {
   LoadFormat format = LoadFormat::kSafetensors;
@@ -152,6 +164,7 @@ struct LoadOptions {
   /// the batch-invariant kernel, with which a row's results never depend on the rest of the batch
   /// (docs/engine.md, "Numerics"). cpu_bf16_round implies it.
   bool cpu_onednn = false;
+  KVCacheOptions kv_cache;
   /// Called with the fraction of the weights loaded so far (0..1) while loading takes time: GPU
   /// uploads and dummy fills (an mmapped CPU checkpoint needs no loading). May be empty.
   std::function<void(double)> progress;

@@ -39,6 +39,12 @@ ModelDefinition define_model(const ModelConfig& config, const DefinitionOptions&
   ModelDefinition d = ArchitectureRegistry::global()
                           .find(config.architecture, config.source)
                           .define(config, options);
+  // The attention's checkpoint module is the parent of its q (or fused qkv) projection's:
+  // "model.layers.3.self_attn.q_proj" -> "model.layers.3.self_attn".
+  for (LayerDef& l : d.layers) {
+    const std::string& q = l.qkv.sources.at(0).prefix;
+    l.attention.module = q.substr(0, q.rfind('.'));
+  }
   apply_quant_config(read_quant_config(config, options.quantization, options.dummy_weights), d);
   return d;
 }

@@ -1,7 +1,10 @@
 #include "ops/ops.h"
 
+#include <cmath>
+
 #include "kernels/cpu/activation.h"
 #include "kernels/cpu/embedding.h"
+#include "kernels/cpu/kv_cache_codes.h"
 #include "kernels/cpu/linear.h"
 #include "kernels/cpu/norm.h"
 #include "kernels/cpu/rope.h"
@@ -131,7 +134,8 @@ void embedding(const OpContext& ctx, const Tensor& ids, const Tensor& table, con
 
 void reshape_and_cache(const OpContext& ctx, const Tensor& k, const Tensor& v,
                        const Tensor& slot_mapping, const Tensor& key_cache,
-                       const Tensor& value_cache, const cpu::PagedKVLayout& layout) {
+                       const Tensor& value_cache, const cpu::PagedKVLayout& layout,
+                       cpu::KVScales scales) {
   expect(k, DType::kF32, 3, "reshape_and_cache k");
   expect(v, DType::kF32, 3, "reshape_and_cache v");
   expect(slot_mapping, DType::kI64, 1, "reshape_and_cache slot_mapping");
@@ -139,16 +143,22 @@ void reshape_and_cache(const OpContext& ctx, const Tensor& k, const Tensor& v,
                    k.shape[1] == layout.num_kv_heads && k.shape[2] == layout.head_dim,
                "reshape_and_cache k {} v {} slots {}", k.shape.to_string(), v.shape.to_string(),
                slot_mapping.shape.to_string());
-  PAGODA_CHECK(key_cache.dtype == DType::kF32 && value_cache.dtype == DType::kF32,
-               "the CPU KV cache holds float32");
+  PAGODA_CHECK(key_cache.dtype == layout.dtype && value_cache.dtype == layout.dtype &&
+                   cpu::kv_cache_dtype_supported(layout.dtype),
+               "reshape_and_cache: caches of {} and {} for a layout of {}",
+               dtype_name(key_cache.dtype), dtype_name(value_cache.dtype),
+               dtype_name(layout.dtype));
+  PAGODA_CHECK(scales.k > 0 && scales.v > 0 && std::isfinite(scales.k) && std::isfinite(scales.v),
+               "reshape_and_cache: KV scales {} {}", scales.k, scales.v);
   const int64_t num_slots = layout.num_blocks * layout.block_size;
   const int64_t* slots = slot_mapping.as<int64_t>();
   for (int64_t t = 0; t < k.shape[0]; ++t) {
     PAGODA_CHECK(slots[t] < num_slots, "slot {} of token {} is past the cache ({} slots)", slots[t],
                  t, num_slots);
   }
-  cpu::reshape_and_cache(k.as<float>(), v.as<float>(), slots, k.shape[0], key_cache.as<float>(),
-                         value_cache.as<float>(), layout, *ctx.pool);
+  const cpu::KVCacheWrite write{k.as<float>(),  v.as<float>(),    slots,  k.shape[0],
+                                key_cache.data, value_cache.data, layout, scales};
+  cpu::reshape_and_cache(write, *ctx.pool);
 }
 
 void paged_attention(const OpContext& ctx, const cpu::PagedAttentionParams& params) {
@@ -160,6 +170,8 @@ void paged_attention(const OpContext& ctx, const cpu::PagedAttentionParams& para
   PAGODA_CHECK(params.query_start_loc[params.num_seqs] == params.num_tokens,
                "paged_attention: query_start_loc ends at {} for {} tokens",
                params.query_start_loc[params.num_seqs], params.num_tokens);
+  PAGODA_CHECK(cpu::kv_cache_dtype_supported(params.layout.dtype),
+               "paged_attention: a KV cache of {}", dtype_name(params.layout.dtype));
   cpu::paged_attention(params, *ctx.pool);
 }
 

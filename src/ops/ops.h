@@ -41,10 +41,12 @@ void scale(const OpContext& ctx, const Tensor& x, float factor);
 /// hidden].
 void embedding(const OpContext& ctx, const Tensor& ids, const Tensor& table, const Tensor& out);
 
-/// Writes k and v [tokens, kv_heads, head_dim] into the paged caches at slot_mapping [tokens] i64.
+/// Writes k and v [tokens, kv_heads, head_dim] f32 into the paged caches at slot_mapping [tokens]
+/// i64, quantized to the caches' dtype (layout.dtype) with the layer's scales.
 void reshape_and_cache(const OpContext& ctx, const Tensor& k, const Tensor& v,
                        const Tensor& slot_mapping, const Tensor& key_cache,
-                       const Tensor& value_cache, const cpu::PagedKVLayout& layout);
+                       const Tensor& value_cache, const cpu::PagedKVLayout& layout,
+                       cpu::KVScales scales = {});
 
 /// Paged attention over a flat varlen batch; see cpu::PagedAttentionParams.
 void paged_attention(const OpContext& ctx, const cpu::PagedAttentionParams& params);

@@ -194,16 +194,19 @@ ServingMetrics::ServingMetrics(MetricsOptions options)
   impl_->prefix = prefix + ":";
   impl_->labels = "model_name=\"" + escape_label_value(options.model_name) + "\",engine=\"0\"";
   // vLLM's CacheConfig fields as Python prints them (what pagoda does not have: no swap space,
-  // no CPU offload, no computed KV scales, no block-count override), then the engine.
+  // no CPU offload, no block-count override), then the engine. cache_dtype is the cache's
+  // element type as built ("float32" for auto on the CPU, "fp8_e4m3" for fp8): the capacity is
+  // num_gpu_blocks x block_size tokens of it.
   const auto opt = [](int64_t v) { return v > 0 ? std::to_string(v) : std::string("None"); };
   impl_->cache_label = fmt::format(
       "block_size=\"{}\",gpu_memory_utilization=\"{}\",swap_space_bytes=\"0\","
-      "cache_dtype=\"auto\",is_attention_free=\"False\",num_gpu_blocks_override=\"None\","
+      "cache_dtype=\"{}\",is_attention_free=\"False\",num_gpu_blocks_override=\"None\","
       "sliding_window=\"{}\",enable_prefix_caching=\"{}\",cpu_offload_gb=\"0\","
-      "calculate_kv_scales=\"False\",kv_cache_memory_bytes=\"{}\",num_gpu_blocks=\"{}\","
+      "calculate_kv_scales=\"{}\",kv_cache_memory_bytes=\"{}\",num_gpu_blocks=\"{}\","
       "num_cpu_blocks=\"None\",engine=\"0\"",
-      c.block_size, format_value(c.gpu_memory_utilization), opt(c.sliding_window),
-      python_bool(c.enable_prefix_caching), opt(c.kv_cache_memory_bytes), c.num_blocks);
+      c.block_size, format_value(c.gpu_memory_utilization), escape_label_value(c.cache_dtype),
+      opt(c.sliding_window), python_bool(c.enable_prefix_caching),
+      python_bool(c.calculate_kv_scales), opt(c.kv_cache_memory_bytes), c.num_blocks);
   for (const char* reason : kFinishReasons) impl_->request_success[reason] = 0;
 }
 

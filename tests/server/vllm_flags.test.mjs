@@ -1,7 +1,7 @@
 // Suite 7: a vLLM launch command runs unchanged. `pagoda serve` takes the flags vLLM users' scripts
 // carry: with their effect (--enforce-eager, --seed, --generation-config vllm, --disable-log-stats),
 // accepted where they mean nothing here (-tp 1, --trust-remote-code, --swap-space: a warning), and
-// refused with the flag named where pagoda cannot do what they ask (-tp 2, --kv-cache-dtype fp8).
+// refused with the flag named where pagoda cannot do what they ask (-tp 2, --kv-cache-dtype fp8_inc).
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -154,7 +154,9 @@ describe('accepted', () => {
 describe('refused with the flag named', () => {
   const cases = [
     [['-tp', '2'], /error: --tensor-parallel-size 2: pagoda runs a model on one device/],
-    [['--kv-cache-dtype', 'fp8'], /error: --kv-cache-dtype fp8: only auto/],
+    [['--kv-cache-dtype', 'fp8_inc'], /error: --kv-cache-dtype fp8_inc: not supported by pagoda/],
+    [['--kv-cache-dtype', 'fp4'], /error: --kv-cache-dtype 'fp4' must be auto, fp8, fp8_e4m3/],
+    [['--calculate-kv-scales'], /error: --calculate-kv-scales: the KV cache is float32/],
     [['--quantization', 'awq'], /error: --quantization awq: .*has no quantization_config/],
     [['--quantization', 'bitsandbytes'], /error: --quantization bitsandbytes: not supported/],
     [['--tokenizer-mode', 'mistral'], /error: --tokenizer-mode mistral/],

@@ -6,6 +6,11 @@
 // than G times the traffic. Keys are walked in chunks of kKeyChunk positions (crossing block
 // boundaries freely through the block table); each chunk does scores -> online softmax update ->
 // P*V. Items are handed out dynamically because causal tiles and sequences differ in cost.
+//
+// A quantized (or 16-bit) cache takes one more step per chunk: its keys and values for the item's
+// kv head are dequantized into the item's scratch ([kKeyChunk, head_dim] fp32 each), and the
+// chunk then runs the fp32 code on those rows. So its result is the fp32 cache's for the
+// dequantized values, bit for bit; the fp32 cache keeps pointing into the cache itself.
 #include "kernels/cpu/paged_attention.h"
 
 #include <algorithm>
@@ -15,6 +20,8 @@
 #include <limits>
 #include <vector>
 
+#include "core/dtype.h"
+#include "kernels/cpu/kv_cache_codes.h"
 #include "kernels/cpu/simd.h"
 
 namespace pagoda::cpu {
@@ -111,7 +118,8 @@ struct Scratch {
   std::vector<float> acc;     // [rows, head_dim], unnormalised output
   std::vector<float> scores;  // [rows, kKeyChunk]
   std::vector<float> row_max, row_sum;
-  std::vector<int32_t> lo, hi;  // per row: inclusive key position range
+  std::vector<int32_t> lo, hi;          // per row: inclusive key position range
+  std::vector<float> k_chunk, v_chunk;  // [kKeyChunk, head_dim]: a quantized cache's chunk
 };
 
 void run_item(const PagedAttentionParams& p, const WorkItem& item, Scratch& s) {
@@ -139,6 +147,10 @@ void run_item(const PagedAttentionParams& p, const WorkItem& item, Scratch& s) {
     s.row_sum[r] = 0.0f;
   }
 
+  const bool dequantize = L.dtype != DType::kF32;
+  const auto element_bytes = static_cast<int64_t>(dtype_size(L.dtype));
+  const auto* key_bytes = static_cast<const char*>(p.key_cache);
+  const auto* value_bytes = static_cast<const char*>(p.value_cache);
   const float* kptr[kKeyChunk];
   const float* vptr[kKeyChunk];
   // Chunks start at multiples of kKeyChunk, not at the tile's first key: a row's chunks (and so
@@ -151,8 +163,17 @@ void run_item(const PagedAttentionParams& p, const WorkItem& item, Scratch& s) {
       const int64_t slot =
           static_cast<int64_t>(table[pos / L.block_size]) * L.block_size + pos % L.block_size;
       const int64_t offset = slot * token_stride + static_cast<int64_t>(item.kv_head) * d;
-      kptr[j] = p.key_cache + offset;
-      vptr[j] = p.value_cache + offset;
+      if (dequantize) {
+        float* kd = &s.k_chunk[static_cast<size_t>(j) * d];
+        float* vd = &s.v_chunk[static_cast<size_t>(j) * d];
+        dequantize_kv_row(key_bytes + offset * element_bytes, d, L.dtype, p.scales.k, kd);
+        dequantize_kv_row(value_bytes + offset * element_bytes, d, L.dtype, p.scales.v, vd);
+        kptr[j] = kd;
+        vptr[j] = vd;
+      } else {
+        kptr[j] = static_cast<const float*>(p.key_cache) + offset;
+        vptr[j] = static_cast<const float*>(p.value_cache) + offset;
+      }
     }
     for (int r = 0; r < num_rows; ++r) {
       const int ja = std::max(0, s.lo[r] - c0);
@@ -191,20 +212,36 @@ void run_item(const PagedAttentionParams& p, const WorkItem& item, Scratch& s) {
 
 }  // namespace
 
+void reshape_and_cache(const KVCacheWrite& w, ThreadPool& pool) {
+  const PagedKVLayout& layout = w.layout;
+  const int64_t row = static_cast<int64_t>(layout.num_kv_heads) * layout.head_dim;
+  if (w.num_tokens <= 0 || row <= 0) return;
+  // Token t's row [num_kv_heads, head_dim] goes to elements [slot * row, (slot + 1) * row).
+  const auto row_bytes = row * static_cast<int64_t>(dtype_size(layout.dtype));
+  auto* key_cache = static_cast<char*>(w.key_cache);
+  auto* value_cache = static_cast<char*>(w.value_cache);
+  pool.parallel_for(w.num_tokens, std::max<int64_t>(1, 32768 / row), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t slot = w.slot_mapping[t];
+      if (slot < 0) continue;
+      if (layout.dtype == DType::kF32) {
+        std::memcpy(key_cache + slot * row_bytes, w.k + t * row, static_cast<size_t>(row_bytes));
+        std::memcpy(value_cache + slot * row_bytes, w.v + t * row, static_cast<size_t>(row_bytes));
+      } else {
+        quantize_kv_row(w.k + t * row, row, layout.dtype, w.scales.k, key_cache + slot * row_bytes);
+        quantize_kv_row(w.v + t * row, row, layout.dtype, w.scales.v,
+                        value_cache + slot * row_bytes);
+      }
+    }
+  });
+}
+
 void reshape_and_cache(const float* k, const float* v, const int64_t* slot_mapping,
                        int64_t num_tokens, float* key_cache, float* value_cache,
                        const PagedKVLayout& layout, ThreadPool& pool) {
-  const int64_t row = static_cast<int64_t>(layout.num_kv_heads) * layout.head_dim;
-  if (num_tokens <= 0 || row <= 0) return;
-  const auto bytes = static_cast<size_t>(row) * sizeof(float);
-  pool.parallel_for(num_tokens, std::max<int64_t>(1, 32768 / row), [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t slot = slot_mapping[t];
-      if (slot < 0) continue;
-      std::memcpy(key_cache + slot * row, k + t * row, bytes);
-      std::memcpy(value_cache + slot * row, v + t * row, bytes);
-    }
-  });
+  KVCacheWrite w{k, v, slot_mapping, num_tokens, key_cache, value_cache, layout, {}};
+  w.layout.dtype = DType::kF32;
+  reshape_and_cache(w, pool);
 }
 
 void paged_attention(const PagedAttentionParams& p, ThreadPool& pool) {
@@ -235,6 +272,10 @@ void paged_attention(const PagedAttentionParams& p, ThreadPool& pool) {
     s.row_sum.resize(max_rows);
     s.lo.resize(max_rows);
     s.hi.resize(max_rows);
+    if (p.layout.dtype != DType::kF32) {
+      s.k_chunk.resize(static_cast<size_t>(kKeyChunk) * d);
+      s.v_chunk.resize(static_cast<size_t>(kKeyChunk) * d);
+    }
     for (size_t i = next.fetch_add(1); i < items.size(); i = next.fetch_add(1)) {
       run_item(p, items[i], s);
     }

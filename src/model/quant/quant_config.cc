@@ -406,6 +406,7 @@ QuantConfig parse_modelopt(const json& top, const std::string& top_src) {
     if (kv != "FP8" && kv != "fp8")
       r.fail("kv_cache_quant_algo", fmt::format("'{}' is not supported (FP8)", kv));
     c.kv_cache_dtype = DType::kF8E4M3;
+    c.kv_cache_dtype_for_auto = true;
   }
   c.schemes.push_back(std::move(s));
   return c;
@@ -568,6 +569,7 @@ QuantConfig read_quant_config_json(const nlohmann::json& q, const std::string& s
 void apply_quant_config(const QuantConfig& quant, ModelDefinition& d) {
   if (!quant.quantized()) return;
   d.checkpoint_kv_cache_dtype = quant.kv_cache_dtype;
+  if (quant.kv_cache_dtype_for_auto) d.auto_kv_cache_dtype = quant.kv_cache_dtype;
   auto apply = [&](LinearDef& l) {
     std::optional<QuantScheme> first;
     for (size_t i = 0; i < l.sources.size(); ++i) {

@@ -58,6 +58,9 @@ struct QuantConfig {
   /// The KV cache dtype the checkpoint's per-layer k/v scales are for (compressed-tensors'
   /// kv_cache_scheme, ModelOpt's kv_cache_quant_algo); nullopt when it declares none.
   std::optional<DType> kv_cache_dtype;
+  /// Whether --kv-cache-dtype auto takes kv_cache_dtype (ModelOpt's kv_cache_quant_algo, as
+  /// vLLM's resolve_kv_cache_dtype_string; compressed-tensors' kv_cache_scheme does not).
+  bool kv_cache_dtype_for_auto = false;
 
   [[nodiscard]] bool quantized() const { return !method.empty(); }
   /// The scheme of a projection's checkpoint module ("model.layers.0.self_attn.q_proj",

@@ -7,6 +7,7 @@
 #include "core/logging.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_ops.h"
+#include "kv/kv_cache_spec.h"
 #include "model/registry.h"
 #include "runtime/cuda/cuda_decoder.h"
 #include "runtime/cuda/cuda_decoder_model.h"
@@ -530,6 +531,23 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
                                        int device, ThreadPool& pool) {
   const ModelConfig config = load_model_config(model_dir);
   ModelDefinition definition = define_model(config, options.definition);
+  // The GPU's KV cache is in the activation dtype until its quantized-cache kernels exist.
+  if (kv::parse_kv_cache_dtype(options.kv_cache.dtype)) {
+    throw InvalidArgument(fmt::format(
+        "--kv-cache-dtype {}: not yet on the CUDA backend (auto: the activation dtype; the CPU "
+        "runs fp8, int8 and 16-bit caches: --device cpu)",
+        options.kv_cache.dtype));
+  }
+  if (options.kv_cache.calculate_scales) {
+    throw InvalidArgument(
+        "--calculate-kv-scales: the CUDA backend's KV cache is not quantized yet (--device cpu)");
+  }
+  if (definition.auto_kv_cache_dtype) {
+    spdlog::warn(
+        "{}: the checkpoint asks for a {} KV cache, which the CUDA backend does not have yet: the "
+        "cache is in the activation dtype and the checkpoint's k/v scales are not used",
+        model_dir, kv::kv_cache_dtype_name(*definition.auto_kv_cache_dtype));
+  }
   // The GPU runs dense and FP8 (per-tensor / per-channel, W8A8 or W8A16, and FP8 at load)
   // projections; a quantized LM head and the other formats still run on the CPU only.
   const bool lm_head_quantized =

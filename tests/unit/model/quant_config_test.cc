@@ -145,6 +145,8 @@ TEST(QuantConfig, CompressedTensorsTargetsIgnoreAndKvCacheScheme) {
   EXPECT_EQ(d.layers[1].o.format, WeightFormat::kDense);        // ignored
   EXPECT_EQ(d.layers[0].gate_up.format, WeightFormat::kDense);  // not targeted
   EXPECT_EQ(d.checkpoint_kv_cache_dtype, DType::kF8E4M3);
+  EXPECT_FALSE(d.auto_kv_cache_dtype);  // vLLM: kv_cache_scheme alone leaves auto as it is
+  EXPECT_EQ(d.layers[1].attention.module, "model.layers.1.self_attn");
   const QuantConfig c = read_quant_config(with_quant(q), "");
   EXPECT_FALSE(c.scheme_of("lm_head"));
   EXPECT_TRUE(c.scheme_of("model.layers.7.self_attn.v_proj"));
@@ -196,6 +198,7 @@ TEST(QuantConfig, GptqAwqFp8AndModelOpt) {
   EXPECT_EQ(d.layers[1].gate_up.format, WeightFormat::kDense);  // wildcard
   EXPECT_EQ(d.layers[1].qkv.format, WeightFormat::kNvfp4);
   EXPECT_EQ(d.checkpoint_kv_cache_dtype, DType::kF8E4M3);
+  EXPECT_EQ(d.auto_kv_cache_dtype, DType::kF8E4M3);  // vLLM: --kv-cache-dtype auto becomes fp8
   EXPECT_NO_THROW((void)define(nvfp4, "modelopt_fp4"));
   EXPECT_NO_THROW((void)define(nvfp4, "modelopt"));
   d = define(json{{"quant_method", "modelopt"}, {"quant_algo", "FP8"}});

@@ -449,15 +449,18 @@ TEST(MetricsTest, CacheConfigInfoCarriesTheKvCacheAsVllmSpellsIt) {
   EXPECT_EQ(labels.at("num_gpu_blocks"), "129");
   EXPECT_EQ(labels.at("enable_prefix_caching"), "True");
   EXPECT_EQ(labels.at("gpu_memory_utilization"), "0.9");
-  EXPECT_EQ(labels.at("cache_dtype"), "auto");
+  EXPECT_EQ(labels.at("cache_dtype"), "float32");  // --kv-cache-dtype auto on the CPU
+  EXPECT_EQ(labels.at("calculate_kv_scales"), "False");
   EXPECT_EQ(labels.at("kv_cache_memory_bytes"), "None");
   EXPECT_EQ(labels.at("sliding_window"), "None");
   EXPECT_EQ(labels.at("num_cpu_blocks"), "None");
   EXPECT_EQ(labels.at("swap_space_bytes"), "0");
   EXPECT_EQ(labels.at("engine"), "0");
   MetricsOptions o = options("m", "vllm");
-  o.cache = {32, 7, false, 0.5, int64_t{64} << 20, 4096};
+  o.cache = {32, 7, false, 0.5, int64_t{64} << 20, 4096, "fp8_e4m3", true};
   labels = info(o);
+  EXPECT_EQ(labels.at("cache_dtype"), "fp8_e4m3");
+  EXPECT_EQ(labels.at("calculate_kv_scales"), "True");
   EXPECT_EQ(labels.at("block_size"), "32");
   EXPECT_EQ(labels.at("num_gpu_blocks"), "7");
   EXPECT_EQ(labels.at("enable_prefix_caching"), "False");
