@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   std::vector<int> batches{1, 16};
   int steps = 16, context = 64, prefill = 0;
   std::string device = "cpu";
-  std::string quantization;
+  std::string quantization, kv_cache_dtype = "auto";
   bool bf16_round = false, onednn = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -92,6 +92,8 @@ int main(int argc, char** argv) {
       device = next();
     } else if (a == "--quantization") {
       quantization = next();
+    } else if (a == "--kv-cache-dtype") {
+      kv_cache_dtype = next();
     } else if (a == "--cpu-bf16-matmul") {
       const std::string mode = next();
       if (mode != "exact" && mode != "round") {
@@ -133,6 +135,7 @@ int main(int argc, char** argv) {
 
   pagoda::LoadOptions options;
   options.format = pagoda::LoadFormat::kDummy;
+  options.kv_cache.dtype = kv_cache_dtype;
   options.runtime = pagoda::runtime_options_from_env();  // the PAGODA_* A/B knobs
   options.dtype = pagoda::dtype_from_torch_name(dtype_name);
   options.definition.quantization = quantization;

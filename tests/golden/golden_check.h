@@ -179,4 +179,23 @@ inline void check_model(Model& model_ref, const std::string& dir, Tolerance tol,
   }
 }
 
+/// Max |dlogprob| against the golden case `c` along transformers' greedy tokens: the prompt's
+/// prefill (top-10 of every position), then one decode step per greedy token (top-5 of each).
+inline double teacher_forced_error(Model& model, const json& c, int block_size) {
+  const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
+  const auto expected = c.at("greedy_ids").get<std::vector<int32_t>>();
+  SequenceRunner runner(model, static_cast<int64_t>(prompt.size() + expected.size()) + 1,
+                        block_size);
+  const auto prefill = runner.append(prompt);
+  double err = 0;
+  for (size_t i = 0; i < prompt.size(); ++i)
+    err = std::max(err, max_logprob_error(prefill[i], c.at("prefill_top10")[i]));
+  std::vector<float> last = prefill.back();
+  for (size_t step = 0; step < expected.size(); ++step) {
+    err = std::max(err, max_logprob_error(last, c.at("step_top5")[step]));
+    last = runner.append({expected[step]})[0];
+  }
+  return err;
+}
+
 }  // namespace pagoda::golden

@@ -86,23 +86,6 @@ bool in_top5(const std::vector<float>& logprobs, int32_t token) {
                      [&](const TokenLogprob& t) { return t.token == token; });
 }
 
-/// Max |dlogprob| against the golden along transformers' greedy tokens.
-double teacher_forced_error(Model& model, const json& c) {
-  const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
-  const auto expected = c.at("greedy_ids").get<std::vector<int32_t>>();
-  SequenceRunner runner(model, static_cast<int64_t>(prompt.size() + expected.size()) + 1, 16);
-  const auto prefill = runner.append(prompt);
-  double err = 0;
-  for (size_t i = 0; i < prompt.size(); ++i)
-    err = std::max(err, golden::max_logprob_error(prefill[i], c.at("prefill_top10")[i]));
-  std::vector<float> last = prefill.back();
-  for (size_t step = 0; step < expected.size(); ++step) {
-    err = std::max(err, golden::max_logprob_error(last, c.at("step_top5")[step]));
-    last = runner.append({expected[step]})[0];
-  }
-  return err;
-}
-
 TEST(KVCacheDTypeGolden, QuantizedCacheStaysCloseToTransformersAndTheDenseCache) {
   ThreadPool pool(2);
   for (const Variant& v : kVariants) {
@@ -119,7 +102,7 @@ TEST(KVCacheDTypeGolden, QuantizedCacheStaysCloseToTransformersAndTheDenseCache)
                     (v.dtype == std::string("bfloat16") ? 2 : 4));
       double err = 0;
       for (const json& c : golden.at("cases")) {
-        err = std::max(err, teacher_forced_error(*quantized, c));
+        err = std::max(err, golden::teacher_forced_error(*quantized, c, 16));
         const auto prompt = c.at("prompt_ids").get<std::vector<int32_t>>();
         const size_t steps = c.at("greedy_ids").size();
         const Greedy a = greedy(*dense, prompt, steps), b = greedy(*quantized, prompt, steps);

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/paged_attention.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/linear_fp8.h"
 #include "kernels/cuda/paged_attention.h"
@@ -47,11 +48,21 @@ struct StepInputs {
   int table_width;
 };
 
+/// The element types a CudaDecoderModel computes and caches in.
+struct CudaDTypes {
+  DType activations = DType::kBF16;  // bf16 or f16
+  // The KV cache: the activation dtype, or the codes of kF8E4M3, kF8E5M2 or kI8 (x / the layer's
+  // scale: kernels/cuda/kv_quant.cuh).
+  DType kv_cache = DType::kBF16;
+  std::vector<cpu::KVScales> kv_scales;  // [layers] of a code cache (empty: 1.0)
+};
+
 /// The model on the GPU.
 class CudaDecoderModel final : public Model {
  public:
-  CudaDecoderModel(const ModelConfig& config, ModelDefinition definition, DType dtype, int device,
-                   CudaWeightSource weights, const RuntimeOptions& options, ThreadPool& pool);
+  CudaDecoderModel(const ModelConfig& config, ModelDefinition definition, const CudaDTypes& dtypes,
+                   int device, CudaWeightSource weights, const RuntimeOptions& options,
+                   ThreadPool& pool);
   ~CudaDecoderModel() override;
 
   const ModelConfig& config() const override { return config_; }
@@ -124,6 +135,8 @@ class CudaDecoderModel final : public Model {
   cuda::KVCacheLayout layout_;
   int block_size_ = 0;
   std::vector<DeviceBuffer> keys_, values_;  // per layer, KVCacheLayout
+  // A code cache's scales: [layers, 2] fp32, (k, v) of layer l at 2 l (empty: no code cache).
+  DeviceBuffer kv_scales_;
   CudaActivations act_;
   // Step inputs: one pinned host area and one device area, copied in one transfer.
   void* host_inputs_ = nullptr;

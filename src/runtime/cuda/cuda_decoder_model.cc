@@ -8,6 +8,7 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "kv/kv_cache_spec.h"
+#include "model/kv_cache_scales.h"
 #include "model/registry.h"
 #include "runtime/cuda/cuda_decoder.h"
 #include "runtime/cuda/cuda_decoder_model.h"
@@ -73,11 +74,11 @@ void CudaActivations::reserve(int64_t tokens, const ModelDefinition& d, size_t e
 }
 
 CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition definition,
-                                   DType dtype, int device, CudaWeightSource weights,
+                                   const CudaDTypes& dtypes, int device, CudaWeightSource weights,
                                    const RuntimeOptions& options, ThreadPool& pool)
     : config_(config),
       def_(std::move(definition)),
-      dtype_(dtype),
+      dtype_(dtypes.activations),
       device_(device),
       options_(options) {
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
@@ -110,7 +111,17 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
                  "{}: layers with different attention shapes are not supported", def_.architecture);
   }
   kv_spec_ = kv::KVCacheSpec{static_cast<int>(def_.layers.size()), a.num_kv_heads, a.head_dim,
-                             dtype_, kv::KVLayout::kHeadMajor};
+                             dtypes.kv_cache, kv::KVLayout::kHeadMajor};
+  if (kv::kv_cache_dtype_scaled(dtypes.kv_cache)) {
+    std::vector<float> scales(2 * def_.layers.size(), 1.0f);
+    for (size_t l = 0; l < dtypes.kv_scales.size() && l < def_.layers.size(); ++l) {
+      scales[2 * l] = dtypes.kv_scales[l].k;
+      scales[2 * l + 1] = dtypes.kv_scales[l].v;
+    }
+    kv_scales_ = DeviceBuffer(scales.size() * sizeof(float));
+    PAGODA_CUDA_CHECK(cudaMemcpy(kv_scales_.get(), scales.data(), scales.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice));
+  }
   w_ = upload_weights(def_, std::move(weights), dtype_, device_, options_, pool, stream_);
   bool k_aligned = def_.hidden_size % 8 == 0;
   for (const LayerDef& l : def_.layers)
@@ -527,27 +538,39 @@ int cuda_device_count() {
   return count;
 }
 
+namespace {
+
+// The GPU cache's dtype: --kv-cache-dtype's, else (auto) the checkpoint's, else the activation
+// dtype. A 16-bit cache must be the activation dtype; fp32 is refused; scales are read, not
+// calculated (--calculate-kv-scales is refused on the GPU for now).
+DType cuda_kv_cache_dtype(const ModelDefinition& definition, const KVCacheOptions& options,
+                          DType activations) {
+  const std::optional<DType> flag = kv::parse_kv_cache_dtype(options.dtype);
+  const DType dtype = flag.value_or(definition.auto_kv_cache_dtype.value_or(activations));
+  if (!kv::kv_cache_dtype_scaled(dtype) && dtype != activations) {
+    throw InvalidArgument(fmt::format(
+        "--kv-cache-dtype {}: the GPU keeps an unquantized cache in the activation dtype ({}); "
+        "pass auto, fp8, fp8_e5m2 or int8",
+        options.dtype, dtype_name(activations)));
+  }
+  if (options.calculate_scales) {
+    throw InvalidArgument(
+        kv::kv_cache_dtype_scaled(dtype)
+            ? "--calculate-kv-scales: not yet on the CUDA backend (the checkpoint's k/v scales, "
+              "else 1.0, are used without it; --device cpu calculates them)"
+            : fmt::format("--calculate-kv-scales: the KV cache is {}; scales are for fp8 and int8 "
+                          "caches (--kv-cache-dtype fp8, fp8_e5m2 or int8)",
+                          kv::kv_cache_dtype_name(dtype)));
+  }
+  return dtype;
+}
+
+}  // namespace
+
 std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadOptions& options,
                                        int device, ThreadPool& pool) {
   const ModelConfig config = load_model_config(model_dir);
   ModelDefinition definition = define_model(config, options.definition);
-  // The GPU's KV cache is in the activation dtype until its quantized-cache kernels exist.
-  if (kv::parse_kv_cache_dtype(options.kv_cache.dtype)) {
-    throw InvalidArgument(fmt::format(
-        "--kv-cache-dtype {}: not yet on the CUDA backend (auto: the activation dtype; the CPU "
-        "runs fp8, int8 and 16-bit caches: --device cpu)",
-        options.kv_cache.dtype));
-  }
-  if (options.kv_cache.calculate_scales) {
-    throw InvalidArgument(
-        "--calculate-kv-scales: the CUDA backend's KV cache is not quantized yet (--device cpu)");
-  }
-  if (definition.auto_kv_cache_dtype) {
-    spdlog::warn(
-        "{}: the checkpoint asks for a {} KV cache, which the CUDA backend does not have yet: the "
-        "cache is in the activation dtype and the checkpoint's k/v scales are not used",
-        model_dir, kv::kv_cache_dtype_name(*definition.auto_kv_cache_dtype));
-  }
   // The GPU runs dense and FP8 (per-tensor / per-channel, W8A8 or W8A16, and FP8 at load)
   // projections; a quantized LM head and the other formats still run on the CPU only.
   const bool lm_head_quantized =
@@ -575,7 +598,19 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
   }
   spdlog::info("model {}: {} with {} layers on GPU {} in {}", model_dir, config.architecture,
                config.num_layers, device, dtype_name(dtype));
-  return std::make_unique<CudaDecoderModel>(config, std::move(definition), dtype, device,
+  CudaDTypes dtypes{dtype, cuda_kv_cache_dtype(definition, options.kv_cache, dtype), {}};
+  if (kv::kv_cache_dtype_scaled(dtypes.kv_cache) && source.store) {
+    KVScaleSource from;
+    dtypes.kv_scales = read_kv_cache_scales(definition, *source.store, dtypes.kv_cache,
+                                            /*calculate=*/false, &from);
+    spdlog::info("KV cache {}: k/v scales of {} of {} layers from the checkpoint{}",
+                 kv::kv_cache_dtype_name(dtypes.kv_cache), from.from_checkpoint,
+                 definition.layers.size(), from.from_checkpoint == 0 ? " (the others 1.0)" : "");
+  } else if (kv::kv_cache_dtype_scaled(dtypes.kv_cache)) {
+    spdlog::info("KV cache {}: k/v scales 1.0 (dummy weights)",
+                 kv::kv_cache_dtype_name(dtypes.kv_cache));
+  }
+  return std::make_unique<CudaDecoderModel>(config, std::move(definition), dtypes, device,
                                             std::move(source), options.runtime, pool);
 }
 

@@ -124,6 +124,10 @@ void CudaDecoderModel::attention_input(int l, const StepInputs& in, int64_t T, b
   rp.layout = layout_;
   rp.dtype = dtype_;
   rp.cache_dtype = kv_spec_.dtype;
+  if (kv_scales_.get() != nullptr) {
+    rp.k_scale = kv_scales_.as<float>() + 2 * l;
+    rp.v_scale = rp.k_scale + 1;
+  }
   if (a.q_norm) {  // per-head RMSNorm of q and k, inside the RoPE kernel (Qwen3)
     rp.q_norm = w.q_norm.get();
     rp.k_norm = w.k_norm.get();
@@ -168,8 +172,10 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
   // ... and RoPE with the cache write into the qkv GEMV, unless the per-head q/k norms (Qwen3) must
   // come between them (rope_and_cache does those norms itself). The CUDA-core GEMV takes the pairs
   // (i, i + head_dim / 2) two by two (head_dim % 4 == 0), the tensor-core one 16 by 16 (% 32).
+  // A code cache (fp8, int8) is written by rope_and_cache, which encodes (the GEMVs' epilogues
+  // store the activation dtype only).
   const bool fused_rope = fused && !d.layers[0].attention.q_norm && head_dim % 4 == 0 &&
-                          (T <= cuda::kGemvMaxM || head_dim % 32 == 0);
+                          (T <= cuda::kGemvMaxM || head_dim % 32 == 0) && kv_spec_.dtype == dtype_;
 
   PAGODA_CUDA_CHECK(
       cuda::embedding(in.ids, T, w_.embed.get(), d.vocab_size, h, residual, dtype_, stream_));
@@ -203,6 +209,10 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
     ap.layout = layout_;
     ap.dtype = dtype_;
     ap.kv_dtype = kv_spec_.dtype;
+    if (kv_scales_.get() != nullptr) {
+      ap.k_scale = kv_scales_.as<float>() + 2 * l;
+      ap.v_scale = ap.k_scale + 1;
+    }
     PAGODA_CUDA_CHECK(
         cuda::paged_attention(ap, plan, limits_, attention_workspace_.get(), stream_));
 
