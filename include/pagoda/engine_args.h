@@ -25,9 +25,12 @@ enum class RequestStage {
 /// Greedy requests keep exactly the tokens plain decoding gives, sampled ones exactly its
 /// distribution (docs/engine.md, "Speculative decoding").
 struct SpeculativeConfig {
-  /// ngram (prompt lookup over the request's own tokens). vLLM's other methods (draft_model,
-  /// eagle, eagle3, medusa, mlp_speculator, mtp, suffix, ...) are refused by name for now.
+  /// ngram (prompt lookup over the request's own tokens) or draft_model (a smaller model of the
+  /// same vocabulary, `model`, drafting autoregressively in the executor). vLLM's other methods
+  /// (eagle, eagle3, medusa, mlp_speculator, mtp, suffix, ...) are refused by name for now.
   std::string method = "ngram";
+  std::string model;     // draft_model: the draft's Hugging Face directory (--load-format applies)
+  std::string revision;  // draft_model: the Hub revision of a `model` given as a repo id
   int num_speculative_tokens = 0;  // K: drafts per step at most, 1..15 (1 + K rows: a graph)
   int prompt_lookup_min = 5;       // ngram: shortest suffix looked up
   int prompt_lookup_max = 5;       // ngram: longest suffix looked up (tried first)

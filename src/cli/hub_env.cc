@@ -122,6 +122,17 @@ std::string resolve_model_argument(const std::string& argument, const std::strin
 
 void resolve_model_sources(EngineArgs& args, const EngineFlags& flags) {
   std::error_code ec;
+  // A draft model (speculative_config.model) given as a Hub repo id comes from the same cache.
+  if (args.speculative_config && args.speculative_config->method == "draft_model" &&
+      !fs::exists(args.speculative_config->model, ec)) {
+    try {
+      args.speculative_config->model = resolve_model_argument(
+          args.speculative_config->model, args.speculative_config->revision,
+          args.load_format != "dummy", hub_config_from_env(flags.download_dir));
+    } catch (const std::exception& e) {
+      throw InvalidArgument(fmt::format("--speculative-config: model: {}", e.what()));
+    }
+  }
   const bool model_is_local = args.model.empty() || fs::exists(args.model, ec);
   const bool tokenizer_is_local = args.tokenizer.empty() || fs::exists(args.tokenizer, ec);
   if (model_is_local && tokenizer_is_local) {

@@ -17,8 +17,8 @@ using nlohmann::json;
 
 // vLLM's methods that pagoda does not run yet (SpeculativeMethod and its MTP model types).
 constexpr std::array kLaterMethods = {
-    "draft_model", "eagle",     "eagle3", "medusa",       "mlp_speculator",       "suffix",
-    "mtp",         "ngram_gpu", "dflash", "custom_class", "extract_hidden_states"};
+    "eagle", "eagle3",    "medusa", "mlp_speculator", "suffix",
+    "mtp",   "ngram_gpu", "dflash", "custom_class",   "extract_hidden_states"};
 
 // vLLM keys that change nothing pagoda does (logging, parallelism of a draft model it would not
 // run, ...); accepted so that a vLLM command line runs.
@@ -27,7 +27,6 @@ constexpr std::array kAcceptedKeys = {"disable_log_stats",
                                       "enforce_eager",
                                       "disable_padded_drafter_batch",
                                       "draft_tensor_parallel_size",
-                                      "revision",
                                       "code_revision"};
 
 std::optional<int> int_field(const json& j, const char* key) {
@@ -65,25 +64,22 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
       method.ends_with("_mtp") || method.starts_with("dflash");
   if (later) {
     throw InvalidArgument(fmt::format(
-        "method '{}'{} is not supported by pagoda yet: only ngram (prompt lookup)", method,
+        "method '{}'{} is not supported by pagoda yet: only ngram (prompt lookup) and draft_model",
+        method,
         model.empty() || model == "ngram" || model == "[ngram]"
             ? ""
             : fmt::format(" (model {})", model)));
   }
-  if (method != "ngram") {
+  if (method != "ngram" && method != "draft_model") {
     throw InvalidArgument(
         fmt::format("unknown method '{}' (vLLM's: ngram, draft_model, eagle, "
                     "eagle3, medusa, mlp_speculator, mtp, suffix, ...)",
                     method));
   }
   for (const auto& [key, value] : j.items()) {
-    static constexpr std::array kKnown = {"method",
-                                          "model",
-                                          "num_speculative_tokens",
-                                          "prompt_lookup_min",
-                                          "prompt_lookup_max",
-                                          "adaptive",
-                                          "draft_row_cost"};
+    static constexpr std::array kKnown = {
+        "method",   "model",    "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
+        "adaptive", "revision", "draft_row_cost"};
     if (std::find(kKnown.begin(), kKnown.end(), key) != kKnown.end() ||
         std::find(kAcceptedKeys.begin(), kAcceptedKeys.end(), key) != kAcceptedKeys.end())
       continue;
@@ -96,8 +92,22 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   SpeculativeConfig c;
   c.method = method;
   const std::optional<int> k = int_field(j, "num_speculative_tokens");
-  if (!k) throw InvalidArgument("num_speculative_tokens is required with method ngram");
+  if (!k)
+    throw InvalidArgument(fmt::format("num_speculative_tokens is required with method {}", method));
   c.num_speculative_tokens = *k;
+  if (method == "draft_model") {
+    if (model.empty())
+      throw InvalidArgument("model is required with method draft_model (the draft's directory)");
+    for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"}) {
+      if (j.contains(key))
+        throw InvalidArgument(fmt::format("{} applies to method ngram only", key));
+    }
+    c.model = model;
+    if (j.contains("revision") && !j["revision"].is_null()) {
+      if (!j["revision"].is_string()) throw InvalidArgument("revision must be a string");
+      c.revision = j["revision"].get<std::string>();
+    }
+  }  // ngram: revision has no meaning (accepted, as vLLM does)
   std::optional<int> lo = int_field(j, "prompt_lookup_min");
   std::optional<int> hi = int_field(j, "prompt_lookup_max");
   if (!lo && !hi) lo = hi = 5;  // vLLM's defaults

@@ -10,7 +10,9 @@ namespace pagoda::cli {
 /// Parses and checks the flag's JSON, as vLLM reads it: `method` ngram (also `model` "ngram" or
 /// "[ngram]" without a method) with `num_speculative_tokens` (required) and `prompt_lookup_min`
 /// / `prompt_lookup_max` (both 5 when neither is given, else the missing one equals the other).
-/// vLLM's other methods, a draft `model`, and keys pagoda does not know are refused by name;
+/// `method` draft_model (also a `model` without a method, as vLLM infers it) with `model` (the
+/// draft's directory) and `num_speculative_tokens`. vLLM's other methods (eagle, ...) and keys
+/// pagoda does not know are refused by name;
 /// vLLM keys without meaning here (draft_tensor_parallel_size 1, disable_log_stats, ...) are
 /// accepted. pagoda's own keys: `adaptive` (bool, default true) and `draft_row_cost` (number).
 /// Throws InvalidArgument with a message that names the key.

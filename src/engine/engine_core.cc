@@ -68,6 +68,21 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   executor_options.device = args.device;
   executor_options.num_threads = args.num_threads;
   executor_options.backend = args.distributed_executor_backend;
+  if (args.speculative_config && args.speculative_config->method == "draft_model") {
+    validate_speculative_config(*args.speculative_config);
+    const std::string& draft = args.speculative_config->model;
+    if (!fs::is_directory(draft)) {
+      throw InvalidArgument(
+          fmt::format("speculative_config.model '{}' is not a model directory", draft));
+    }
+    // The target's load options (dtype, --load-format, CPU matmuls) but --quantization, which
+    // names the target's format; dummy weights of their own seed (--seed + 1), so that a dummy
+    // draft of the target's shape differs from the target.
+    executor_options.draft_model_dir = draft;
+    executor_options.draft_load = load;
+    executor_options.draft_load.seed = args.seed + 1;
+    executor_options.draft_load.definition.quantization.clear();  // the draft checkpoint's own
+  }
   e.executor = make_executor(executor_options);
   e.pool = std::make_unique<ThreadPool>(args.num_threads);
   const ModelConfig& config = e.executor->config();
@@ -92,8 +107,18 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     throw InvalidArgument(
         fmt::format("--block-size must be in [1, 1024], got {}", args.block_size));
   }
-  const kv::KVCacheSpec& kv_spec = e.executor->info().kv_spec;
-  const int64_t kv_bytes_per_token = kv_spec.bytes_per_token();
+  // With a draft model the pool holds both models' KV per token (one block table for both).
+  const ExecutorInfo& info = e.executor->info();
+  const kv::KVCacheSpec& kv_spec = info.kv_spec;
+  const int64_t kv_bytes_per_token =
+      info.kv_spec.bytes_per_token() +
+      (info.draft_kv_spec ? info.draft_kv_spec->bytes_per_token() : int64_t{0});
+  if (info.draft_kv_spec && max_model_len_ > info.draft_context) {
+    throw InvalidArgument(fmt::format(
+        "speculative_config.model: the draft's context {} is shorter than the max model length {} "
+        "(set --max-model-len)",
+        info.draft_context, max_model_len_));
+  }
   // A GPU model: vLLM's profile run first (its first steps would otherwise pay the allocations
   // and the lazy kernel loads), so that the KV pool is sized from what the largest step really
   // uses. It needs a pool of two blocks (the null block and one).
@@ -161,6 +186,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     if (args.speculative_proposer)
       throw InvalidArgument("speculative_config and speculative_proposer exclude each other");
     e.max_spec_tokens = args.speculative_config->num_speculative_tokens;
+    e.draft_model = args.speculative_config->method == "draft_model";
   } else if (args.speculative_proposer) {
     e.max_spec_tokens = std::max(args.num_speculative_tokens, 0);
   }
@@ -458,6 +484,16 @@ void EngineCore::Impl::launch_step() {
         if (s.samples) rows.back() = RowDraw::from(device_draw(c, *r));
       } else if (s.samples) {
         RowDraw draw = RowDraw::from(device_draw(c, *r));
+        // Draft-model drafts (placeholders now; constrained requests draft by jump-forward): the
+        // executor's draft model draws them with this draw. A sampled draft comes with its q, so
+        // its rows come back as logits and are verified on the host with min(1, p / q).
+        if (draft_model && s.num_spec_tokens > 0 && !c.constraint.decoding) {
+          PAGODA_CHECK(draw.temperature >= 0, "request {}: draft-model drafts without a draw",
+                       a.id);
+          plan.seqs[i].propose = true;
+          plan.seqs[i].draft_draw = draw;
+          if (draw.temperature > 0) draw = RowDraw{};
+        }
         // Row j's draw must see drafts 0..j-1 in its history. A device draw is built from the
         // completion's output alone, so a request whose draws read their history and that
         // verifies drafts gets its rows back as logits, drawn by its host sampler (one

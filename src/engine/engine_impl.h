@@ -145,7 +145,8 @@ struct EngineCore::Impl {
   int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
   int64_t in_flight_prompt_tokens = 0;  // prompt tokens that the step in flight computes
   IterationTokens iteration_tokens;
-  int max_spec_tokens = 0;  // K: speculative_config's num_speculative_tokens (or the hook's)
+  int max_spec_tokens = 0;   // K: speculative_config's num_speculative_tokens (or the hook's)
+  bool draft_model = false;  // speculative_config's method is draft_model (the executor drafts)
   SpeculationCounters spec_counters;
   std::thread thread;
   // Structured outputs: made on the first constrained request (the token bytes of a 128k

@@ -66,6 +66,13 @@ void EngineCore::Impl::complete_step() {
       }
     }
     if (!s.samples) continue;
+    // Draft-model drafts replace their placeholders before verification reads them.
+    if (!r.drafts.empty()) {
+      PAGODA_CHECK(static_cast<int>(r.drafts.size()) == s.num_spec_tokens,
+                   "request {}: {} draft-model drafts for {} placeholders", c.request->id,
+                   r.drafts.size(), s.num_spec_tokens);
+      scheduler->get_mutable(s.id)->set_spec_token_ids(r.drafts);
+    }
     to_sample.push_back(i);
     if (c.request->params.n > 1 && !c.request->forked) {
       const std::span<float> row =
@@ -231,9 +238,26 @@ void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, Ste
   std::vector<int32_t> output(req->output_token_ids().begin(), req->output_token_ids().end());
   const auto num_rows = static_cast<int>(r.tokens.size());
   const int first = num_rows - 1 - s.num_spec_tokens;  // the first sampled row
+  const auto vocab = static_cast<size_t>(result.vocab);
   for (int row = first; row < num_rows; ++row) {
     SampledToken t;
     const int32_t drawn = r.tokens[static_cast<size_t>(row)];
+    const int draft = row - first;
+    // A draft model's sampled draft: Leviathan et al.'s rule with its q (RequestSampler::verify).
+    const bool with_q = !r.draft_probs.empty() && draft < s.num_spec_tokens;
+    if (with_q) {
+      PAGODA_CHECK(drawn < 0 && r.draft_probs.size() == drafts.size() * vocab,
+                   "request {}: a draft with its q needs its row's logits", c.request->id);
+      bool accepted = false;
+      t = c.sampler.verify(
+          result.row(r.first_row + row), req->prompt_token_ids(), output, {},
+          std::span<const float>(r.draft_probs).subspan(static_cast<size_t>(draft) * vocab, vocab),
+          drafts[static_cast<size_t>(draft)], accepted);
+      output.push_back(t.token);
+      tokens.push_back(std::move(t));
+      if (!accepted) break;
+      continue;
+    }
     if (drawn >= 0) {  // drawn on the device, with its log-probabilities if asked for
       t.token = drawn;
       if (c.request->params.logprobs) {
@@ -246,7 +270,6 @@ void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, Ste
       t = c.sampler.sample(result.row(r.first_row + row), req->prompt_token_ids(), output,
                            c.constraint.allowed(static_cast<size_t>(row - first)));
     }
-    const int draft = row - first;
     const bool accepted = draft < s.num_spec_tokens && static_cast<size_t>(draft) < drafts.size() &&
                           t.token == drafts[static_cast<size_t>(draft)];
     output.push_back(t.token);
@@ -285,6 +308,14 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
       drafts = args.speculative_proposer(r->all_token_ids());
       if (drafts.size() > static_cast<size_t>(max_spec_tokens))
         drafts.resize(static_cast<size_t>(max_spec_tokens));
+    } else if (draft_model) {
+      // k placeholders: the executor's draft model proposes them in the next step, just before
+      // the target verifies them (runtime/draft_proposer.h).
+      const SpeculativeConfig& config = *args.speculative_config;
+      const int k = std::min(
+          room, c.spec_length.choose(max_spec_tokens, config.adaptive, config.draft_row_cost));
+      if (k <= 0) continue;
+      drafts.assign(static_cast<size_t>(k), 0);
     } else {
       const SpeculativeConfig& config = *args.speculative_config;
       const int k = std::min(

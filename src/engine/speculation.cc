@@ -7,11 +7,15 @@
 namespace pagoda {
 
 void validate_speculative_config(const SpeculativeConfig& c) {
-  if (c.method != "ngram") {
+  if (c.method != "ngram" && c.method != "draft_model") {
     throw InvalidArgument(fmt::format(
-        "speculative method '{}' is not supported yet (only ngram; draft models, EAGLE and "
+        "speculative method '{}' is not supported yet (only ngram and draft_model; EAGLE and "
         "parallel drafters are to come)",
         c.method));
+  }
+  if (c.method == "draft_model" && c.model.empty()) {
+    throw InvalidArgument(
+        "speculative_config.model: method draft_model needs the draft's directory");
   }
   // 1 + K rows per sequence must fit a decode graph (up to 16 tokens per sequence).
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > 15) {

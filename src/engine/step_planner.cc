@@ -19,6 +19,7 @@ StepPlan StepPlanner::plan(const scheduler::SchedulerOutput& out,
     p.id = s.id;
     p.num_computed = s.num_computed_tokens;
     p.num_spec = s.num_spec_tokens;
+    p.fresh = s.resumed_or_new;
     // Tokens [num_computed, num_computed + num_new) of the request's tokens followed by its drafts.
     // Example: 10 tokens, 2 drafts, computed 9, 3 new: token 9, then drafts 0 and 1.
     const auto all = r->all_token_ids();

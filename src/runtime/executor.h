@@ -28,6 +28,10 @@ struct ExecutorOptions {
   std::string device = "auto";  // auto, cpu or cuda
   int num_threads = 0;          // CPU threads of the model's pool (0: all cores)
   std::string backend = "uni";  // uni: in-process; mp: a worker process
+  // Draft-model speculation: the draft's directory (empty: none), loaded on the same device with
+  // draft_load, its KV cache of the target's blocks (runtime/draft_proposer.h).
+  std::string draft_model_dir;
+  LoadOptions draft_load;
 };
 
 /// Facts of the started model the engine needs.
@@ -35,6 +39,10 @@ struct ExecutorInfo {
   kv::KVCacheSpec kv_spec;
   bool on_device = false;  // the model lives in device memory (sized by a profile run)
   int64_t vocab_size = 0;
+  // With a draft model: what its KV cache holds per token (the pool holds both models' bytes per
+  // token) and its context length (rope_context_length of its config).
+  std::optional<kv::KVCacheSpec> draft_kv_spec;
+  int64_t draft_context = 0;
 };
 
 class Executor {

@@ -38,6 +38,7 @@ class InProcessExecutor final : public Executor {
  private:
   ThreadPool pool_;
   std::unique_ptr<Model> model_;
+  std::unique_ptr<Model> draft_;         // draft-model speculation, or null
   std::unique_ptr<ModelRunner> runner_;  // from init_kv_cache on
   ExecutorInfo info_;
 };

@@ -45,7 +45,10 @@ DeviceDraw RowDraw::view() const {
   return d;
 }
 
-ModelRunner::ModelRunner(Model& model, int block_size) : model_(model), block_size_(block_size) {}
+ModelRunner::ModelRunner(Model& model, int block_size, Model* draft)
+    : model_(model), block_size_(block_size) {
+  if (draft != nullptr) drafter_.emplace(*draft, block_size);
+}
 
 std::span<const int32_t> ModelRunner::block_table(uint64_t id) const {
   const auto it = tables_.find(id);
@@ -63,6 +66,9 @@ void ModelRunner::launch(StepPlan plan) {
                      s.rows.size() <= s.tokens.size(),
                  "sequence {}: {} tokens ({} drafts) with {} rows from position {}", s.id,
                  s.tokens.size(), s.num_spec, s.rows.size(), s.num_computed);
+    PAGODA_CHECK(!s.propose || (drafter_ && s.num_spec > 0),
+                 "sequence {}: draft-model drafts asked for {}", s.id,
+                 drafter_ ? "without drafts" : "but there is no draft model");
     PAGODA_CHECK(s.block_table_start >= 0 && static_cast<size_t>(s.block_table_start) <= held,
                  "sequence {}: block table kept to {} of the {} blocks held", s.id,
                  s.block_table_start, held);
@@ -71,8 +77,14 @@ void ModelRunner::launch(StepPlan plan) {
     PAGODA_CHECK(blocks * block_size_ >= end, "sequence {}: {} blocks for {} tokens", s.id, blocks,
                  end);
   }
-  for (const uint64_t id : plan.finished) tables_.erase(id);
-  if (!plan.block_copies.empty()) model_.copy_kv_blocks(plan.block_copies);
+  for (const uint64_t id : plan.finished) {
+    tables_.erase(id);
+    if (drafter_) drafter_->forget(id);
+  }
+  if (!plan.block_copies.empty()) {
+    model_.copy_kv_blocks(plan.block_copies);
+    if (drafter_) drafter_->copy_blocks(plan.block_copies);
+  }
 
   ids_.clear();
   positions_.clear();
@@ -93,6 +105,8 @@ void ModelRunner::launch(StepPlan plan) {
     table.insert(table.end(), s.new_blocks.begin(), s.new_blocks.end());
     max_blocks = std::max(max_blocks, static_cast<int>(table.size()));
   }
+  // The draft model sees the step's tokens and fills the placeholders of proposing sequences.
+  if (drafter_) drafter_->propose(plan, tables_, out.seqs);
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const PlannedSequence& s = plan.seqs[i];
     const std::vector<int32_t>& table = tables_.at(s.id);

@@ -3,12 +3,14 @@
 // back the StepResult. It keeps each sequence's block table across steps (the plan carries only
 // the changes) and runs on the thread that owns the model (the engine's, or a worker process's).
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "model/model.h"
+#include "runtime/draft_proposer.h"
 #include "runtime/step.h"
 
 namespace pagoda {
@@ -16,7 +18,9 @@ namespace pagoda {
 /// Runs the steps of one model whose KV cache is initialised. Not thread-safe.
 class ModelRunner {
  public:
-  ModelRunner(Model& model, int block_size);
+  /// draft: the draft model of draft-model speculation (runtime/draft_proposer.h), its KV cache
+  /// of the target's block count, or null.
+  ModelRunner(Model& model, int block_size, Model* draft = nullptr);
 
   [[nodiscard]] StepResult execute(StepPlan plan) {
     launch(std::move(plan));
@@ -40,6 +44,7 @@ class ModelRunner {
 
   Model& model_;
   int block_size_;
+  std::optional<DraftProposer> drafter_;
   bool in_flight_ = false;
   bool synchronous_ = false;  // the model computes in wait() (Model::start_step returned false)
   StepResult pending_;

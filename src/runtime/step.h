@@ -56,6 +56,14 @@ struct PlannedSequence {
   int32_t block_table_start = 0;
   std::vector<int32_t> new_blocks;
   std::vector<RowDraw> rows;  // draws of the last rows.size() tokens' next-token distributions
+  // The sequence starts here (new, or resumed after preemption): KV before num_computed comes
+  // from the prefix cache, so the executor's draft model trusts its own layers there too.
+  bool fresh = false;
+  // Draft-model speculation (runtime/draft_proposer.h): the trailing num_spec tokens are
+  // placeholders that the executor's draft model replaces with its proposals before the target
+  // computes them; draft_draw says how the draft draws them (draft j with counter + j).
+  bool propose = false;
+  RowDraw draft_draw;
 };
 
 /// One step.
@@ -80,6 +88,11 @@ struct SequenceResult {
   std::vector<int32_t> tokens;
   std::vector<DrawnLogprobs> logprobs;
   int32_t first_row = 0;  // index of this sequence's first row in StepResult::logits
+  // PlannedSequence::propose: the draft model's tokens [num_spec] (what the target verified), and
+  // for a sampled draw (temperature > 0) the distributions q they were drawn from,
+  // [num_spec, vocab] fp32 row-major (empty for greedy drafts: q is one-hot at the argmax).
+  std::vector<int32_t> drafts;
+  std::vector<float> draft_probs;
 };
 
 /// What a step produced. Spans stay valid until the executor's next launch.

@@ -59,6 +59,8 @@ void write_plan(Writer& w, const StepPlan& plan) {
     w.put_vector(s.new_blocks);
     w.put<uint64_t>(s.rows.size());
     for (const RowDraw& d : s.rows) write_row(w, d);
+    w.put<uint8_t>(static_cast<uint8_t>((s.fresh ? 1 : 0) | (s.propose ? 2 : 0)));
+    if (s.propose) write_row(w, s.draft_draw);
   }
   w.put_pair_vector(plan.block_copies);
   w.put_vector(plan.finished);
@@ -81,6 +83,10 @@ StepPlan read_plan(Reader& r) {
     PAGODA_CHECK(rows <= s.tokens.size(), "codec: {} rows for {} tokens", rows, s.tokens.size());
     s.rows.reserve(rows);
     for (uint64_t j = 0; j < rows; ++j) s.rows.push_back(read_row(r));
+    const auto flags = r.get<uint8_t>();
+    s.fresh = (flags & 1) != 0;
+    s.propose = (flags & 2) != 0;
+    if (s.propose) s.draft_draw = read_row(r);
   }
   plan.block_copies = r.get_pair_vector<int32_t, int32_t>();
   plan.finished = r.get_vector<uint64_t>();
@@ -101,6 +107,8 @@ void write_result(Writer& w, const StepResult& result) {
       w.put(lp.logprob);
       w.put_pair_vector(lp.top);
     }
+    w.put_vector(s.drafts);
+    w.put_vector(s.draft_probs);
   }
 }
 
@@ -122,6 +130,8 @@ ResultHeader read_result(Reader& r) {
       lp.logprob = r.get<float>();
       lp.top = r.get_pair_vector<int32_t, float>();
     }
+    s.drafts = r.get_vector<int32_t>();
+    s.draft_probs = r.get_vector<float>();
   }
   return h;
 }
@@ -130,6 +140,9 @@ void write_info(Writer& w, const ExecutorInfo& info) {
   w.put(info.kv_spec);
   w.put(info.on_device);
   w.put(info.vocab_size);
+  w.put<uint8_t>(info.draft_kv_spec ? 1 : 0);
+  if (info.draft_kv_spec) w.put(*info.draft_kv_spec);
+  w.put(info.draft_context);
 }
 
 ExecutorInfo read_info(Reader& r) {
@@ -137,6 +150,8 @@ ExecutorInfo read_info(Reader& r) {
   info.kv_spec = r.get<kv::KVCacheSpec>();
   info.on_device = r.get<bool>();
   info.vocab_size = r.get<int64_t>();
+  if (r.get<uint8_t>() != 0) info.draft_kv_spec = r.get<kv::KVCacheSpec>();
+  info.draft_context = r.get<int64_t>();
   return info;
 }
 

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "sampling/bad_words.h"
+#include "sampling/rejection_sampler.h"
 
 namespace pagoda {
 
@@ -201,6 +202,43 @@ SampledToken RequestSampler::sample(std::span<float> logits, std::span<const int
   }
   apply_processors(logits, prompt, output, allowed);
   result.token = draw(logits);
+  if (params_.logprobs) result.logprob = logprobs[static_cast<size_t>(result.token)];
+  return result;
+}
+
+SampledToken RequestSampler::verify(std::span<float> logits, std::span<const int32_t> prompt,
+                                    std::span<const int32_t> output,
+                                    std::span<const uint32_t> allowed, std::span<const float> q,
+                                    int32_t x, bool& accepted) {
+  PAGODA_CHECK(q.size() == logits.size(), "q of {} for a row of {}", q.size(), logits.size());
+  if (params_.greedy()) {
+    SampledToken t = sample(logits, prompt, output, allowed);
+    accepted = t.token == x;
+    return t;
+  }
+  SampledToken result;
+  std::vector<float> logprobs;
+  if (params_.logprobs) {
+    logprobs.resize(logits.size());
+    log_softmax(logits, logprobs);
+    if (*params_.logprobs > 0) result.top_logprobs = top_k_entries(logprobs, *params_.logprobs);
+  }
+  apply_processors(logits, prompt, output, allowed);
+  // p over the whole vocabulary: the candidates' probabilities renormalised, 0 elsewhere.
+  const int32_t count = truncate_candidates(logits, params_, order_, scratch_);
+  double mass = 0;
+  for (int32_t i = 0; i < count; ++i) mass += scratch_[static_cast<size_t>(i)];
+  std::vector<float> p(logits.size(), 0.0f);
+  for (int32_t i = 0; i < count; ++i) {
+    p[static_cast<size_t>(order_[static_cast<size_t>(i)])] =
+        static_cast<float>(scratch_[static_cast<size_t>(i)] / mass);
+  }
+  auto uniform = [this] { return static_cast<double>(rng_() >> 11) * (1.0 / 9007199254740992.0); };
+  const double u_accept = uniform();
+  const double u_residual = uniform();
+  const DraftVerdict v = verify_draft(p, q, x, u_accept, u_residual);
+  accepted = v.accepted;
+  result.token = v.token;
   if (params_.logprobs) result.logprob = logprobs[static_cast<size_t>(result.token)];
   return result;
 }

@@ -56,6 +56,17 @@ class RequestSampler {
                                     std::span<const int32_t> output,
                                     std::span<const uint32_t> allowed = {});
 
+  /// Verifies draft x, drawn by a draft model from q ([vocab] probabilities, q(x) > 0), against
+  /// this row (sampling/rejection_sampler.h): p is the row's distribution after the processors,
+  /// temperature and truncations, exactly what sample() draws from; x is kept with probability
+  /// min(1, p(x) / q(x)), else the token comes from max(p - q, 0) normalised. Greedy: the argmax,
+  /// kept iff it is x. Two numbers of the request's stream per sampled verification. Returns the
+  /// token (with sample()'s log-probabilities) and sets accepted.
+  [[nodiscard]] SampledToken verify(std::span<float> logits, std::span<const int32_t> prompt,
+                                    std::span<const int32_t> output,
+                                    std::span<const uint32_t> allowed, std::span<const float> q,
+                                    int32_t x, bool& accepted);
+
  private:
   void apply_processors(std::span<float> logits, std::span<const int32_t> prompt,
                         std::span<const int32_t> output, std::span<const uint32_t> allowed);

@@ -42,6 +42,18 @@ TEST(SpeculativeConfigFlag, NgramKeysAndDefaults) {
   EXPECT_EQ(c.draft_row_cost, 0.5);
 }
 
+TEST(SpeculativeConfigFlag, DraftModel) {
+  // vLLM infers draft_model from a model that is not [ngram]; the explicit name works too.
+  for (const char* json : {R"({"model": "/d", "num_speculative_tokens": 3})",
+                           R"({"method": "draft_model", "model": "/d", "num_speculative_tokens": 3,
+                               "adaptive": false})"}) {
+    const SpeculativeConfig c = parse_speculative_config(json);
+    EXPECT_EQ(c.method, "draft_model");
+    EXPECT_EQ(c.model, "/d");
+    EXPECT_EQ(c.num_speculative_tokens, 3);
+  }
+}
+
 TEST(SpeculativeConfigFlag, RefusalsNameWhatIsWrong) {
   EXPECT_EQ(error_of("{"), error_of("{")) << "stable";
   EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
@@ -52,8 +64,17 @@ TEST(SpeculativeConfigFlag, RefusalsNameWhatIsWrong) {
   EXPECT_NE(error_of(R"({"method": "eagle3", "model": "/m", "num_speculative_tokens": 3})")
                 .find("method 'eagle3' (model /m) is not supported by pagoda yet"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"model": "/draft", "num_speculative_tokens": 3})")
-                .find("method 'draft_model' (model /draft)"),
+  EXPECT_NE(error_of(R"({"method": "draft_model", "num_speculative_tokens": 3})")
+                .find("model is required with method draft_model"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": "/draft"})")
+                .find("num_speculative_tokens is required with method draft_model"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": "/draft", "num_speculative_tokens": 3, "prompt_lookup_max": 2})")
+                .find("prompt_lookup_max applies to method ngram only"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": "/draft", "num_speculative_tokens": 16})")
+                .find("num_speculative_tokens must be in [1, 15], got 16"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"method": "deepseek_mtp", "num_speculative_tokens": 1})")
                 .find("'deepseek_mtp' is not supported"),

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <map>
 
+#include "chi_square_test_util.h"
 #include "core/status.h"
 #include "engine_test_util.h"
 
@@ -179,41 +180,6 @@ TEST(SpeculativeEngine, SeededSamplingDrawsTheSameTokens) {
   expect_identical(plain, run_alone(engine, rs));
   print_speculation("sampled, seeded, k = 4", engine.stats(), plain_steps);
   EXPECT_GT(engine.stats().spec_decode_num_accepted_tokens, 0);
-}
-
-/// Pearson's two-sample chi-square statistic over the categories of two equal-sized samples
-/// (categories with fewer than 10 observations in both together are pooled), and its degrees
-/// of freedom.
-std::pair<double, int> chi_square(const std::map<int32_t, int>& a,
-                                  const std::map<int32_t, int>& b) {
-  std::map<int32_t, std::pair<int, int>> both;
-  for (const auto& [t, n] : a) both[t].first += n;
-  for (const auto& [t, n] : b) both[t].second += n;
-  double stat = 0;
-  int categories = 0;
-  std::pair<int, int> pooled{0, 0};
-  auto add = [&](std::pair<int, int> c) {
-    const double d = c.first - c.second;
-    stat += d * d / (c.first + c.second);
-    ++categories;
-  };
-  for (const auto& [t, c] : both) {
-    if (c.first + c.second < 10) {
-      pooled.first += c.first;
-      pooled.second += c.second;
-    } else {
-      add(c);
-    }
-  }
-  if (pooled.first + pooled.second > 0) add(pooled);
-  return {stat, categories - 1};
-}
-
-/// The chi-square quantile for `df` degrees of freedom at upper tail 0.001 (Wilson-Hilferty).
-double chi_square_critical_001(int df) {
-  const double z = 3.0902;  // the standard normal's 0.999 quantile
-  const double v = 2.0 / (9.0 * df);
-  return df * std::pow(1 - v + z * std::sqrt(v), 3);
 }
 
 TEST(SpeculativeEngine, SampledDistributionEqualsPlainSampling) {

@@ -1,0 +1,203 @@
+#include "runtime/draft_proposer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/status.h"
+#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
+
+namespace pagoda {
+namespace {
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// A uniform in [0, 1) for draft `counter` of a request seeded `seed`: its own stream (the salt),
+// independent of the target's draws with the same (seed, counter).
+double draft_uniform(uint64_t seed, uint64_t counter) {
+  constexpr uint64_t kDraftSalt = 0x6472616674ull;  // "draft"
+  const uint64_t bits = splitmix64(splitmix64(seed ^ kDraftSalt) ^ counter);
+  return static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
+}
+
+}  // namespace
+
+int32_t DraftProposer::draw(std::span<float> logits, const RowDraw& d, uint64_t counter,
+                            std::span<float> q) {
+  PAGODA_CHECK(d.temperature >= 0, "a draft draw needs a temperature >= 0, got {}", d.temperature);
+  const auto vocab = static_cast<int32_t>(logits.size());
+  for (const auto& [t, bias] : d.logit_bias) {
+    if (t >= 0 && t < vocab) logits[static_cast<size_t>(t)] += bias;
+  }
+  for (const int32_t t : d.masked) {
+    if (t >= 0 && t < vocab)
+      logits[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+  }
+  if (d.temperature == 0) {
+    return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  }
+  PAGODA_CHECK(q.size() == logits.size(), "q of {} for {} logits", q.size(), logits.size());
+  SamplingParams params;
+  params.temperature = d.temperature;
+  params.top_k = d.top_k;
+  params.top_p = d.top_p;
+  params.min_p = d.min_p;
+  std::vector<int32_t> order;
+  std::vector<float> probs;
+  const int32_t count = truncate_candidates(logits, params, order, probs);
+  double mass = 0;
+  for (int32_t i = 0; i < count; ++i) mass += probs[static_cast<size_t>(i)];
+  PAGODA_CHECK(mass > 0, "the draft model's row has no token left to draw");
+  std::fill(q.begin(), q.end(), 0.0f);
+  for (int32_t i = 0; i < count; ++i) {
+    q[static_cast<size_t>(order[static_cast<size_t>(i)])] =
+        static_cast<float>(probs[static_cast<size_t>(i)] / mass);
+  }
+  // Inverse CDF over the candidates; the token drawn always has q > 0.
+  const double u = draft_uniform(d.seed, counter) * mass;
+  double cum = 0;
+  int32_t last = order[0];
+  for (int32_t i = 0; i < count; ++i) {
+    const float p = probs[static_cast<size_t>(i)];
+    if (p <= 0) continue;
+    last = order[static_cast<size_t>(i)];
+    cum += p;
+    if (u < cum) return last;
+  }
+  return last;
+}
+
+void DraftProposer::add(Pass& pass, const std::vector<int32_t>& table, int32_t first_position,
+                        std::span<const int32_t> tokens, bool row) const {
+  for (size_t j = 0; j < tokens.size(); ++j) {
+    const int32_t p = first_position + static_cast<int32_t>(j);
+    const auto block = static_cast<size_t>(p / block_size_);
+    PAGODA_CHECK(block < table.size(), "draft: position {} past a table of {} blocks", p,
+                 table.size());
+    pass.ids.push_back(tokens[j]);
+    pass.positions.push_back(p);
+    pass.slots.push_back(int64_t{table[block]} * block_size_ + p % block_size_);
+  }
+  if (row) pass.rows.push_back(static_cast<int32_t>(pass.ids.size()) - 1);
+  pass.query_start.push_back(static_cast<int32_t>(pass.ids.size()));
+  pass.seq_lens.push_back(first_position + static_cast<int32_t>(tokens.size()));
+  // Padded to max_blocks by run(): remember the table's length in front of its entries.
+  pass.tables.push_back(static_cast<int32_t>(table.size()));
+  pass.tables.insert(pass.tables.end(), table.begin(), table.end());
+  pass.max_blocks = std::max(pass.max_blocks, static_cast<int>(table.size()));
+}
+
+std::span<float> DraftProposer::run(Pass& pass) {
+  // pass.tables holds [length, entries...] per sequence; flatten to [seqs, max_blocks], 0-padded.
+  // Example: [2, 7, 9, 1, 4] with max_blocks 2 becomes [7, 9, 4, 0].
+  std::vector<int32_t> flat;
+  flat.reserve(pass.seq_lens.size() * static_cast<size_t>(pass.max_blocks));
+  for (size_t at = 0; at < pass.tables.size();) {
+    const auto n = static_cast<size_t>(pass.tables[at]);
+    flat.insert(flat.end(), pass.tables.begin() + static_cast<std::ptrdiff_t>(at + 1),
+                pass.tables.begin() + static_cast<std::ptrdiff_t>(at + 1 + n));
+    flat.resize(flat.size() + static_cast<size_t>(pass.max_blocks) - n, 0);
+    at += 1 + n;
+  }
+  const ForwardBatch batch{pass.ids, pass.positions,  pass.query_start, pass.seq_lens,
+                           flat,     pass.max_blocks, pass.slots,       pass.rows};
+  return draft_.forward(batch);
+}
+
+void DraftProposer::propose(StepPlan& plan,
+                            const std::unordered_map<uint64_t, std::vector<int32_t>>& tables,
+                            std::span<SequenceResult> results) {
+  PAGODA_CHECK(results.size() == plan.seqs.size(), "draft: {} results for {} sequences",
+               results.size(), plan.seqs.size());
+  const auto vocab = static_cast<size_t>(draft_.config().vocab_size);
+  // The sequences that propose: plan index, position of their last verified token t, k.
+  struct Active {
+    size_t i;
+    int32_t t_position;
+    int32_t k;
+  };
+  std::vector<Active> active;
+  Pass first;
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const PlannedSequence& s = plan.seqs[i];
+    PAGODA_CHECK(!s.propose || s.num_spec > 0, "sequence {}: propose without drafts", s.id);
+    const auto [it, inserted] = seqs_.try_emplace(s.id);
+    SeqState& st = it->second;
+    if (inserted || s.fresh) st = SeqState{s.num_computed, 0, {}};
+    st.computed = std::min(st.computed, s.num_computed);
+    // Accepted drafts the draft has not computed (the last of k accepted), then the step's tokens
+    // that are not drafts.
+    std::vector<int32_t> tokens;
+    for (int32_t p = st.computed; p < s.num_computed; ++p) {
+      const int32_t at = p - st.drafts_start;
+      PAGODA_CHECK(at >= 0 && static_cast<size_t>(at) < st.drafts.size(),
+                   "sequence {}: the draft model has KV to position {} and no token for {}", s.id,
+                   st.computed, p);
+      tokens.push_back(st.drafts[static_cast<size_t>(at)]);
+    }
+    const size_t real = s.tokens.size() - static_cast<size_t>(s.num_spec);
+    tokens.insert(tokens.end(), s.tokens.begin(),
+                  s.tokens.begin() + static_cast<std::ptrdiff_t>(real));
+    add(first, tables.at(s.id), st.computed, tokens, s.propose);
+    st.computed += static_cast<int32_t>(tokens.size());
+    st.drafts.clear();
+    if (s.propose) active.push_back({i, st.computed - 1, s.num_spec});
+  }
+  int32_t max_k = 0;
+  for (const Active& a : active) {
+    max_k = std::max(max_k, a.k);
+    SequenceResult& r = results[a.i];
+    r.drafts.assign(static_cast<size_t>(a.k), 0);
+    if (plan.seqs[a.i].draft_draw.temperature > 0) {
+      r.draft_probs.assign(static_cast<size_t>(a.k) * vocab, 0.0f);
+    } else {
+      r.draft_probs.clear();
+    }
+  }
+  // Pass j (1-based) draws draft j of each sequence that still needs one; pass 1 is the catch-up.
+  std::span<float> logits = run(first);
+  std::vector<size_t> in_pass;  // indices into active, in row order
+  for (size_t a = 0; a < active.size(); ++a) in_pass.push_back(a);
+  for (int32_t j = 1;; ++j) {
+    PAGODA_CHECK(logits.size() == in_pass.size() * vocab, "draft: {} logits for {} rows",
+                 logits.size(), in_pass.size());
+    for (size_t row = 0; row < in_pass.size(); ++row) {
+      const Active& a = active[in_pass[row]];
+      PlannedSequence& s = plan.seqs[a.i];
+      SequenceResult& r = results[a.i];
+      const auto d = static_cast<size_t>(j - 1);
+      std::span<float> q;
+      if (!r.draft_probs.empty()) q = std::span(r.draft_probs).subspan(d * vocab, vocab);
+      const int32_t token =
+          draw(logits.subspan(row * vocab, vocab), s.draft_draw, s.draft_draw.counter + d, q);
+      r.drafts[d] = token;
+      s.tokens[s.tokens.size() - static_cast<size_t>(s.num_spec) + d] = token;
+    }
+    if (j >= max_k) break;
+    Pass pass;
+    std::vector<size_t> next;
+    for (const size_t a : in_pass) {
+      const Active& act = active[a];
+      if (act.k <= j) continue;
+      const int32_t token = results[act.i].drafts[static_cast<size_t>(j - 1)];
+      add(pass, tables.at(plan.seqs[act.i].id), act.t_position + j, std::span(&token, 1), true);
+      ++seqs_.at(plan.seqs[act.i].id).computed;
+      next.push_back(a);
+    }
+    in_pass = std::move(next);
+    logits = run(pass);
+  }
+  for (const Active& a : active) {
+    SeqState& st = seqs_.at(plan.seqs[a.i].id);
+    st.drafts_start = a.t_position + 1;
+    st.drafts = results[a.i].drafts;
+  }
+}
+
+}  // namespace pagoda

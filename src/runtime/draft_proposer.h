@@ -1,0 +1,95 @@
+#pragma once
+// DraftProposer: draft-model speculative decoding on the executor's side. A smaller model of the
+// target's vocabulary runs in the same executor, with its own paged KV cache of the same block
+// ids (one block table per sequence serves both models), and proposes each speculating
+// sequence's k drafts just before the target verifies them in the same step.
+//
+// How it works. Each step, before the target's forward pass:
+//  1. Catch-up pass: one draft forward over every sequence of the plan with the tokens the target
+//     computes this step that are not drafts (prompt chunks, the last sampled token t), preceded
+//     by the accepted drafts the draft itself has not computed yet (at most one: the last draft,
+//     when all k were accepted). So the draft sees every token the target sees, at the same
+//     positions. A sequence that proposes gets its last row: q1, the draft's distribution after t.
+//  2. Draft j = 1..k is drawn from q_j; passes 2..k feed d_(j-1) at position n + j - 1 (t at n)
+//     for the sequences that still need drafts, each giving q_j.
+//  3. The drafts replace the plan's placeholders; the step result carries them (and q for
+//     sampled draws).
+// Worked example, k = 3, t at position 20 with the draft's KV valid to 19: pass 1 computes t (20)
+// and draws d1; pass 2 computes d1 (21), draws d2; pass 3 computes d2 (22), draws d3. The draft
+// has written 20..22. If the target accepts d1 only, the next step's t' sits at 22 and the draft
+// counts 22 as invalid (computed = min(23, 22)) and recomputes it from t'. If it accepts all
+// three, t' is at 24 and the draft's next catch-up pass computes d3 (23) and t' (24).
+//
+// KV validity. The draft's own record per sequence, `computed`, is the positions whose draft KV
+// holds the sequence's verified tokens; a plan with fewer computed tokens (rejected drafts,
+// preemption) lowers it, a fresh sequence (new or resumed, PlannedSequence::fresh) starts at
+// num_computed because its cached prefix blocks hold the draft's KV too. The prefix cache hashes
+// a block in the step that first computes its last known token; the catch-up pass writes the
+// draft's KV of every known token in that same step (before any attention reads it, as the
+// target does), so a hashed block never holds a draft's KV of an unverified token. Drafts'
+// own KV (positions after t) lies past the known tokens, in blocks not yet hashed.
+//
+// q. A greedy draw (temperature 0) takes the argmax of the draft's logits after logit_bias and the
+// masked tokens (q is one-hot). A sampled one draws from softmax(logits / T) after logit_bias and
+// the masked tokens, truncated by top-k, min-p and top-p as the host sampler truncates
+// (sampling/sampler.h truncate_candidates), renormalised: that is q. Penalties and
+// structured-output masks are not applied to q (the engine verifies with the target's full
+// distribution p and accept min(1, p/q), so any q gives exactly the target's distribution; q only
+// sets acceptance). Its random numbers hash (seed, counter + j) with a salt of their own,
+// independent of the target's draws.
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/step.h"
+
+namespace pagoda {
+
+class DraftProposer {
+ public:
+  /// `draft`'s KV cache must have the target's blocks (init_kv_cache with the same counts).
+  DraftProposer(Model& draft, int block_size) : draft_(draft), block_size_(block_size) {}
+
+  /// Runs the draft over the plan (tables: each sequence's block table, already updated for this
+  /// step), fills the placeholders of the sequences with PlannedSequence::propose and writes their
+  /// drafts (and q) into results [plan.seqs.size()].
+  void propose(StepPlan& plan, const std::unordered_map<uint64_t, std::vector<int32_t>>& tables,
+               std::span<SequenceResult> results);
+  /// The sequence is gone.
+  void forget(uint64_t id) { seqs_.erase(id); }
+  /// Copies the draft's KV blocks (copy-on-write of forks), as the target's.
+  void copy_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) {
+    draft_.copy_kv_blocks(src_dst);
+  }
+
+  /// The draw of one draft from draft logits (modified in place): greedy or sampled as above; q
+  /// [vocab] receives the distribution when sampled (left untouched when greedy).
+  [[nodiscard]] static int32_t draw(std::span<float> logits, const RowDraw& d, uint64_t counter,
+                                    std::span<float> q);
+
+ private:
+  struct SeqState {
+    int32_t computed = 0;         // positions [0, computed) hold the draft's KV of verified tokens
+    int32_t drafts_start = 0;     // position of drafts[0]
+    std::vector<int32_t> drafts;  // the last drafts proposed (accepted ones may lag one behind)
+  };
+  // One forward's inputs, rebuilt per pass.
+  // Example: sequences A (tokens [a7, a8] at 7, 8) and B ([b3] at 3), rows for both: ids
+  // [a7, a8, b3], positions [7, 8, 3], query_start [0, 2, 3], seq_lens [9, 4], logits rows [1, 2].
+  struct Pass {
+    std::vector<int32_t> ids, positions, query_start{0}, seq_lens, tables, rows;
+    std::vector<int64_t> slots;
+    int max_blocks = 1;
+  };
+  void add(Pass& pass, const std::vector<int32_t>& table, int32_t first_position,
+           std::span<const int32_t> tokens, bool row) const;
+  [[nodiscard]] std::span<float> run(Pass& pass);
+
+  Model& draft_;
+  int block_size_;
+  std::unordered_map<uint64_t, SeqState> seqs_;
+};
+
+}  // namespace pagoda
