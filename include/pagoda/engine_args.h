@@ -54,7 +54,11 @@ struct EngineArgs {
   /// --kv-cache-memory; 0 = automatic: 4 GiB on the CPU, on a GPU what --gpu-memory-utilization
   /// leaves after the weights and a reserve for activations.
   int64_t kv_cache_memory_bytes = 0;
-  bool enable_prefix_caching = true;       // --[no-]enable-prefix-caching
+  bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching
+  /// --kv-offloading-size (GiB at the command line): a host-memory tier of this many bytes behind
+  /// the KV pool; blocks evicted from the pool are kept there by hash and loaded back on a prefix
+  /// hit instead of recomputed (docs/engine.md, "Host KV tier"). 0: none. Needs prefix caching.
+  int64_t kv_offloading_bytes = 0;
   int max_num_batched_tokens = 2048;       // --max-num-batched-tokens
   int max_num_seqs = 256;                  // --max-num-seqs
   int64_t max_model_len = 0;               // --max-model-len; 0 = the model's maximum
