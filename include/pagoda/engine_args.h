@@ -65,7 +65,11 @@ struct EngineArgs {
   /// --calculate-kv-scales: the k/v scales of an fp8/int8 cache from the first forward's K/V
   /// (vLLM's rule) instead of the checkpoint's.
   bool calculate_kv_scales = false;
-  bool enable_prefix_caching = true;       // --[no-]enable-prefix-caching
+  bool enable_prefix_caching = true;  // --[no-]enable-prefix-caching
+  /// --kv-offloading-size (GiB at the command line): a host-memory tier of this many bytes behind
+  /// the KV pool; blocks evicted from the pool are kept there by hash and loaded back on a prefix
+  /// hit instead of recomputed (docs/engine.md, "Host KV tier"). 0: none. Needs prefix caching.
+  int64_t kv_offloading_bytes = 0;
   int max_num_batched_tokens = 2048;       // --max-num-batched-tokens
   int max_num_seqs = 256;                  // --max-num-seqs
   int64_t max_model_len = 0;               // --max-model-len; 0 = the model's maximum

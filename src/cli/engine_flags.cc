@@ -2,6 +2,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
 #include "cli/runtime_env.h"
 #include "cli/speculative_config.h"
 #include "core/status.h"
@@ -9,6 +13,28 @@
 #include "kv/memory_size.h"
 
 namespace pagoda::cli {
+
+int64_t parse_kv_offloading_size(const std::string& text) {
+  const bool plain_number = !text.empty() &&
+                            text.find_first_not_of("0123456789.") == std::string::npos &&
+                            std::count(text.begin(), text.end(), '.') <= 1 && text != ".";
+  if (plain_number) {
+    const double gib = std::strtod(text.c_str(), nullptr);
+    const double bytes = std::floor(gib * static_cast<double>(int64_t{1} << 30));
+    if (!(bytes < 9.2e18)) {
+      throw InvalidArgument(fmt::format("--kv-offloading-size: {} GiB is too large", text));
+    }
+    return static_cast<int64_t>(bytes);
+  }
+  try {
+    return kv::parse_memory_size(text);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format(
+        "--kv-offloading-size: {} (a number of GiB such as 8 or 0.5, or a size such as 512M; 0: "
+        "off)",
+        e.what()));
+  }
+}
 
 EngineArgs EngineFlags::to_engine_args() const {
   const std::pair<const char*, int> parallel[] = {
@@ -41,6 +67,11 @@ EngineArgs EngineFlags::to_engine_args() const {
     } catch (const InvalidArgument& e) {
       throw InvalidArgument(fmt::format("--kv-cache-memory: {}", e.what()));
     }
+  }
+  a.kv_offloading_bytes = parse_kv_offloading_size(kv_offloading_size);
+  if (kv_offloading_backend != "native") {
+    throw InvalidArgument(fmt::format(
+        "--kv-offloading-backend {}: only native (pagoda's host KV tier)", kv_offloading_backend));
   }
   if (!speculative_config.empty()) {
     try {
@@ -82,6 +113,12 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   cmd->add_flag("--enable-prefix-caching", f.prefix_caching,
                 "reuse KV blocks of shared prefixes (default)");
   cmd->add_flag("--no-enable-prefix-caching", f.no_prefix_caching, "turn prefix caching off");
+  cmd->add_option("--kv-offloading-size", f.kv_offloading_size,
+                  "host-memory KV tier behind the KV cache, in GiB (vLLM's; or a size such as "
+                  "512M): evicted blocks are kept there and loaded back on a prefix hit (default "
+                  "0: off)");
+  cmd->add_option("--kv-offloading-backend", f.kv_offloading_backend,
+                  "native (the host KV tier; vLLM's lmcache is not available)");
   cmd->add_option("--max-num-batched-tokens", f.args.max_num_batched_tokens,
                   "token budget per step")
       ->check(CLI::PositiveNumber);

@@ -13,6 +13,8 @@ namespace pagoda::cli {
 struct EngineFlags {
   EngineArgs args;
   std::string kv_cache_memory = "auto";
+  std::string kv_offloading_size = "0";          // GiB (vLLM's), or a size such as 512M
+  std::string kv_offloading_backend = "native";  // vLLM's; only native (pagoda's host tier)
   std::string speculative_config;  // --speculative-config JSON (cli/speculative_config.h)
   bool no_prefix_caching = false;
   bool prefix_caching = false;
@@ -36,6 +38,11 @@ struct EngineFlags {
   /// as given: resolve_model_sources (cli/hub_env.h) turns it into a local directory.
   [[nodiscard]] EngineArgs to_engine_args() const;
 };
+
+/// --kv-offloading-size in bytes: a plain number is GiB as in vLLM ("8", "0.5"), a number with a
+/// unit a memory size ("512M", "2G"; kv/memory_size.h). InvalidArgument naming the flag for
+/// anything else (negative, not a number).
+[[nodiscard]] int64_t parse_kv_offloading_size(const std::string& text);
 
 /// Adds the engine flags to a subcommand. `model_flag`: add --model (serve takes it positionally).
 void add_engine_flags(CLI::App* cmd, EngineFlags& flags, bool model_flag = true);

@@ -29,6 +29,39 @@ namespace pagoda {
 
 using scheduler::RequestStatus;
 
+namespace {
+
+// The host KV tier of --kv-offloading-size: as many blocks as fit in its bytes; none for 0.
+std::unique_ptr<kv::HostKVTier> make_host_tier(const EngineArgs& args,
+                                               const kv::KVCacheSpec& spec) {
+  if (args.kv_offloading_bytes < 0) {
+    throw InvalidArgument(
+        fmt::format("--kv-offloading-size must be >= 0 (0: no host KV tier), got {} bytes",
+                    args.kv_offloading_bytes));
+  }
+  if (args.kv_offloading_bytes == 0) return nullptr;
+  if (!args.enable_prefix_caching) {
+    throw InvalidArgument(
+        "--kv-offloading-size needs prefix caching (the host tier is found by block hashes); drop "
+        "--no-enable-prefix-caching or set --kv-offloading-size 0");
+  }
+  const int64_t block_bytes = spec.block_bytes(args.block_size);
+  const int64_t num_blocks = args.kv_offloading_bytes / block_bytes;
+  if (num_blocks < 1) {
+    throw InvalidArgument(fmt::format(
+        "--kv-offloading-size: {} bytes hold no KV block ({} bytes of {} tokens for this model)",
+        args.kv_offloading_bytes, block_bytes, args.block_size));
+  }
+  auto tier = std::make_unique<kv::HostKVTier>(num_blocks, block_bytes);
+  spdlog::info(
+      "host KV tier (--kv-offloading-size): {} blocks of {} tokens = {} tokens ({:.1f} MiB)",
+      num_blocks, args.block_size, num_blocks * args.block_size,
+      static_cast<double>(num_blocks * block_bytes) / (1 << 20));
+  return tier;
+}
+
+}  // namespace
+
 EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(args)) {
   namespace fs = std::filesystem;
   Impl& e = *impl_;
@@ -156,8 +189,12 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   }
   const int num_blocks = kv::num_blocks_for_memory(kv_memory, args.block_size, kv_bytes_per_token);
   kv::KVCacheConfig kv_config{num_blocks, args.block_size, args.enable_prefix_caching};
-  e.kv_manager = std::make_unique<kv::KVCacheManager>(kv_config);
+  e.host_tier = make_host_tier(args, e.executor->info().kv_spec);
+  e.kv_manager = std::make_unique<kv::KVCacheManager>(kv_config, e.host_tier.get());
   e.executor->init_kv_cache(num_blocks, args.block_size);
+  if (e.host_tier) {
+    e.host_transfer = std::make_unique<HostKVTransfer>(*e.host_tier, *e.kv_manager, *e.executor);
+  }
   kv_capacity_tokens_ =
       static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
   cache_info_ = {args.block_size,
@@ -167,7 +204,9 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
                  std::max<int64_t>(args.kv_cache_memory_bytes, 0),
                  e.config().sliding_window,
                  kv::kv_cache_dtype_name(kv_spec.dtype),
-                 args.calculate_kv_scales};
+                 args.calculate_kv_scales,
+                 args.kv_offloading_bytes,
+                 e.host_tier ? e.host_tier->capacity_blocks() : 0};
   if (on_device) {
     const auto start = std::chrono::steady_clock::now();
     const int graphs = e.executor->capture_graphs(args.max_num_seqs);
@@ -523,6 +562,8 @@ void EngineCore::Impl::launch_step() {
   completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
                                        [](const auto& s) { return s.num_new_tokens == 1; });
   const auto launch_start = std::chrono::steady_clock::now();
+  // The host KV tier's copies: the blocks this schedule evicted out, its host hits in.
+  if (host_transfer) host_transfer->before_launch();
   executor->launch(std::move(plan));
   times.launch_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
@@ -699,6 +740,13 @@ void EngineCore::Impl::publish_stats() {
   stats.num_preemptions = scheduler->num_preemptions_total();
   stats.prefix_cache_queries_tokens = prefix.queries_tokens;
   stats.prefix_cache_hits_tokens = prefix.hits_tokens;
+  stats.external_prefix_cache_queries_tokens = kv_manager->host_cache_stats().queries_tokens;
+  stats.external_prefix_cache_hits_tokens = kv_manager->host_cache_stats().hits_tokens;
+  if (host_transfer) {
+    stats.host_kv_blocks_saved = host_transfer->blocks_saved();
+    stats.host_kv_blocks_loaded = host_transfer->blocks_loaded();
+    stats.host_kv_cache_usage = host_tier->usage();
+  }
   stats.prompt_tokens = prompt_tokens;
   stats.generation_tokens = generation_tokens;
   stats.num_steps = num_steps;

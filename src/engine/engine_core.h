@@ -66,6 +66,8 @@ struct CacheInfo {
   int sliding_window = 0;               // the model's sliding window (tokens); 0: none
   std::string cache_dtype = "float32";  // the cache's element type, kv::kv_cache_dtype_name
   bool calculate_kv_scales = false;     // --calculate-kv-scales
+  int64_t kv_offloading_bytes = 0;      // --kv-offloading-size as given (bytes); 0: no host tier
+  int64_t host_kv_blocks = 0;           // blocks the host tier holds at most; 0: no host tier
 };
 
 /// Counters and gauges of the engine, readable from any thread.
@@ -75,7 +77,15 @@ struct EngineStats {
   double kv_cache_usage = 0;  // fraction of KV blocks in use
   int64_t num_preemptions = 0;
   int64_t prefix_cache_queries_tokens = 0;
-  int64_t prefix_cache_hits_tokens = 0;
+  int64_t prefix_cache_hits_tokens = 0;  // found on the device
+  // The host KV tier (--kv-offloading-size), vLLM's external prefix cache: tokens looked up while
+  // it is on and tokens found there (loaded instead of computed); blocks copied into it (new
+  // hashes only) and back to the device; the fraction of its blocks in use.
+  int64_t external_prefix_cache_queries_tokens = 0;
+  int64_t external_prefix_cache_hits_tokens = 0;
+  int64_t host_kv_blocks_saved = 0;
+  int64_t host_kv_blocks_loaded = 0;
+  double host_kv_cache_usage = 0;
   int64_t prompt_tokens = 0;      // computed prompt tokens (cache hits excluded)
   int64_t generation_tokens = 0;  // sampled tokens
   int64_t num_steps = 0;

@@ -20,6 +20,7 @@
 #include "engine/constrained_decoding.h"
 #include "engine/draw_inputs.h"
 #include "engine/engine_core.h"
+#include "engine/host_kv_transfer.h"
 #include "engine/ngram_proposer.h"
 #include "engine/speculation.h"
 #include "engine/step_planner.h"
@@ -119,8 +120,10 @@ struct EngineCore::Impl {
   EngineArgs args;
   // Made first: the worker-process executor forks before the engine has threads of its own.
   std::unique_ptr<Executor> executor;
-  std::unique_ptr<ThreadPool> pool;  // host sampling
+  std::unique_ptr<ThreadPool> pool;           // host sampling
+  std::unique_ptr<kv::HostKVTier> host_tier;  // --kv-offloading-size; before the manager using it
   std::unique_ptr<kv::KVCacheManager> kv_manager;
+  std::unique_ptr<HostKVTransfer> host_transfer;  // with host_tier
   std::unique_ptr<scheduler::Scheduler> scheduler;
   StepPlanner planner;
   const std::optional<Tokenizer>* tokenizer = nullptr;

@@ -1,6 +1,7 @@
 #include "kv/kv_cache_manager.h"
 
 #include <algorithm>
+#include <unordered_map>
 
 #include "core/status.h"
 
@@ -17,8 +18,18 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
 
-KVCacheManager::KVCacheManager(const KVCacheConfig& config)
-    : config_(validated(config)), pool_(config.num_blocks, config.enable_prefix_caching) {}
+KVCacheManager::KVCacheManager(const KVCacheConfig& config, HostKVTier* host_tier)
+    : config_(validated(config)),
+      pool_(config.num_blocks, config.enable_prefix_caching),
+      host_tier_(host_tier) {
+  if (host_tier_ != nullptr && !config_.enable_prefix_caching) {
+    throw InvalidArgument(
+        "a host KV tier (--kv-offloading-size) needs prefix caching; drop "
+        "--no-enable-prefix-caching or set --kv-offloading-size 0");
+  }
+  // The pool's evictions are what the host tier saves (take_host_saves).
+  if (host_tier_ != nullptr) pool_.set_record_events(true);
+}
 
 BlockHash KVCacheManager::hash_block(const KVRequestView& request, int64_t index,
                                      const std::optional<BlockHash>& parent) const {
@@ -41,18 +52,30 @@ ComputedBlocks KVCacheManager::get_computed_blocks(const KVRequestView& request)
   // can hit. Why cap at num_tokens - 1: the last token must be computed to get its logits.
   const int64_t num_tokens = static_cast<int64_t>(request.token_ids.size());
   const int64_t max_hit_blocks = std::max<int64_t>(num_tokens - 1, 0) / config_.block_size;
+  // The chain runs on the device while its blocks are cached there, then in the host tier.
   std::optional<BlockHash> parent;
   for (int64_t i = 0; i < max_hit_blocks; ++i) {
     const BlockHash hash = hash_block(request, i, parent);
-    const std::optional<BlockId> hit = pool_.get_cached_block(hash);
-    if (!hit) break;
-    result.block_ids.push_back(*hit);
-    result.block_hashes.push_back(hash);
     parent = hash;
+    if (result.host_block_hashes.empty()) {
+      if (const std::optional<BlockId> hit = pool_.get_cached_block(hash)) {
+        result.block_ids.push_back(*hit);
+        result.block_hashes.push_back(hash);
+        continue;
+      }
+    }
+    if (host_tier_ == nullptr || !host_tier_->contains(hash)) break;
+    result.host_block_hashes.push_back(hash);
   }
-  result.num_computed_tokens = static_cast<int>(result.block_ids.size()) * config_.block_size;
+  const int device_tokens = static_cast<int>(result.block_ids.size()) * config_.block_size;
+  const int host_tokens = static_cast<int>(result.host_block_hashes.size()) * config_.block_size;
+  result.num_computed_tokens = device_tokens + host_tokens;
   stats_.queries_tokens += num_tokens;
-  stats_.hits_tokens += result.num_computed_tokens;
+  stats_.hits_tokens += device_tokens;
+  if (host_tier_ != nullptr) {
+    host_stats_.queries_tokens += num_tokens;
+    host_stats_.hits_tokens += host_tokens;
+  }
   return result;
 }
 
@@ -66,15 +89,21 @@ std::optional<std::vector<BlockId>> KVCacheManager::allocate_slots(
   const auto it = requests_.find(request.request_id);
   const size_t num_held = it == requests_.end() ? 0 : it->second.block_ids.size();
   const std::vector<BlockId>& hits = new_computed_blocks.block_ids;
-  if (!hits.empty()) {
+  const std::vector<BlockHash>& host_hits = new_computed_blocks.host_block_hashes;
+  if (!new_computed_blocks.empty()) {
     PAGODA_CHECK(config_.enable_prefix_caching, "prefix hits with prefix caching off");
     PAGODA_CHECK(num_held == 0 && request.num_computed_tokens == 0,
                  "request {} holds {} blocks and {} computed tokens; a prefix hit must come first",
                  request.request_id, num_held, request.num_computed_tokens);
     PAGODA_CHECK(new_computed_blocks.block_hashes.size() == hits.size() &&
                      new_computed_blocks.num_computed_tokens ==
-                         static_cast<int64_t>(hits.size()) * config_.block_size,
+                         static_cast<int64_t>(hits.size() + host_hits.size()) * config_.block_size,
                  "malformed ComputedBlocks for request {}", request.request_id);
+    for (const BlockHash& hash : host_hits) {
+      PAGODA_CHECK(host_tier_ != nullptr && host_tier_->contains(hash),
+                   "request {}: host block {} left the host tier since get_computed_blocks",
+                   request.request_id, hash.to_string());
+    }
     for (size_t i = 0; i < hits.size(); ++i) {
       const std::optional<BlockHash>& hash = pool_.block(hits[i]).block_hash;
       PAGODA_CHECK(hash && *hash == new_computed_blocks.block_hashes[i],
@@ -103,12 +132,24 @@ std::optional<std::vector<BlockId>> KVCacheManager::allocate_slots(
                             new_computed_blocks.block_hashes.end());
   std::vector<BlockId> new_blocks = pool_.get_new_blocks(static_cast<int>(num_new_blocks));
   state.block_ids.insert(state.block_ids.end(), new_blocks.begin(), new_blocks.end());
+  // The host hits are the first new blocks: logical blocks hits.size() + j.
+  PAGODA_CHECK(new_blocks.size() >= host_hits.size(), "request {}: {} new blocks for {} host hits",
+               request.request_id, new_blocks.size(), host_hits.size());
+  for (size_t j = 0; j < host_hits.size(); ++j)
+    pending_loads_.push_back({new_blocks[j], host_hits[j]});
 
   // Blocks this step fills are cached now, before the step runs (as vLLM does): a request that
   // hits them is in the same or a later step, and the step writes KV before attention reads it.
+  // Host hits are cached here too, under the hashes they were found by: their bytes are loaded
+  // before the step runs.
   if (config_.enable_prefix_caching) {
     const int64_t num_known_tokens = static_cast<int64_t>(request.token_ids.size());
     cache_full_blocks(state, request, std::min(num_computed + num_new_tokens, num_known_tokens));
+  }
+  for (size_t j = 0; j < host_hits.size(); ++j) {
+    PAGODA_CHECK(pool_.block(new_blocks[j]).block_hash == host_hits[j],
+                 "request {}: host hit block {} is not cached under its hash", request.request_id,
+                 new_blocks[j]);
   }
   return new_blocks;
 }
@@ -167,6 +208,45 @@ std::optional<ForkResult> KVCacheManager::fork(RequestId parent_id, RequestId ch
   }
   requests_.emplace(child_id, std::move(child));
   return result;
+}
+
+// Which evicted blocks still hold their KV, how it works: a block enters the cache (kStored) when
+// allocate_slots gives it to the step that will write it, before that step runs; it is evicted
+// (kEvicted) when get_new_blocks reuses it, and keeps its bytes until a later step overwrites
+// them. This is called once per launched step, between schedule() and the launch, so every step
+// launched before has completed: a block stored in an earlier call's window was written, and one
+// stored in this window was not. An eviction is saved unless its block was stored in this same
+// window under the same hash (cached, then freed and reused before its step ever ran).
+// Example: window events [stored b5:h1, evicted b2:h0, evicted b5:h1] -> save b2:h0 only.
+std::vector<HostKVCopy> KVCacheManager::take_host_saves() {
+  std::vector<HostKVCopy> saves;
+  if (host_tier_ == nullptr) return saves;
+  std::unordered_map<BlockId, BlockHash> stored_now;
+  for (const KVCacheEvent& e : pool_.take_events()) {
+    if (e.kind == KVCacheEvent::Kind::kStored) {
+      stored_now.insert_or_assign(e.block_id, e.hash);
+      continue;
+    }
+    const auto it = stored_now.find(e.block_id);
+    if (it != stored_now.end() && it->second == e.hash) {
+      stored_now.erase(it);  // its step never ran: nothing to save
+      continue;
+    }
+    if (host_tier_->touch(e.hash)) continue;  // the tier has this content already
+    saves.push_back({e.block_id, e.hash});
+  }
+  return saves;
+}
+
+std::vector<HostKVCopy> KVCacheManager::take_host_loads() {
+  std::vector<HostKVCopy> loads;
+  loads.reserve(pending_loads_.size());
+  for (const HostKVCopy& load : pending_loads_) {
+    // Evicted again since (its request preempted and the block reused): nobody reads it now.
+    if (pool_.block(load.block).block_hash == load.hash) loads.push_back(load);
+  }
+  pending_loads_.clear();
+  return loads;
 }
 
 std::span<const BlockId> KVCacheManager::block_table(RequestId request_id) const {

@@ -10,6 +10,7 @@
 
 #include "kv/block_hash.h"
 #include "kv/block_pool.h"
+#include "kv/host_kv_tier.h"
 #include "kv/kv_cache_config.h"
 #include "kv/types.h"
 
@@ -27,13 +28,27 @@ struct KVRequestView {
   std::string_view cache_salt;
 };
 
-/// A request's longest cached prefix, from get_computed_blocks(), for allocate_slots().
+/// A request's longest cached prefix, from get_computed_blocks(), for allocate_slots(): blocks
+/// cached on the device, then the blocks that continue the chain in the host tier.
+/// Example (block_size 16, 70 tokens): blocks 0-1 on the device and 2-3 in the host tier give
+/// block_ids [7, 3], block_hashes [h0, h1], host_block_hashes [h2, h3], num_computed_tokens 64.
 struct ComputedBlocks {
   std::vector<BlockId> block_ids;       // logical block i of the request is block_ids[i]
   std::vector<BlockHash> block_hashes;  // the hash each block was found by
-  int num_computed_tokens = 0;          // block_ids.size() * block_size
+  /// Logical blocks block_ids.size() + j, found in the host tier by these hashes: allocate_slots
+  /// gives them fresh device blocks that take_host_loads() hands to the engine to fill.
+  std::vector<BlockHash> host_block_hashes;
+  int num_computed_tokens = 0;  // (block_ids.size() + host_block_hashes.size()) * block_size
 
-  [[nodiscard]] bool empty() const { return block_ids.empty(); }
+  [[nodiscard]] bool empty() const { return block_ids.empty() && host_block_hashes.empty(); }
+};
+
+/// One block to copy between the device cache and the host tier: device block `block`, whose
+/// content the hash `hash` names.
+struct HostKVCopy {
+  BlockId block = kNullBlockId;
+  BlockHash hash;
+  friend bool operator==(const HostKVCopy&, const HostKVCopy&) = default;
 };
 
 /// A block the model runner must copy before the step runs (copy-on-write of a fork).
@@ -68,13 +83,19 @@ struct PrefixCacheStats {
 /// throw InvalidArgument. Single-threaded: the engine thread owns it.
 class KVCacheManager {
  public:
-  /// Validates the config (InvalidArgument) and builds the pool.
-  explicit KVCacheManager(const KVCacheConfig& config);
+  /// Validates the config (InvalidArgument) and builds the pool. `host_tier` (may be null; it
+  /// must outlive the manager) is a host-memory tier behind the pool: prefix lookups continue in
+  /// it, and the pool's evicted blocks are offered to it (take_host_saves). A host tier needs
+  /// prefix caching (InvalidArgument otherwise).
+  explicit KVCacheManager(const KVCacheConfig& config, HostKVTier* host_tier = nullptr);
 
   /// The longest run of cached full blocks at the start of `request`'s tokens, for a request that
-  /// holds no blocks yet (new, or preempted and freed). Never the whole sequence: the last token
-  /// is always left to compute, since the step must produce its logits. Counts one query of
-  /// token_ids.size() tokens and the hit tokens. Empty (and uncounted) with prefix caching off.
+  /// holds no blocks yet (new, or preempted and freed): device blocks, then (with a host tier) the
+  /// blocks after them that the host tier holds, up to the first block found in neither (a block
+  /// on the device after a host hit is not used: the chain continues in the host tier only).
+  /// Never the whole sequence: the last token is always left to compute, since the step must
+  /// produce its logits. Counts one query of token_ids.size() tokens and the hit tokens, device
+  /// and host apart. Empty (and uncounted) with prefix caching off.
   /// The result is only valid until the next allocation: pass it straight to allocate_slots().
   [[nodiscard]] ComputedBlocks get_computed_blocks(const KVRequestView& request);
 
@@ -83,7 +104,8 @@ class KVCacheManager {
   /// request without blocks), and caches the blocks that this step fills completely.
   /// Returns the newly allocated block ids (appended to the block table), or nullopt when the
   /// pool cannot fit them; on nullopt nothing changed. Hit blocks that were free count against
-  /// the free blocks, since taking them removes them from the free queue.
+  /// the free blocks, since taking them removes them from the free queue. Host hits take the
+  /// first new blocks, queued for take_host_loads().
   [[nodiscard]] std::optional<std::vector<BlockId>> allocate_slots(
       const KVRequestView& request, int num_new_tokens,
       const ComputedBlocks& new_computed_blocks = {}, int num_lookahead_tokens = 0);
@@ -112,6 +134,20 @@ class KVCacheManager {
   /// Fraction of usable blocks held by requests, in [0, 1] (cached free blocks count as free).
   [[nodiscard]] double usage() const { return pool_.usage(); }
   [[nodiscard]] const PrefixCacheStats& prefix_cache_stats() const { return stats_; }
+  /// The host tier's share of the lookups (vLLM's external prefix cache): queries count the
+  /// tokens of every lookup while a host tier is attached, hits the tokens found there.
+  [[nodiscard]] const PrefixCacheStats& host_cache_stats() const { return host_stats_; }
+
+  /// The device blocks to copy into the host tier before the next step runs: the cached blocks
+  /// the pool evicted since the last call whose hashes the tier lacks (those it has are made its
+  /// most recently used instead). Leaves out a block cached and evicted again since the last call:
+  /// its KV was to be written by a step that has not run. Call it after schedule() and before the
+  /// step launches (the evicted blocks still hold their KV until then); empty without a host tier.
+  [[nodiscard]] std::vector<HostKVCopy> take_host_saves();
+  /// The host tier's blocks to copy into the device blocks allocate_slots() gave the host hits
+  /// since the last call, before the next step runs; a block evicted again since is left out.
+  [[nodiscard]] std::vector<HostKVCopy> take_host_loads();
+  [[nodiscard]] HostKVTier* host_tier() const { return host_tier_; }
   [[nodiscard]] int64_t queries_tokens() const { return stats_.queries_tokens; }
   [[nodiscard]] int64_t hits_tokens() const { return stats_.hits_tokens; }
   /// Forgets every cached block; false (nothing changed) while any request holds blocks.
@@ -138,8 +174,11 @@ class KVCacheManager {
 
   KVCacheConfig config_;
   BlockPool pool_;
+  HostKVTier* host_tier_;  // may be null
   std::unordered_map<RequestId, RequestBlocks> requests_;
   PrefixCacheStats stats_;
+  PrefixCacheStats host_stats_;
+  std::vector<HostKVCopy> pending_loads_;  // host hits allocated since take_host_loads()
 };
 
 }  // namespace pagoda::kv

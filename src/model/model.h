@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/status.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache_spec.h"
 #include "model/config.h"
@@ -87,6 +88,27 @@ class Model {
   /// transfer moves. Waits for any step in flight.
   virtual void export_kv_block(int32_t block, std::span<std::byte> out) = 0;
   virtual void import_kv_block(int32_t block, std::span<const std::byte> in) = 0;
+  /// Batches of the two above, what the host KV tier moves before a step: blocks[i]'s bytes are
+  /// out[i * B, (i + 1) * B) (in[...]), B = kv_cache_spec().block_bytes(block_size). Example: B =
+  /// 4096 and blocks [7, 2] put block 2's bytes at [4096, 8192). One call per step, so that a
+  /// device can queue the whole batch at once; the default copies block by block, synchronously
+  /// (the CPU model's copies are memcpys, the GPU model's cudaMemcpy of each layer's K and V).
+  virtual void save_kv_blocks(std::span<const int32_t> blocks, std::span<std::byte> out) {
+    if (blocks.empty()) return;
+    const size_t bytes = out.size() / blocks.size();
+    PAGODA_CHECK(bytes * blocks.size() == out.size(), "save_kv_blocks: {} bytes for {} blocks",
+                 out.size(), blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i)
+      export_kv_block(blocks[i], out.subspan(i * bytes, bytes));
+  }
+  virtual void load_kv_blocks(std::span<const int32_t> blocks, std::span<const std::byte> in) {
+    if (blocks.empty()) return;
+    const size_t bytes = in.size() / blocks.size();
+    PAGODA_CHECK(bytes * blocks.size() == in.size(), "load_kv_blocks: {} bytes for {} blocks",
+                 in.size(), blocks.size());
+    for (size_t i = 0; i < blocks.size(); ++i)
+      import_kv_block(blocks[i], in.subspan(i * bytes, bytes));
+  }
   /// Runs the batch, writing each token's K/V into the cache at its slot, and returns the logits
   /// [batch.logits_indices.size(), vocab_size] (fp32, row-major, host memory owned by the model:
   /// writable, valid until the next forward). Not thread-safe: one engine thread drives a model.

@@ -70,6 +70,12 @@ class Executor {
   /// A KV block's bytes (kv_spec.block_bytes(block_size)) out of and into the cache.
   virtual void export_kv_block(int32_t block, std::span<std::byte> out) = 0;
   virtual void import_kv_block(int32_t block, std::span<const std::byte> in) = 0;
+  /// A batch of blocks out of and into the cache, between steps (none in flight): blocks[i]'s
+  /// bytes at [i * B, (i + 1) * B) of out / in, B = kv_spec.block_bytes(block_size)
+  /// (Model::save_kv_blocks). The host KV tier's copies: the saves of the blocks the next step
+  /// overwrites, then the loads of the blocks it reads, one call each per step.
+  virtual void save_kv_blocks(std::span<const int32_t> blocks, std::span<std::byte> out) = 0;
+  virtual void load_kv_blocks(std::span<const int32_t> blocks, std::span<const std::byte> in) = 0;
 };
 
 /// Starts the executor options.backend names; InvalidArgument for an unknown backend, and what

@@ -34,6 +34,14 @@ class InProcessExecutor final : public Executor {
   void import_kv_block(int32_t block, std::span<const std::byte> in) override {
     model_->import_kv_block(block, in);
   }
+  void save_kv_blocks(std::span<const int32_t> blocks, std::span<std::byte> out) override {
+    PAGODA_CHECK(!in_flight(), "save_kv_blocks while a step is in flight");
+    model_->save_kv_blocks(blocks, out);
+  }
+  void load_kv_blocks(std::span<const int32_t> blocks, std::span<const std::byte> in) override {
+    PAGODA_CHECK(!in_flight(), "load_kv_blocks while a step is in flight");
+    model_->load_kv_blocks(blocks, in);
+  }
 
  private:
   ThreadPool pool_;

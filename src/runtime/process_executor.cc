@@ -35,6 +35,8 @@ enum class Msg : uint32_t {
   kResult,        // worker -> parent: the result header (spans in shared memory)
   kExport,        // block; reply: bytes
   kImport,        // block + bytes
+  kSaveBlocks,    // block ids, bytes per block; reply: the blocks' bytes, in order
+  kLoadBlocks,    // block ids, then the blocks' bytes in order
   kShutdown,
 };
 
@@ -179,6 +181,22 @@ void serve(int fd, char* shared, const ExecutorOptions& options) {
           ex->import_kv_block(block, bytes);
           break;
         }
+        case Msg::kSaveBlocks: {
+          const auto blocks = r.get_vector<int32_t>();
+          const auto block_bytes = r.get<uint64_t>();
+          PAGODA_CHECK(blocks.empty() || block_bytes <= (size_t{1} << 36) / blocks.size(),
+                       "save_kv_blocks: {} blocks of {} bytes", blocks.size(), block_bytes);
+          std::string& out = w.bytes();
+          out.resize(blocks.size() * block_bytes);
+          ex->save_kv_blocks(blocks, std::as_writable_bytes(std::span(out)));
+          break;
+        }
+        case Msg::kLoadBlocks: {
+          const auto blocks = r.get_vector<int32_t>();
+          const auto bytes = r.get_vector<std::byte>();
+          ex->load_kv_blocks(blocks, bytes);
+          break;
+        }
         default:
           throw Internal(fmt::format("unknown message {}", static_cast<uint32_t>(type)));
       }
@@ -294,6 +312,26 @@ class ProcessExecutor final : public Executor {
     w.put<int32_t>(block);
     w.put_vector(std::vector<std::byte>(in.begin(), in.end()));
     (void)call(Msg::kImport, w.bytes());
+  }
+
+  void save_kv_blocks(std::span<const int32_t> blocks, std::span<std::byte> out) override {
+    if (blocks.empty()) return;
+    codec::Writer w;
+    w.put_vector(std::vector<int32_t>(blocks.begin(), blocks.end()));
+    w.put<uint64_t>(out.size() / blocks.size());
+    const std::string reply = call(Msg::kSaveBlocks, w.bytes());
+    PAGODA_CHECK(reply.size() == out.size(), "save_kv_blocks: {} bytes for {}", reply.size(),
+                 out.size());
+    std::memcpy(out.data(), reply.data(), out.size());
+  }
+
+  void load_kv_blocks(std::span<const int32_t> blocks, std::span<const std::byte> in) override {
+    if (blocks.empty()) return;
+    codec::Writer w;
+    w.put_vector(std::vector<int32_t>(blocks.begin(), blocks.end()));
+    w.put<uint64_t>(in.size());
+    w.bytes().append(reinterpret_cast<const char*>(in.data()), in.size());
+    (void)call(Msg::kLoadBlocks, w.bytes());
   }
 
  private:

@@ -119,6 +119,7 @@ struct ServingMetrics::Impl {
   std::string prefix;        // "pagoda:" or "vllm:", colon included
   std::string labels;        // model_name="...",engine="0" with the model name escaped
   std::string cache_label;   // cache_config_info's labels
+  bool host_tier = false;    // a host KV tier exists: its families are rendered
   mutable std::mutex mutex;  // guards everything below
   std::map<std::string, int64_t> request_success;  // by finished_reason
   // Token counts (tokens), per completion but for the two per request (ParentRecord).
@@ -207,6 +208,7 @@ ServingMetrics::ServingMetrics(MetricsOptions options)
       c.block_size, format_value(c.gpu_memory_utilization), escape_label_value(c.cache_dtype),
       opt(c.sliding_window), python_bool(c.enable_prefix_caching),
       python_bool(c.calculate_kv_scales), opt(c.kv_cache_memory_bytes), c.num_blocks);
+  impl_->host_tier = c.host_kv_blocks > 0;
   for (const char* reason : kFinishReasons) impl_->request_success[reason] = 0;
 }
 
@@ -257,6 +259,29 @@ std::string ServingMetrics::render(const EngineStats& stats) const {
   m.scalar(out, "prefix_cache_hits_total", "counter",
            "Prefix cache hits, in terms of number of cached tokens.",
            format_value(stats.prefix_cache_hits_tokens));
+  // The host KV tier (--kv-offloading-size), when there is one: its lookups as vLLM reports a KV
+  // connector's prefix cache, and pagoda's own usage and blocks copied each way.
+  if (m.host_tier) {
+    m.scalar(
+        out, "external_prefix_cache_queries_total", "counter",
+        "External prefix cache queries from KV connector cross-instance cache sharing, in terms "
+        "of number of queried tokens (pagoda: the host KV tier).",
+        format_value(stats.external_prefix_cache_queries_tokens));
+    m.scalar(
+        out, "external_prefix_cache_hits_total", "counter",
+        "External prefix cache hits from KV connector cross-instance cache sharing, in terms of "
+        "number of cached tokens (pagoda: the host KV tier).",
+        format_value(stats.external_prefix_cache_hits_tokens));
+    m.scalar(out, "host_kv_cache_usage_perc", "gauge",
+             "Host KV tier usage (--kv-offloading-size). 1 means 100 percent usage.",
+             format_value(stats.host_kv_cache_usage));
+    m.scalar(out, "host_kv_blocks_saved_total", "counter",
+             "KV blocks copied from the device cache into the host KV tier.",
+             format_value(stats.host_kv_blocks_saved));
+    m.scalar(out, "host_kv_blocks_loaded_total", "counter",
+             "KV blocks loaded from the host KV tier into the device cache instead of computed.",
+             format_value(stats.host_kv_blocks_loaded));
+  }
   m.scalar(out, "num_preemptions_total", "counter",
            "Cumulative number of preemption from the engine.", format_value(stats.num_preemptions));
   m.scalar(out, "prompt_tokens_total", "counter", "Number of prefill tokens processed.",

@@ -51,7 +51,10 @@ class ServingMetrics {
   void record(const ParentRecord& record);
   /// The whole /metrics page. From EngineStats: the gauges num_requests_running,
   /// num_requests_waiting, kv_cache_usage_perc (and its old name gpu_cache_usage_perc), the
-  /// counters prefix_cache_queries_total, prefix_cache_hits_total, num_preemptions_total,
+  /// counters prefix_cache_queries_total, prefix_cache_hits_total,
+  /// with a host KV tier (options.cache.host_kv_blocks > 0) external_prefix_cache_queries_total,
+  /// external_prefix_cache_hits_total, host_kv_cache_usage_perc, host_kv_blocks_saved_total and
+  /// host_kv_blocks_loaded_total, then num_preemptions_total,
   /// prompt_tokens_total, generation_tokens_total (and spec_decode_* with speculation) and the
   /// histogram iteration_tokens_total. From the records: request_success_total{finished_reason},
   /// the token histograms request_prompt_tokens, request_generation_tokens,

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "cli/commands.h"
+#include "cli/engine_flags.h"
+#include "core/status.h"
 
 namespace pagoda::cli {
 namespace {
@@ -53,6 +55,24 @@ TEST(CliOptions, ServeTakesTheModelAsPositionalOrFlag) {
     ASSERT_NE(opt, nullptr);
     EXPECT_EQ(opt->as<std::string>(), "/models/x");
   }
+}
+
+// --kv-offloading-size: GiB as vLLM takes it, or a size with a unit; anything else names the flag.
+TEST(CliOptions, KvOffloadingSizeIsGibOrASize) {
+  EXPECT_EQ(parse_kv_offloading_size("0"), 0);
+  EXPECT_EQ(parse_kv_offloading_size("8"), int64_t{8} << 30);
+  EXPECT_EQ(parse_kv_offloading_size("0.5"), int64_t{512} << 20);
+  EXPECT_EQ(parse_kv_offloading_size("512M"), int64_t{512} << 20);
+  EXPECT_EQ(parse_kv_offloading_size("2GiB"), int64_t{2} << 30);
+  for (const char* bad : {"-1", "lots", ".", "1.2.3", "", "1e9999"}) {
+    try {
+      (void)parse_kv_offloading_size(bad);
+      ADD_FAILURE() << "accepted '" << bad << "'";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("--kv-offloading-size"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW((void)parse_kv_offloading_size("99999999999"), InvalidArgument);  // past 2^63 bytes
 }
 
 }  // namespace

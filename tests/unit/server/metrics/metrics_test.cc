@@ -186,6 +186,31 @@ TEST(MetricsTest, GaugesAndCountersComeFromEngineStats) {
   EXPECT_EQ(scalar(fs, "pagoda:generation_tokens_total"), 678);
 }
 
+TEST(MetricsTest, HostTierFamiliesWhenTheTierIsConfigured) {
+  MetricsOptions o = options("m", "vllm");
+  o.cache.kv_offloading_bytes = int64_t{1} << 30;
+  o.cache.host_kv_blocks = 4096;
+  ServingMetrics metrics(o);
+  EngineStats s = sample_stats();
+  s.external_prefix_cache_queries_tokens = 900;
+  s.external_prefix_cache_hits_tokens = 320;
+  s.host_kv_blocks_saved = 41;
+  s.host_kv_blocks_loaded = 20;
+  s.host_kv_cache_usage = 0.01;
+  const auto fs = parse_exposition(metrics.render(s));
+  EXPECT_EQ(scalar(fs, "vllm:external_prefix_cache_queries_total"), 900);
+  EXPECT_EQ(scalar(fs, "vllm:external_prefix_cache_hits_total"), 320);
+  EXPECT_EQ(scalar(fs, "vllm:prefix_cache_hits_total"), 640);  // the device's, apart
+  EXPECT_EQ(scalar(fs, "vllm:host_kv_blocks_saved_total"), 41);
+  EXPECT_EQ(scalar(fs, "vllm:host_kv_blocks_loaded_total"), 20);
+  EXPECT_EQ(scalar(fs, "vllm:host_kv_cache_usage_perc"), 0.01);
+  EXPECT_EQ(family(fs, "vllm:external_prefix_cache_hits_total").type, "counter");
+  EXPECT_EQ(family(fs, "vllm:host_kv_cache_usage_perc").type, "gauge");
+  // Without a tier (the other tests' options) none of them is rendered.
+  const auto plain = parse_exposition(ServingMetrics(options("m", "vllm")).render(s));
+  EXPECT_THROW((void)family(plain, "vllm:external_prefix_cache_hits_total"), std::runtime_error);
+}
+
 TEST(MetricsTest, SpecDecodeCountersWhenSpeculationIsConfigured) {
   ServingMetrics metrics(options("m", "vllm"));
   EngineStats s = sample_stats();
