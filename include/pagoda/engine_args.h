@@ -60,7 +60,8 @@ struct EngineArgs {
   /// --kv-cache-dtype, vLLM's names: auto (the checkpoint's, else fp32 on the CPU and the
   /// activation dtype on a GPU), fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2, int8, bfloat16, float16.
   /// fp8 and int8 codes carry per-layer k/v scales (the checkpoint's, else 1.0); the CPU runs
-  /// every one, the GPU only auto for now. docs/engine.md, "Quantized KV cache".
+  /// every one, the GPU fp8, fp8_e5m2, int8 and its activation dtype. docs/engine.md, "Quantized
+  /// KV cache".
   std::string kv_cache_dtype = "auto";
   /// --calculate-kv-scales: the k/v scales of an fp8/int8 cache from the first forward's K/V
   /// (vLLM's rule) instead of the checkpoint's.

@@ -150,11 +150,11 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
       "--kv-cache-dtype", f.args.kv_cache_dtype,
       "KV cache element type: auto (the checkpoint's, else fp32 on the CPU and the "
       "activation dtype on a GPU), fp8 (= fp8_e4m3), fp8_e4m3, fp8_e5m2, int8, bfloat16, "
-      "float16; fp8/int8 use per-layer k/v scales (the checkpoint's, else 1.0). The GPU "
-      "runs only auto for now");
+      "float16; fp8/int8 use per-layer k/v scales (the checkpoint's, else 1.0). A GPU keeps "
+      "16-bit caches in its activation dtype");
   cmd->add_flag("--calculate-kv-scales", f.args.calculate_kv_scales,
                 "fp8/int8 KV cache: each layer's k/v scales from the first forward's K/V maxima "
-                "(vLLM's rule) instead of the checkpoint's");
+                "(vLLM's rule) instead of the checkpoint's; CPU only for now");
   cmd->add_option("--speculative-config", f.speculative_config,
                   "speculative decoding, vLLM's JSON: {\"method\": \"ngram\", "
                   "\"num_speculative_tokens\": 4, \"prompt_lookup_min\": 2, "
