@@ -301,15 +301,44 @@ __global__ void __launch_bounds__(kThreads) attention_kernel(KernelArgs args) {
       }
     }
   };
-  // kQuant: staging buffer `buf` -> the T tiles (16 codes per thread and step).
+  // kQuant: staging buffer `buf` -> the T tiles. Each thread converts kPer 16-code chunks of the
+  // keys, then of the values; all of a half's shared loads are issued before its first store (the
+  // compiler may not move a load above a store that could alias it), and the code is a template
+  // argument, so each conversion is a straight run of independent instructions: this loop is
+  // latency-bound at three warps per scheduler. Example (kD 128): chunk i = tid + 128 j is row
+  // i / 8, codes [16 (i % 8), + 16).
+  auto convert_half = [&](const uint8_t* src, T* dst, auto code) {
+    constexpr int kPer = kKeyTile * (kD / 16) / kThreads;
+    static_assert(kPer * kThreads == kKeyTile * (kD / 16));
+    uint4 c[kPer];
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = tid + j * kThreads;
+      c[j] = *reinterpret_cast<const uint4*>(src + (i / (kD / 16)) * kD + (i % (kD / 16)) * 16);
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      const int i = tid + j * kThreads;
+      kv_codes_to_row16<T>(c[j], decltype(code)::value,
+                           dst + (i / (kD / 16)) * kStride + (i % (kD / 16)) * 16);
+    }
+  };
   auto convert_tile = [&](int buf) {
     const uint8_t* kc = codes_s + buf * 2 * kKeyTile * kD;
-    for (int i = tid; i < kKeyTile * (kD / 16); i += kThreads) {
-      const int r = i / (kD / 16), c = i % (kD / 16);
-      kv_codes_to_row16<T>(*reinterpret_cast<const uint4*>(kc + r * kD + c * 16), args.kv_code,
-                           k_s + r * kStride + c * 16);
-      kv_codes_to_row16<T>(*reinterpret_cast<const uint4*>(kc + (kKeyTile + r) * kD + c * 16),
-                           args.kv_code, v_s + r * kStride + c * 16);
+    auto both = [&](auto code) {
+      convert_half(kc, k_s, code);
+      convert_half(kc + kKeyTile * kD, v_s, code);
+    };
+    switch (args.kv_code) {
+      case KVCode::kE4M3:
+        both(std::integral_constant<KVCode, KVCode::kE4M3>{});
+        break;
+      case KVCode::kE5M2:
+        both(std::integral_constant<KVCode, KVCode::kE5M2>{});
+        break;
+      default:
+        both(std::integral_constant<KVCode, KVCode::kI8>{});
+        break;
     }
   };
 

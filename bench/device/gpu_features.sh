@@ -1,0 +1,10 @@
+source bench/device/device_env.sh; b=/tmp/build-cuda
+cmake -S . -B $b "${flags[@]}" > /tmp/cfg.log 2>&1 && ninja -C $b -j16 kernels_cuda_test golden_gpu_test runtime_gpu_test engine_gpu_test engine_gpu_worker_test weight_streamer_gpu_test pagoda > /tmp/b.log 2>&1 || { grep -E "error" -A3 /tmp/b.log | head -40; exit 1; }
+(cd $b && ctest -L gpu -j1 2>&1 | grep -E "tests passed|Failed|\*\*\*" )
+P=$b/pagoda; M=models/stories260K
+g() { $P generate --model $M --device cuda --prompt "Once upon a time" --prompt "The little dog" --max-tokens 64 --temperature 0 "$@" 2>/tmp/err.log | md5sum; grep -iE "error|spec|host KV|KV cache" /tmp/err.log | head -4; }
+echo plain; g
+echo draft; g --speculative-config '{"model": "models/stories260K", "num_speculative_tokens": 4}'
+echo ngram; g --speculative-config '{"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}'
+echo hosttier; g --kv-offloading-size 0.001 --kv-cache-memory 4M
+echo fp8kv; g --kv-cache-dtype fp8
