@@ -5,16 +5,10 @@
 
 #include "core/fp8.h"
 #include "core/half.h"
+#include "core/splitmix64.h"
 
 namespace pagoda {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 /// Uniform in [-1, 1) from a 64-bit hash.
 float unit(uint64_t h) {

@@ -4,19 +4,13 @@
 #include <cmath>
 #include <limits>
 
+#include "core/splitmix64.h"
 #include "core/status.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
 
 namespace pagoda {
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // A uniform in [0, 1) for draft `counter` of a request seeded `seed`: its own stream (the salt),
 // independent of the target's draws with the same (seed, counter).

@@ -46,12 +46,12 @@ struct PagedAttentionParams {
   int num_seqs = 0;
   int num_heads = 0;  // a multiple of layout.num_kv_heads (the plan: at most 64 per kv head)
   int max_blocks_per_seq = 0;
-  int sliding_window = 0;         // 0: unlimited
-  float scale = 1.0f;             // usually 1/sqrt(head_dim)
-  float softcap = 0.0f;           // > 0: scores s = scale * q.k become softcap * tanh(s / softcap)
-                                  // (Gemma-2; the general kernel runs such launches)
-  KVCacheLayout layout;           // head_dim 1..256, block_size >= 1 (fast kernel: see above)
-  DType dtype = DType::kBF16;     // of q and out
+  int sliding_window = 0;      // 0: unlimited
+  float scale = 1.0f;          // usually 1/sqrt(head_dim)
+  float softcap = 0.0f;        // > 0: scores s = scale * q.k become softcap * tanh(s / softcap)
+                               // (Gemma-2; the general kernel runs such launches)
+  KVCacheLayout layout;        // head_dim 1..256, block_size >= 1 (fast kernel: see above)
+  DType dtype = DType::kBF16;  // of q and out
   // Of the caches: dtype, or one-byte codes (kF8E4M3, kF8E5M2, kI8: kv_quant.cuh) of x / scale
   // with the layer's scales below (device [1] fp32 each; null: 1). Else cudaErrorNotSupported.
   DType kv_dtype = DType::kBF16;

@@ -22,7 +22,9 @@
 namespace pagoda {
 namespace {
 
+using engine_test::expect_identical;
 using engine_test::kStories;
+using engine_test::run_alone;
 using engine_test::small_engine;
 using namespace draft_test;
 

@@ -77,26 +77,6 @@ inline EngineRequest text_request(const std::string& text, const SamplingParams&
 }
 
 /// Each request alone (every step has the same rows in both runs), then their outputs.
-inline std::vector<CompletionOutput> run_alone(EngineCore& engine,
-                                               const std::vector<EngineRequest>& rs) {
-  std::vector<CompletionOutput> out;
-  for (const EngineRequest& r : rs) out.push_back(collect_result(*engine.submit(r)).outputs.at(0));
-  return out;
-}
-
-inline void expect_identical(const std::vector<CompletionOutput>& a,
-                             const std::vector<CompletionOutput>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].token_ids, b[i].token_ids) << "request " << i;
-    ASSERT_EQ(a[i].logprobs.size(), b[i].logprobs.size());
-    for (size_t t = 0; t < a[i].logprobs.size(); ++t) {
-      EXPECT_EQ(a[i].logprobs[t].logprob, b[i].logprobs[t].logprob) << i << " token " << t;
-      EXPECT_EQ(a[i].logprobs[t].top, b[i].logprobs[t].top) << i << " token " << t;
-    }
-  }
-}
-
 inline void print_speculation(const char* what, const EngineStats& s, int64_t plain_steps) {
   std::printf(
       "%s: %lld verifications, %lld of %lld drafts accepted (%.1f%%), %lld steps (plain: %lld)\n",

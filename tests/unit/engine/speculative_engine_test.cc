@@ -21,6 +21,8 @@
 namespace pagoda {
 namespace {
 
+using engine_test::expect_identical;
+using engine_test::run_alone;
 using engine_test::small_engine;
 
 // A story that repeats itself, as prompt lookup likes.
@@ -46,26 +48,6 @@ EngineRequest text_request(const std::string& text, const SamplingParams& p) {
   r.prompt = text;
   r.params = p;
   return r;
-}
-
-/// Each request alone (so that every step has the same rows in both runs), then their outputs.
-std::vector<CompletionOutput> run_alone(EngineCore& engine, const std::vector<EngineRequest>& rs) {
-  std::vector<CompletionOutput> out;
-  for (const EngineRequest& r : rs) out.push_back(collect_result(*engine.submit(r)).outputs.at(0));
-  return out;
-}
-
-void expect_identical(const std::vector<CompletionOutput>& a,
-                      const std::vector<CompletionOutput>& b) {
-  ASSERT_EQ(a.size(), b.size());
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].token_ids, b[i].token_ids) << "request " << i;
-    ASSERT_EQ(a[i].logprobs.size(), b[i].logprobs.size());
-    for (size_t t = 0; t < a[i].logprobs.size(); ++t) {
-      EXPECT_EQ(a[i].logprobs[t].logprob, b[i].logprobs[t].logprob) << i << " token " << t;
-      EXPECT_EQ(a[i].logprobs[t].top, b[i].logprobs[t].top) << i << " token " << t;
-    }
-  }
 }
 
 /// Greedy requests: the workload's random prompts and three texts, 48 tokens, top-3 logprobs.
