@@ -92,6 +92,8 @@ void BlockPool::evict_cached_hash(KVCacheBlock& block) {
   block.block_hash.reset();
 }
 
+void BlockPool::uncache(BlockId id) { evict_cached_hash(mutable_block(id)); }
+
 std::vector<BlockId> BlockPool::get_new_blocks(int n) {
   PAGODA_CHECK(n >= 0 && n <= num_free_blocks(), "asked for {} blocks, {} free", n,
                num_free_blocks());

@@ -95,6 +95,10 @@ class BlockPool {
   /// carry the same hash. No-op when caching is off.
   void cache_full_blocks(std::span<const BlockId> block_ids, std::span<const BlockHash> hashes);
 
+  /// Drops the block's cached hash, if any (recorded as a kEvicted event), so that no lookup finds
+  /// it again: for a block cached for a step that will not write it.
+  void uncache(BlockId id);
+
   /// The cached block with this hash, if any (free or in use).
   [[nodiscard]] std::optional<BlockId> get_cached_block(const BlockHash& hash) const;
 

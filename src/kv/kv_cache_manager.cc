@@ -59,6 +59,7 @@ ComputedBlocks KVCacheManager::get_computed_blocks(const KVRequestView& request)
     parent = hash;
     if (result.host_block_hashes.empty()) {
       if (const std::optional<BlockId> hit = pool_.get_cached_block(hash)) {
+        if (pending_.contains(*hit)) break;  // this window's step fills it: not written yet
         result.block_ids.push_back(*hit);
         result.block_hashes.push_back(hash);
         continue;
@@ -167,13 +168,29 @@ void KVCacheManager::cache_full_blocks(RequestBlocks& state, const KVRequestView
   }
   pool_.cache_full_blocks(std::span(state.block_ids).subspan(first, num_full - first),
                           std::span(state.block_hashes).subspan(first, num_full - first));
+  if (!windows_) return;
+  for (size_t i = first; i < num_full; ++i) {  // those that entered the cache (not duplicates)
+    if (pool_.get_cached_block(state.block_hashes[i]) == state.block_ids[i])
+      pending_.insert(state.block_ids[i]);
+  }
 }
 
-void KVCacheManager::free(RequestId request_id) {
+void KVCacheManager::begin_window() {
+  windows_ = true;
+  pending_.clear();
+}
+
+void KVCacheManager::free(RequestId request_id, bool drop_pending) {
   const auto it = requests_.find(request_id);
   if (it == requests_.end()) return;
   const std::vector<BlockId> reversed(it->second.block_ids.rbegin(), it->second.block_ids.rend());
   requests_.erase(it);
+  for (const BlockId id : drop_pending ? reversed : std::vector<BlockId>{}) {
+    if (pending_.contains(id) && pool_.block(id).ref_count == 1) {
+      pool_.uncache(id);
+      pending_.erase(id);
+    }
+  }
   pool_.free_blocks(reversed);
 }
 

@@ -6,6 +6,7 @@
 #include <span>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "kv/block_hash.h"
@@ -112,9 +113,24 @@ class KVCacheManager {
 
   /// Releases every block of the request at once (finish, abort or preemption), last block first
   /// so that a sequence's tail is evicted before its more shareable head. Cached blocks stay
-  /// findable until evicted. Idempotent: an unknown or already freed id is a no-op, so an abort
-  /// may race with a finish.
-  void free(RequestId request_id);
+  /// findable until evicted; with `drop_pending` (a preemption inside the scheduling window,
+  /// whose step will not write the request's share), pending blocks (begin_window) that only this
+  /// request holds lose their hashes. Idempotent: an unknown or already freed id is a no-op, so an
+  /// abort may race with a finish.
+  void free(RequestId request_id, bool drop_pending = false);
+
+  /// A scheduling window begins (Scheduler::schedule, once per step). Why: allocate_slots caches
+  /// the blocks a step will fill before the step runs, and a request may still be preempted (or
+  /// aborted) in the same window, after which its step never writes them. So blocks cached within
+  /// the current window are pending: a prefix lookup stops at them (the later, same-window
+  /// sharers recompute those tokens instead of reading KV that may never be written), and a
+  /// preemption (free with drop_pending) uncaches a pending block that only its request holds. The
+  /// next window's lookups find them: by then the step that writes them runs first. Example: A
+  /// fills block 7 (hash h) in window 3 and is preempted by a more urgent request in the same
+  /// window: h is dropped, so a later prompt with A's prefix recomputes it instead of reading block
+  /// 7's stale KV. A manager whose windows never begin treats every cached block as written (tests
+  /// of the manager alone).
+  void begin_window();
 
   /// For n > 1: `child_id` (new) shares the parent's first num_computed_tokens / block_size blocks
   /// (one more reference each) and gets a fresh block for the partial block after them, which the
@@ -179,6 +195,8 @@ class KVCacheManager {
   PrefixCacheStats stats_;
   PrefixCacheStats host_stats_;
   std::vector<HostKVCopy> pending_loads_;  // host hits allocated since take_host_loads()
+  bool windows_ = false;                   // begin_window() was called: track pending blocks
+  std::unordered_set<BlockId> pending_;    // blocks first cached in the current window
 };
 
 }  // namespace pagoda::kv

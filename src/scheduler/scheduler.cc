@@ -134,7 +134,8 @@ void Scheduler::add_to_step(StepState& step, Request& request, int num_new_token
 
 void Scheduler::preempt(StepState& step, Request& victim) {
   victim.parked_ = victim.idle();
-  kv_.free(victim.id());
+  // Its share of this step (if any) is taken back below: the blocks it would fill stay unwritten.
+  kv_.free(victim.id(), /*drop_pending=*/true);
   if (victim.schedule_stamp_ == step_ && victim.scheduled_index_ >= 0) {
     // Take back its share of this step; the dead entry is compacted away at the end of schedule().
     ScheduledRequest& entry = step.output.scheduled[victim.scheduled_index_];
@@ -251,6 +252,9 @@ void Scheduler::schedule_waiting(StepState& step) {
 
 SchedulerOutput Scheduler::schedule() {
   ++step_;
+  // Blocks cached from here on hold no KV until this step runs (a victim preempted below never
+  // writes its share): see KVCacheManager::begin_window.
+  kv_.begin_window();
   StepState step;
   step.token_budget = config_.max_num_batched_tokens;
   step.output.scheduled.reserve(

@@ -312,5 +312,52 @@ TEST(KVCacheManager, MisuseIsCaught) {
   EXPECT_THROW(make_manager(8, 0), InvalidArgument);
 }
 
+// Scheduling windows (begin_window): blocks cached within the current window are not hit by a
+// prefix lookup of the same window, a preempted request's pending blocks lose their hashes (their
+// step never writes them), and everything else keeps the behaviour of a manager without windows.
+TEST(KVCacheManagerWindow, PendingBlocksAreNotHitAndAPreemptedRequestsAreUncached) {
+  KVCacheManager manager = make_manager(32, 16);
+  const std::vector<TokenId> prefix = iota_tokens(40);
+  manager.begin_window();
+  TestRequest a(1, prefix);
+  (void)prefill(manager, a);  // blocks 0 and 1 (tokens 0..31) cached, pending
+  TestRequest b(2, prefix);
+  EXPECT_EQ(manager.get_computed_blocks(b.view()).num_computed_tokens, 0);  // same window
+  manager.free(a.id, /*drop_pending=*/true);  // preempted before its step ran
+  manager.begin_window();
+  EXPECT_EQ(manager.get_computed_blocks(b.view()).num_computed_tokens, 0);  // hashes dropped
+
+  // A request whose step ran (freed at its finish, even within the window it was scheduled in)
+  // keeps its cached blocks for the next window.
+  TestRequest c(3, prefix);
+  (void)prefill(manager, c);
+  manager.free(c.id);
+  EXPECT_EQ(manager.get_computed_blocks(b.view()).num_computed_tokens, 0);  // still pending
+  manager.begin_window();
+  EXPECT_EQ(manager.get_computed_blocks(b.view()).num_computed_tokens, 32);
+}
+
+TEST(KVCacheManagerWindow, APendingBlockSharedWithAnotherRequestStaysCached) {
+  KVCacheManager manager = make_manager(32, 16);
+  manager.begin_window();
+  TestRequest a(1, iota_tokens(40));
+  (void)prefill(manager, a);
+  ASSERT_TRUE(manager.fork(a.id, 2, 32).has_value());  // the child holds blocks 0 and 1 too
+  manager.free(a.id, /*drop_pending=*/true);
+  manager.begin_window();
+  TestRequest b(3, iota_tokens(40));
+  EXPECT_EQ(manager.get_computed_blocks(b.view()).num_computed_tokens, 32);
+}
+
+TEST(KVCacheManagerWindow, WithoutWindowsCachedBlocksAreHitAtOnce) {
+  KVCacheManager manager = make_manager(32, 16);
+  TestRequest a(1, iota_tokens(40));
+  (void)prefill(manager, a);
+  TestRequest b(2, iota_tokens(40));
+  EXPECT_EQ(manager.get_computed_blocks(b.view()).num_computed_tokens, 32);
+  manager.free(a.id, /*drop_pending=*/true);  // nothing is pending without windows
+  EXPECT_EQ(manager.get_computed_blocks(b.view()).num_computed_tokens, 32);
+}
+
 }  // namespace
 }  // namespace pagoda::kv

@@ -242,6 +242,25 @@ TEST(SchedulerPolicy, UrgentWaitingRequestPreemptsALessUrgentRunningOne) {
   EXPECT_EQ(f.outputs.size(), 3u);
 }
 
+TEST(SchedulerPolicy, APreemptedRequestsUnwrittenBlocksLeaveThePrefixCache) {
+  // 10 usable blocks of 4 tokens, 20 tokens per step. Request 1's second chunk (tokens 20..29)
+  // fills its blocks 5 and 6, which allocate_slots caches before the step runs; request 2 is more
+  // urgent, needs 3 blocks where 2 are free, and preempts 1 in that same step, so the chunk never
+  // runs: blocks 5 and 6 must not be found by a later prompt (they hold no KV of those tokens).
+  Fixture f(config_of(20, 8, 40, SchedulingPolicy::kPriority), kv_of(11, 4));
+  const std::vector<int32_t> prompt = make_prompt(30, 1);
+  f.submit(1, prompt, 10, /*priority=*/5);
+  f.step();  // tokens 0..19: blocks 0..4, written by this step
+  f.submit(2, make_prompt(10, 2), 10, /*priority=*/0);
+  const SchedulerOutput out = f.step();
+  ASSERT_THAT(out.preempted, ::testing::ElementsAre(1u));
+  f.kv.begin_window();
+  const kv::KVRequestView view{99, prompt, 0, ""};
+  EXPECT_EQ(f.kv.get_computed_blocks(view).num_computed_tokens, 20);
+  f.drain();
+  EXPECT_EQ(f.outputs.size(), 2u);
+}
+
 TEST(SchedulerAdmission, RejectsTooLongRequestsNamingBothLengths) {
   Fixture f(config_of(64, 8, 64), kv_of(16));
   try {
