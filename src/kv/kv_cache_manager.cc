@@ -185,10 +185,12 @@ void KVCacheManager::free(RequestId request_id, bool drop_pending) {
   if (it == requests_.end()) return;
   const std::vector<BlockId> reversed(it->second.block_ids.rbegin(), it->second.block_ids.rend());
   requests_.erase(it);
-  for (const BlockId id : drop_pending ? reversed : std::vector<BlockId>{}) {
-    if (pending_.contains(id) && pool_.block(id).ref_count == 1) {
-      pool_.uncache(id);
-      pending_.erase(id);
+  if (drop_pending) {
+    for (const BlockId id : reversed) {
+      if (pending_.contains(id) && pool_.block(id).ref_count == 1) {
+        pool_.uncache(id);
+        pending_.erase(id);
+      }
     }
   }
   pool_.free_blocks(reversed);
