@@ -5,10 +5,15 @@
 // deploy/grafana/pagoda-dashboard.json, with its template variables substituted as Grafana would,
 // queried through /api/v1/query until it returns a finite value. Waits are bounded by progress:
 // the number of scrapes Prometheus has made (count_over_time of `up`), never wall time alone.
-// Skipped, saying why, where `prometheus` is not installed (scripts/install-deps.sh installs it).
+// A second case runs nginx with deploy/nginx/nginx.conf (loopback ports, a throwaway certificate)
+// in front of the router: a streamed chat over TLS equals the router's own stream, plain HTTP
+// redirects, /metrics is hidden, and a burst of 200 requests meets the rate limit (429).
+// Each case is skipped, saying why, where `prometheus` (or `nginx`) is not installed
+// (scripts/install-deps.sh installs both).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
+import https from 'node:https';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,6 +31,8 @@ const MAX_SCRAPES = 60;
 
 const hasPrometheus = spawnSync('prometheus', ['--version']).status === 0;
 const skip = hasPrometheus ? false : 'prometheus is not installed (scripts/install-deps.sh installs it)';
+const hasNginx = spawnSync('nginx', ['-v']).status === 0;
+const nginxSkip = hasNginx ? false : 'nginx is not installed (scripts/install-deps.sh installs it)';
 
 let engines = [];
 let router;
@@ -260,4 +267,84 @@ it('every query of every panel of the Grafana dashboard returns data from a real
     await Promise.all(workers);
   }
   assert.equal(trafficError, null);
+});
+
+/** An HTTPS request to nginx that trusts `ca`: resolves to { status, body }. */
+function httpsRequest(url, ca, { method = 'GET', body } = {}) {
+  return new Promise((resolve, reject) => {
+    const req = https.request(url, {
+      method, ca, headers: body ? { 'Content-Type': 'application/json' } : {},
+    }, (res) => {
+      let text = '';
+      res.on('data', (c) => { text += c; });
+      res.on('end', () => resolve({ status: res.statusCode, body: text }));
+    });
+    req.on('error', reject);
+    req.end(body ? JSON.stringify(body) : undefined);
+  });
+}
+
+it('nginx with deploy/nginx/nginx.conf terminates TLS, streams SSE from the router and rate-limits', { skip: skip || nginxSkip }, async () => {
+  const dir = path.join(tmp, 'nginx');
+  fs.mkdirSync(dir);
+  const cert = spawnSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '1',
+    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1',
+    '-keyout', path.join(dir, 'tls.key'), '-out', path.join(dir, 'tls.crt')]);
+  assert.equal(cert.status, 0, String(cert.stderr));
+  const ca = fs.readFileSync(path.join(dir, 'tls.crt'));
+  const [httpsPort, httpPort] = [await freePort(), await freePort()];
+  // The deployment's file with loopback ports, the router's address, the throwaway certificate
+  // and temp paths in the test's directory (nginx need not run as root).
+  const temp = ['client_body', 'proxy', 'fastcgi', 'uwsgi', 'scgi']
+    .map((t) => `${t}_temp_path ${dir}/${t};`).join(' ');
+  const conf = fs.readFileSync(path.join(repo, 'deploy/nginx/nginx.conf'), 'utf8')
+    .replaceAll('/etc/nginx/tls/', `${dir}/`)
+    .replace('server router:8000;', `server ${new URL(router.baseURL).host};`)
+    .replace(/^\s*listen \[::\].*$/gm, '')
+    .replace('listen 443 ssl;', `listen 127.0.0.1:${httpsPort} ssl;`)
+    .replace('listen 80;', `listen 127.0.0.1:${httpPort};`)
+    .replace('http {', `http { ${temp}`)
+    .replace('access_log /dev/stdout;', `access_log ${dir}/access.log;`)
+    .replace('error_log /dev/stderr warn;', `error_log ${dir}/error.log warn;`);
+  fs.writeFileSync(path.join(dir, 'nginx.conf'), conf);
+  const proc = spawn('nginx', ['-p', dir, '-e', path.join(dir, 'error.log'), '-c', path.join(dir, 'nginx.conf'),
+    '-g', `daemon off; pid ${dir}/nginx.pid;`], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let exitStatus = null;
+  const exited = new Promise((resolve) => proc.on('exit', (code, signal) => {
+    exitStatus = { code, signal };
+    resolve(exitStatus);
+  }));
+  const base = `https://127.0.0.1:${httpsPort}`;
+  try {
+    await waitFor(async () => exitStatus || (await httpsRequest(`${base}/health`, ca)).status === 200,
+      { timeoutMs: 60000, what: 'nginx /health' });
+    assert.equal(exitStatus, null, `nginx exited: ${fs.readFileSync(path.join(dir, 'error.log'), 'utf8')}`);
+
+    // A streamed greedy chat through nginx: the same events as from the router itself.
+    const model = engines[0].model;
+    const body = { model, messages: [{ role: 'user', content: 'Tell me a story' }], max_tokens: 24, temperature: 0, stream: true };
+    const viaNginx = await httpsRequest(`${base}/v1/chat/completions`, ca, { method: 'POST', body });
+    assert.equal(viaNginx.status, 200, viaNginx.body);
+    const direct = await (await fetch(`${router.baseURL}/v1/chat/completions`, {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body),
+    })).text();
+    const text = (sse) => sse.split('\n').filter((l) => l.startsWith('data: ') && l !== 'data: [DONE]')
+      .map((l) => JSON.parse(l.slice(6)).choices[0]?.delta?.content ?? '').join('');
+    assert.ok(viaNginx.body.trimEnd().endsWith('data: [DONE]'), viaNginx.body.slice(-200));
+    assert.equal(text(viaNginx.body), text(direct));
+    assert.ok(text(direct).length > 0);
+
+    // Plain HTTP redirects; /metrics is not exposed.
+    assert.equal((await fetch(`http://127.0.0.1:${httpPort}/v1/models`, { redirect: 'manual' })).status, 301);
+    assert.equal((await httpsRequest(`${base}/metrics`, ca)).status, 404);
+
+    // 200 requests at once from one address: past the burst of 20 (10/s refill) nginx answers 429.
+    const statuses = await Promise.all(Array.from({ length: 200 }, () => httpsRequest(`${base}/v1/models`, ca)
+      .then((r) => r.status)));
+    assert.ok(statuses.includes(200) && statuses.includes(429), `statuses: ${[...new Set(statuses)]}`);
+    assert.ok(statuses.every((s) => s === 200 || s === 429), `statuses: ${[...new Set(statuses)]}`);
+  } finally {
+    if (!exitStatus) proc.kill('SIGTERM');
+    await exited;
+  }
 });
