@@ -9,7 +9,10 @@ packages=(
   nlohmann-json3-dev libpcre2-dev libdnnl-dev libcli11-dev libspdlog-dev libfmt-dev libxxhash-dev
   libboost-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  python3
+  python3 python3-yaml
+  # deploy/ checks (tests/deploy, tests/server/deploy_prometheus.test.mjs): promtool and a real
+  # Prometheus scraping the engines, nginx -t on the TLS front end.
+  prometheus nginx openssl
 )
 
 # The server tests drive pagoda with the official openai npm client. Machines of this kind come with
