@@ -189,17 +189,21 @@ int32_t RequestSampler::draw(std::span<const float> logits) {
   return order_[static_cast<size_t>(count - 1)];
 }
 
+std::vector<float> RequestSampler::raw_logprobs(std::span<const float> logits,
+                                                SampledToken& result) const {
+  std::vector<float> logprobs;
+  if (!params_.logprobs) return logprobs;
+  logprobs.resize(logits.size());
+  log_softmax(logits, logprobs);
+  if (*params_.logprobs > 0) result.top_logprobs = top_k_entries(logprobs, *params_.logprobs);
+  return logprobs;
+}
+
 SampledToken RequestSampler::sample(std::span<float> logits, std::span<const int32_t> prompt,
                                     std::span<const int32_t> output,
                                     std::span<const uint32_t> allowed) {
   SampledToken result;
-  std::vector<float> logprobs;
-  if (params_.logprobs) {
-    // Log-probabilities of the raw model distribution, before any processor.
-    logprobs.resize(logits.size());
-    log_softmax(logits, logprobs);
-    if (*params_.logprobs > 0) result.top_logprobs = top_k_entries(logprobs, *params_.logprobs);
-  }
+  const std::vector<float> logprobs = raw_logprobs(logits, result);
   apply_processors(logits, prompt, output, allowed);
   result.token = draw(logits);
   if (params_.logprobs) result.logprob = logprobs[static_cast<size_t>(result.token)];
@@ -217,12 +221,7 @@ SampledToken RequestSampler::verify(std::span<float> logits, std::span<const int
     return t;
   }
   SampledToken result;
-  std::vector<float> logprobs;
-  if (params_.logprobs) {
-    logprobs.resize(logits.size());
-    log_softmax(logits, logprobs);
-    if (*params_.logprobs > 0) result.top_logprobs = top_k_entries(logprobs, *params_.logprobs);
-  }
+  const std::vector<float> logprobs = raw_logprobs(logits, result);
   apply_processors(logits, prompt, output, allowed);
   // p over the whole vocabulary: the candidates' probabilities renormalised, 0 elsewhere.
   const int32_t count = truncate_candidates(logits, params_, order_, scratch_);

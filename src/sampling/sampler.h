@@ -71,6 +71,10 @@ class RequestSampler {
   void apply_processors(std::span<float> logits, std::span<const int32_t> prompt,
                         std::span<const int32_t> output, std::span<const uint32_t> allowed);
   [[nodiscard]] int32_t draw(std::span<const float> logits);
+  // With logprobs asked for: the raw model distribution's log-probabilities (before any
+  // processor), and its top entries into result.top_logprobs; else empty.
+  [[nodiscard]] std::vector<float> raw_logprobs(std::span<const float> logits,
+                                                SampledToken& result) const;
 
   SamplingParams params_;
   std::vector<int32_t> eos_ids_;

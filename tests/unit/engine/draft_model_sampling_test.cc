@@ -18,6 +18,7 @@
 namespace pagoda {
 namespace {
 
+using engine_test::print_speculation;
 using engine_test::run_alone;
 using engine_test::small_engine;
 using namespace draft_test;

@@ -24,6 +24,7 @@ namespace {
 
 using engine_test::expect_identical;
 using engine_test::kStories;
+using engine_test::print_speculation;
 using engine_test::run_alone;
 using engine_test::small_engine;
 using namespace draft_test;

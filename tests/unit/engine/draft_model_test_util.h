@@ -76,18 +76,4 @@ inline EngineRequest text_request(const std::string& text, const SamplingParams&
   return r;
 }
 
-/// Each request alone (every step has the same rows in both runs), then their outputs.
-inline void print_speculation(const char* what, const EngineStats& s, int64_t plain_steps) {
-  std::printf(
-      "%s: %lld verifications, %lld of %lld drafts accepted (%.1f%%), %lld steps (plain: %lld)\n",
-      what, static_cast<long long>(s.spec_decode_num_drafts),
-      static_cast<long long>(s.spec_decode_num_accepted_tokens),
-      static_cast<long long>(s.spec_decode_num_draft_tokens),
-      s.spec_decode_num_draft_tokens > 0
-          ? 100.0 * static_cast<double>(s.spec_decode_num_accepted_tokens) /
-                static_cast<double>(s.spec_decode_num_draft_tokens)
-          : 0.0,
-      static_cast<long long>(s.num_steps), static_cast<long long>(plain_steps));
-}
-
 }  // namespace pagoda::draft_test

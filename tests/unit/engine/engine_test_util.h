@@ -167,4 +167,22 @@ inline void expect_identical(const std::vector<CompletionOutput>& a,
   }
 }
 
+/// One line of a speculative run's counters against plain decoding's steps.
+inline void print_speculation(const char* what, const EngineStats& s, int64_t plain_steps) {
+  std::printf(
+      "%s: %lld verifications, %lld of %lld drafts accepted (%.1f%%), mean acceptance length "
+      "%.2f, %lld steps (plain decoding: %lld)\n",
+      what, static_cast<long long>(s.spec_decode_num_drafts),
+      static_cast<long long>(s.spec_decode_num_accepted_tokens),
+      static_cast<long long>(s.spec_decode_num_draft_tokens),
+      s.spec_decode_num_draft_tokens > 0
+          ? 100.0 * static_cast<double>(s.spec_decode_num_accepted_tokens) /
+                static_cast<double>(s.spec_decode_num_draft_tokens)
+          : 0.0,
+      s.spec_decode_num_drafts > 0 ? 1.0 + static_cast<double>(s.spec_decode_num_accepted_tokens) /
+                                               static_cast<double>(s.spec_decode_num_drafts)
+                                   : 1.0,
+      static_cast<long long>(s.num_steps), static_cast<long long>(plain_steps));
+}
+
 }  // namespace pagoda::engine_test

@@ -22,6 +22,7 @@ namespace pagoda {
 namespace {
 
 using engine_test::expect_identical;
+using engine_test::print_speculation;
 using engine_test::run_alone;
 using engine_test::small_engine;
 
@@ -63,23 +64,6 @@ std::vector<EngineRequest> greedy_requests() {
   for (const char* text : {kRepetitive, "Once upon a time", "Tom had a red ball. Tom had a"})
     rs.push_back(text_request(text, engine_test::greedy(48, 3)));
   return rs;
-}
-
-void print_speculation(const char* what, const EngineStats& s, int64_t plain_steps) {
-  std::printf(
-      "%s: %lld verifications, %lld of %lld drafts accepted (%.1f%%), mean acceptance length "
-      "%.2f, %lld steps (plain decoding: %lld)\n",
-      what, static_cast<long long>(s.spec_decode_num_drafts),
-      static_cast<long long>(s.spec_decode_num_accepted_tokens),
-      static_cast<long long>(s.spec_decode_num_draft_tokens),
-      s.spec_decode_num_draft_tokens > 0
-          ? 100.0 * static_cast<double>(s.spec_decode_num_accepted_tokens) /
-                static_cast<double>(s.spec_decode_num_draft_tokens)
-          : 0.0,
-      s.spec_decode_num_drafts > 0 ? 1.0 + static_cast<double>(s.spec_decode_num_accepted_tokens) /
-                                               static_cast<double>(s.spec_decode_num_drafts)
-                                   : 1.0,
-      static_cast<long long>(s.num_steps), static_cast<long long>(plain_steps));
 }
 
 TEST(SpeculativeEngine, GreedyNgramEqualsPlainDecodingBitForBit) {
