@@ -21,6 +21,9 @@
 namespace pagoda::cpu {
 namespace {
 
+using testing::Batch;
+using testing::make_paged_batch;
+using testing::PagedBatch;
 using testing::random_floats;
 
 const DType kCacheDTypes[] = {DType::kF8E4M3, DType::kF8E5M2, DType::kI8, DType::kBF16,
@@ -133,38 +136,18 @@ TEST(KVCacheCodesTest, RoundTripErrorIsHalfAStepOfEachFormat) {
   }
 }
 
-struct SeqSpec {
-  int prefix, new_tokens;
-};
-
 /// One case: caches of `dtype` written through reshape_and_cache (KVCacheWrite, quantizing), and
 /// fp32 caches holding code_value of each element; paged_attention over both.
 void expect_quantized_equals_dequantized(DType dtype, int head_dim, int heads, int kv_heads,
-                                         int block_size, int window,
-                                         const std::vector<SeqSpec>& batch, ThreadPool& pool,
-                                         uint32_t seed) {
-  const int num_seqs = static_cast<int>(batch.size());
+                                         int block_size, int window, const Batch& batch,
+                                         ThreadPool& pool, uint32_t seed) {
   const int d = head_dim, bs = block_size;
-  std::vector<int32_t> seq_lens, query_start_loc = {0}, positions;
-  int max_blocks = 0;
-  for (const auto& s : batch) {
-    seq_lens.push_back(s.prefix + s.new_tokens);
-    query_start_loc.push_back(query_start_loc.back() + s.new_tokens);
-    max_blocks = std::max(max_blocks, (seq_lens.back() + bs - 1) / bs);
-    for (int i = 0; i < s.new_tokens; ++i) positions.push_back(s.prefix + i);
-  }
-  const int num_blocks = num_seqs * max_blocks + 2;
-  std::vector<int32_t> physical(num_blocks);
-  std::iota(physical.begin(), physical.end(), 0);
-  std::shuffle(physical.begin(), physical.end(), std::mt19937(seed));
-  std::vector<int32_t> tables(static_cast<size_t>(num_seqs) * max_blocks, 0);
+  const PagedBatch pb = make_paged_batch(batch, bs, /*spare_blocks=*/2, seed, /*unused=*/0);
+  const int num_blocks = pb.num_blocks;
   std::vector<int64_t> slots;
-  for (int s = 0, next = 0; s < num_seqs; ++s) {
-    for (int j = 0; j < (seq_lens[s] + bs - 1) / bs; ++j)
-      tables[s * max_blocks + j] = physical[next++];
-    for (int pos = 0; pos < seq_lens[s]; ++pos)
-      slots.push_back(static_cast<int64_t>(tables[s * max_blocks + pos / bs]) * bs + pos % bs);
-  }
+  for (size_t s = 0; s < batch.size(); ++s)
+    for (int pos = 0; pos < pb.seq_lens[s]; ++pos)
+      slots.push_back(pb.slot(static_cast<int>(s), pos, bs));
   const int64_t row = int64_t{kv_heads} * d;
   const auto total = static_cast<int64_t>(slots.size());
   // Values up to 6 and scales that put them mid-range of each format.
@@ -188,19 +171,19 @@ void expect_quantized_equals_dequantized(DType dtype, int head_dim, int heads, i
     }
   }
 
-  const int64_t num_tokens = query_start_loc.back();
+  const int64_t num_tokens = pb.query_start_loc.back();
   const auto q = random_floats(static_cast<size_t>(num_tokens) * heads * d, seed + 3, -2, 2);
   std::vector<float> out_q(q.size(), NAN), out_f(q.size(), NAN);
   PagedAttentionParams p;
   p.q = q.data();
-  p.positions = positions.data();
-  p.query_start_loc = query_start_loc.data();
-  p.seq_lens = seq_lens.data();
-  p.block_tables = tables.data();
+  p.positions = pb.positions.data();
+  p.query_start_loc = pb.query_start_loc.data();
+  p.seq_lens = pb.seq_lens.data();
+  p.block_tables = pb.tables.data();
   p.num_tokens = num_tokens;
-  p.num_seqs = num_seqs;
+  p.num_seqs = static_cast<int>(batch.size());
   p.num_heads = heads;
-  p.max_blocks_per_seq = max_blocks;
+  p.max_blocks_per_seq = pb.max_blocks;
   p.sliding_window = window;
   p.scale = 1.0f / std::sqrt(static_cast<float>(d));
   p.softcap = window == 5 ? 30.0f : 0.0f;
@@ -227,7 +210,7 @@ void expect_quantized_equals_dequantized(DType dtype, int head_dim, int heads, i
 }
 
 TEST(KVCacheCodesTest, AttentionOverQuantizedCacheEqualsAttentionOverItsValues) {
-  const std::vector<std::vector<SeqSpec>> batches = {
+  const std::vector<Batch> batches = {
       {{0, 37}},                            // prefill
       {{20, 13}},                           // chunked prefill after a cached prefix
       {{0, 33}, {49, 1}, {0, 1}, {17, 5}},  // prefill + decodes + chunk
@@ -238,7 +221,7 @@ TEST(KVCacheCodesTest, AttentionOverQuantizedCacheEqualsAttentionOverItsValues) 
   for (const int threads : {1, 3}) {
     ThreadPool pool(threads);
     for (const DType dtype : kCacheDTypes) {
-      for (const auto [d, heads, kv_heads] : {std::tuple{64, 8, 2}, std::tuple{40, 6, 6}}) {
+      for (const auto& [d, heads, kv_heads] : {std::tuple{64, 8, 2}, std::tuple{40, 6, 6}}) {
         for (const int window : {0, 5}) {
           for (const auto& batch : batches) {
             expect_quantized_equals_dequantized(dtype, d, heads, kv_heads, 16, window, batch, pool,

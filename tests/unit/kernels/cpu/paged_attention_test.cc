@@ -17,17 +17,14 @@
 namespace pagoda::cpu {
 namespace {
 
+using testing::Batch;
+using testing::make_paged_batch;
 using testing::normalised_error;
+using testing::PagedBatch;
 using testing::random_floats;
 
 // fp32 dot products of length <= 128 and an fp32 online softmax over <= a few hundred keys.
 constexpr double kTolerance = 1e-5;
-
-struct SeqSpec {
-  int prefix;      // tokens already in the cache before this step
-  int new_tokens;  // query tokens of this step
-};
-using Batch = std::vector<SeqSpec>;
 
 const std::vector<Batch> kBatches = {
     {{0, 37}},                            // prefill
@@ -45,24 +42,13 @@ struct Case {
 double run_case(const Case& c, ThreadPool& pool, uint32_t seed) {
   const int num_seqs = static_cast<int>(c.batch.size());
   const int d = c.head_dim, kvh = c.num_kv_heads, bs = c.block_size;
-  std::vector<int32_t> seq_lens, query_start_loc = {0}, positions;
-  int max_blocks = 0;
-  for (const auto& s : c.batch) {
-    seq_lens.push_back(s.prefix + s.new_tokens);
-    query_start_loc.push_back(query_start_loc.back() + s.new_tokens);
-    max_blocks = std::max(max_blocks, (seq_lens.back() + bs - 1) / bs);
-    for (int i = 0; i < s.new_tokens; ++i) positions.push_back(s.prefix + i);
-  }
   // Physical blocks: a shuffled permutation plus spare blocks, so that tables are non-contiguous.
-  const int num_blocks = num_seqs * max_blocks + 3;
-  std::vector<int32_t> physical(num_blocks);
-  std::iota(physical.begin(), physical.end(), 0);
-  std::shuffle(physical.begin(), physical.end(), std::mt19937(seed));
-  std::vector<int32_t> tables(static_cast<size_t>(num_seqs) * max_blocks, -1);
-  for (int s = 0, next = 0; s < num_seqs; ++s)
-    for (int j = 0; j < (seq_lens[s] + bs - 1) / bs; ++j)
-      tables[s * max_blocks + j] = physical[next++];
-
+  const PagedBatch pb = make_paged_batch(c.batch, bs, /*spare_blocks=*/3, seed);
+  const std::vector<int32_t>& seq_lens = pb.seq_lens;
+  const std::vector<int32_t>& query_start_loc = pb.query_start_loc;
+  const std::vector<int32_t>& positions = pb.positions;
+  const std::vector<int32_t>& tables = pb.tables;
+  const int max_blocks = pb.max_blocks, num_blocks = pb.num_blocks;
   PagedKVLayout layout{num_blocks, bs, kvh, d};
   const size_t cache_size = static_cast<size_t>(num_blocks) * bs * kvh * d;
   std::vector<float> key_cache(cache_size, NAN), value_cache(cache_size, NAN);
