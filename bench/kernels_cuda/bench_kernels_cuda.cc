@@ -260,7 +260,7 @@ void bench_attention(const AttnCase& c, int num_sms) {
 // The GPU sampler over a [rows, 151936] bf16 logits batch (Qwen2's vocabulary) in the step's
 // configurations: uniform logits in [-1, 1) are flat at T = 1 (top-p then takes the bit-search
 // path) and peaked at T = 0.05.
-void bench_sampling() {
+void bench_sampling(const char* only) {
   constexpr int64_t kVocab = 151936;
   struct Config {
     const char* name;
@@ -302,6 +302,7 @@ void bench_sampling() {
   CHECK_CUDA(cudaMemcpy(penalties, host_penalties.data(), kPenalties * sizeof(PenaltyEntry),
                         cudaMemcpyHostToDevice));
   for (const Config& c : configs) {
+    if (std::strstr(c.name, only) == nullptr) continue;
     std::printf("%-28s", c.name);
     const std::pair<int64_t, int> runs[] = {{1, 1}, {1, 0}, {16, 0}, {64, 0}, {kMaxRows, 0}};
     for (const auto& [rows, team] : runs) {
@@ -354,7 +355,8 @@ void bench_sampling() {
 
 int main(int argc, char** argv) {
   using namespace pagoda::cuda;  // NOLINT
-  // `bench_kernels_cuda sampling` runs the sampler's section alone, `bench_kernels_cuda gemv` the
+  // `bench_kernels_cuda sampling [NAME]` runs the sampler's section alone (the configurations whose
+  // name contains NAME: one to profile with ncu), `bench_kernels_cuda gemv` the
   // projections' section alone, `bench_kernels_cuda attention [NAME]` the attention cases alone
   // (those whose name contains NAME: one case to profile with ncu).
   const bool sampling_only = argc > 1 && std::strcmp(argv[1], "sampling") == 0;
@@ -370,7 +372,7 @@ int main(int argc, char** argv) {
   std::printf("# bench_kernels_cuda on %s (%d SMs, L2 %d MB)\n", prop.name,
               prop.multiProcessorCount, prop.l2CacheSize >> 20);
   if (sampling_only) {
-    bench_sampling();
+    bench_sampling(argc > 2 ? argv[2] : "");
     return 0;
   }
   std::printf("device-to-device copy: %.2f TB/s (docs/performance.md limit: %.2f)\n",
@@ -420,7 +422,7 @@ int main(int argc, char** argv) {
       "\nprefill reference (torch SDPA flash, same card): L512 167 TFLOP/s, L2048 282, L8192 "
       "335\n");
   if (attention_only) return 0;
-  bench_sampling();
+  bench_sampling("");
   if (!gemv_ok) {
     std::printf("FAIL: GEMV and cuBLASLt disagree (see err column)\n");
     return 1;

@@ -13,13 +13,11 @@
 //   the root block's shared memory, where they are sorted; min-p and top-p then cut that sorted
 //   list and the draw runs over it, with no further pass. More than kCompact gathered (a long run
 //   of equal logits) falls back to a radix select on counts (8-bit digits, up to 7 passes);
-// - top-p over many tokens: one pass histograms the members' mass by -log p (bins of 1/73 nat,
-//   fixed point) and counts them. At most kCompact members: they are gathered and sorted as
-//   above. Otherwise the prefix ends inside one bin, and the draw is by inverse CDF over the bins
-//   (sample_logits_list.cuh's draw_by_bins): a uniform integer picks a bin by its mass, one pass
-//   gathers that bin and the root walks it; a token of the cut's bin past the cut is rejected and
-//   drawn again. A cut's bin of more than kCompact tokens falls back to a radix search by mass (8
-//   key bits per pass) and a drawing pass;
+// - top-p over many tokens is drawn by rejection, with no cut computed (sample_logits_list.cuh's
+//   draw_top_p): one pass sums the members' mass per chunk of 256 tokens, a uniform integer picks
+//   a member by inverse CDF, one pass sums the mass above it, which says whether it lies in the
+//   prefix; if not, the draw repeats among the tokens above it. About two passes on a flat row.
+//   At most kCompact members: they are gathered and sorted as above;
 // - the other draws are Gumbel-max over the kept keys with counter-based noise (gumbel.cuh).
 //
 // Why a team: a 152k-token row is several passes, and one block (one SM) took 0.12-1.6 ms per
@@ -30,9 +28,9 @@
 // threshold, a sort of the candidates) and the others read its decision after a cluster barrier.
 // Reductions go through one slot per block, combined in the same fixed order by every block, and
 // every sum of probabilities is fixed point (exact): the result is the same bits for any team size
-// and any timing, so a row is drawn the same way in any batch. Which path a row takes (list,
-// window, radix) may depend on the team (the lower bound does), but every path keeps the same
-// tokens and scores them with the same rounding, so the draw does not.
+// and any timing, so a row is drawn the same way in any batch. Whether top-k's list or its radix
+// select finds the threshold may depend on the team (the lower bound does), but both keep the same
+// tokens and the draw that follows depends on those alone.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -67,10 +65,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
     s.hist[i] = s.hist_total[i] = 0;
     s.hist_mass[i] = s.hist_mass_total[i] = 0;
   }
-  for (int i = threadIdx.x; i < kBins; i += kThreads) {
-    s.bin_lo[i] = s.bin_hi[i] = 0;
-    s.bin_mass_total[i] = 0;
-  }
+  for (int i = threadIdx.x; i < kMaxChunks; i += kThreads) s.chunk_mass[i] = 0;
   if (threadIdx.x == 0) s.count = 0;
   t.sync();
   Shared& root = *t.root;
@@ -98,7 +93,15 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
   // The raw row's maximum (and first argmax, and each thread's maximum) when the log-probabilities
   // or an unprocessed row need them: one pass.
   RowStats raw_stats;
-  if (p.num_logprobs >= 0 || !processed) raw_stats = row_stats(raw_row, s, t);
+  // The normaliser rides along the first pass up to kMaxChunks chunks of 256 tokens (every real
+  // vocabulary); the choice depends on the vocabulary alone, so log_z has the same bits for every
+  // team size.
+  const bool one_pass_lse = p.num_logprobs >= 0 && vocab <= kMaxChunks * 256;
+  if (one_pass_lse) {
+    raw_stats = row_stats_lse(raw_row, s, t);
+  } else if (p.num_logprobs >= 0 || !processed) {
+    raw_stats = row_stats(raw_row, s, t);
+  }
 
   // Log-probabilities of the raw row: log_softmax as the CPU computes it (fp32 shift, double
   // normaliser), then the top N: the tokens at or above a lower bound on the N-th value are
@@ -113,25 +116,73 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
     // known. Exact when the N-th log-probability stays above what any token left out can round
     // to; otherwise (ties at the margin, too many candidates) the passes below decide.
     float gather_at = INFINITY;
-    if (n > 0) {
-      const float bound = kth_bound(raw_stats.mine, n, s, t);
-      const float span = fabsf(bound - m) + logf(static_cast<float>(vocab)) + 1.0f;
-      gather_at = bound - span * 0x1p-19f;
-    }
-    Shared& list = root;
-    u64 sum = 0;  // fixed point: exact in any split (each term is at most 1)
-    FOR_EACH_WIDE_TILE(t, vocab, c) {
-      float x[kVec];
-      raw_row.load8(c, x);
-#pragma unroll
-      for (int j = 0; j < kVec; ++j) {
-        if (c + j < vocab) sum += fixed_mass(expf(__fsub_rn(x[j], m)), t);
-        const bool in = c + j < vocab && x[j] >= gather_at;
-        if (__any_sync(kFull, in)) gather(in, sort_key(x[j], c + j), x[j], list);
+    if (one_pass_lse) {
+      // row_stats_lse summed the chunks; the root combines them and gathers the top tokens.
+      // A team of one gathers the top tokens in the root's combine (it reads again only the
+      // chunks whose maximum reaches the bound); a bigger team gathers them in a pass of its own,
+      // as the root alone re-reading chunks would cost it more.
+      if (t.is_root()) {
+        log_z = root_log_z(raw_row, m, kSize == 1 ? n : 0, s, t, &gather_at);
+        if (threadIdx.x == 0)
+          s.found_key =
+              (static_cast<u64>(__float_as_uint(gather_at)) << 32) | __float_as_uint(log_z);
       }
+      t.sync();
+      const u64 both = root.found_key;
+      log_z = __uint_as_float(static_cast<uint32_t>(both));
+      gather_at = __uint_as_float(static_cast<uint32_t>(both >> 32));
+      if (kSize > 1 && n > 0) {
+        const float bound = kth_bound(raw_stats.mine, n, s, t);
+        const float span = fabsf(bound - m) + logf(static_cast<float>(vocab)) + 1.0f;
+        gather_at = bound - span * 0x1p-19f;
+        for_each_row_tile(raw_row, t, [&](const int c, float(&x)[kVec]) {
+          bool any = false;
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) any |= x[j] >= gather_at;
+          if (__any_sync(kFull, any)) {
+#pragma unroll
+            for (int j = 0; j < kVec; ++j) {
+              const bool in = c + j < vocab && x[j] >= gather_at;
+              if (__any_sync(kFull, in)) gather(in, sort_key(x[j], c + j), x[j], root);
+            }
+          }
+        });
+        t.sync();  // publishes the list
+      }
+    } else {
+      if (n > 0) {
+        const float bound = kth_bound(raw_stats.mine, n, s, t);
+        const float span = fabsf(bound - m) + logf(static_cast<float>(vocab)) + 1.0f;
+        gather_at = bound - span * 0x1p-19f;
+      }
+      Shared& list = root;
+      const float m_log2e = m * kLog2e;
+      u64 sum = 0;  // fixed point: exact in any split (each term is at most 8)
+      for_each_row_tile(raw_row, t, [&](const int c, float(&x)[kVec]) {
+        // The eight tokens' mass summed in token order, one conversion to fixed point per eight
+        // (the groups of eight are the same for every team size; past the vocabulary x is -inf,
+        // whose exp2 is 0). The hardware exp2 (relative error ~2^-22, and |x - m| log2(e) rounded
+        // once: ~1e-6 relative at 30 nats below the top) instead of expf: 2 instructions per token
+        // instead of 9, log_z off by ~1e-6 at most.
+        float group = 0.0f;
+        bool any = false;
+#pragma unroll
+        for (int j = 0; j < kVec; ++j) {
+          group += fast_exp2(fmaf(x[j], kLog2e, -m_log2e));
+          any |= x[j] >= gather_at;
+        }
+        sum += fixed_mass(group, t);
+        if (__any_sync(kFull, any)) {
+#pragma unroll
+          for (int j = 0; j < kVec; ++j) {
+            const bool in = c + j < vocab && x[j] >= gather_at;
+            if (__any_sync(kFull, in)) gather(in, sort_key(x[j], c + j), x[j], list);
+          }
+        }
+      });
+      sum = team_reduce(sum, u64{0}, Plus{}, s.red_u, s.slot_u, t);  // publishes the list too
+      log_z = m + static_cast<float>(log(static_cast<double>(sum) / t.mass_scale));
     }
-    sum = team_reduce(sum, u64{0}, Plus{}, s.red_u, s.slot_u, t);  // publishes the list too
-    log_z = m + static_cast<float>(log(static_cast<double>(sum) / t.mass_scale));
     if (n > 0) {
       int found = root.count;
       t.sync();
@@ -193,9 +244,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
   // copies the row (a structured-output mask applies as it copies); the root block applies the
   // lists; the barriers publish the global writes.
   if (processed) {
-    FOR_EACH_WIDE_TILE(t, vocab, c) {
-      float x[kVec];
-      raw_row.load8(c, x);
+    for_each_row_tile(raw_row, t, [&](const int c, float(&x)[kVec]) {
       if (allowed != nullptr) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j)
@@ -210,7 +259,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
         for (int j = 0; j < kVec; ++j)
           if (c + j < vocab) work[c + j] = x[j];
       }
-    }
+    });
     t.sync();
     if (t.is_root()) {
       for (int i = threadIdx.x; i < p.penalty_count; i += kThreads) {
@@ -286,33 +335,24 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
     if (!listed && p.min_p > 0.0f) {
       // p is monotone in the logit, so "p >= min_p * p_max (= 1)" is a key threshold too.
       u64 smallest = ~u64{0};
-      FOR_EACH_WIDE_TILE(t, vocab, c) {
-        float x[kVec];
-        x_row.load8(c, x);
+      for_each_row_tile(x_row, t, [&](const int c, float(&x)[kVec]) {
 #pragma unroll
         for (int j = 0; j < kVec; ++j) {
           const u64 key = sort_key(x[j], c + j);
           if (c + j < vocab && prob(x[j]) >= p.min_p && key < smallest) smallest = key;
         }
-      }
+      });
       smallest = team_reduce(smallest, ~u64{0}, Min{}, s.red_u, s.slot_u, t);
       floor = max(floor, smallest);
     }
-    bool drawn = false;  // the token (the root's) drawn by draw_by_bins
-    u64 kept_floor = 0;  // a.kept only: the kept tokens' floor where a draw_by_bins cut
+    bool drawn = false;  // the token (every thread's) drawn by draw_top_p
     if (!listed && p.top_p < 1.0f) {
-      // Top-p over many tokens: the mass histogram by -log p and where its prefix ends; then few
-      // members go to the list, many are drawn by inverse CDF over the bins. (Without top-p the
-      // histogram's shared atomics cost more than the Gumbel-max pass they would replace: 289
-      // against 203 us at 256 rows of T=1.)
-      auto bin_of = [&](float x) {  // -1: below the span (mass < 2^-40 of the top token)
-        const float nats = (m - x) * inv_t;
-        return nats < kBinSpan ? min(kBins - 1, static_cast<int>(nats * (kBins / kBinSpan))) : -1;
-      };
-      const BinWindow w = mass_window(x_row, floor, p.top_p, m, inv_t, bin_of, s, t);
-      const double target =
-          static_cast<double>(p.top_p) * (static_cast<double>(w.mass) / t.mass_scale);
-      if (w.count <= kCompact) {
+      // Top-p over many tokens: drawn by rejection, with no cut computed (two passes on a flat
+      // row). The cut itself only where the draw gave up, and for a.kept.
+      token = draw_top_p(x_row, floor, p.top_p, m, inv_t, draw, s, t);
+      drawn = token >= 0;
+      if (token == kListThem) {
+        token = -1;
         auto member = [&](int v, float x, u64& key, float& pr) {
           if (x == -INFINITY) return false;
           key = sort_key(x, v);
@@ -321,43 +361,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
         };
         n_list = gather_list(x_row, member, s, t);
         listed = true;
-      } else if (w.last_bin >= 0) {
-        u64 cut_key = 0;  // no real token has key 0
-        drawn =
-            draw_by_bins(x_row, floor, w, target, m, inv_t, draw, bin_of, s, t, &token, &cut_key);
-        if (drawn && a.kept != nullptr) {
-          // Tests: the cut inside last_bin, as the draw computes it (when it did not).
-          if (t.is_root() && threadIdx.x == 0) s.found_key = cut_key;
-          t.sync();
-          kept_floor = root.found_key;
-          if (kept_floor == 0) {
-            auto in_last = [&](int v, float x, u64& key, float& pr) {
-              if (x == -INFINITY || bin_of(x) != w.last_bin) return false;
-              key = sort_key(x, v);
-              pr = prob(x);
-              return key >= floor;
-            };
-            const int n = gather_list(x_row, in_last, s, t);
-            if (n <= kCompact && t.is_root()) {
-              const int last = scan_list(n, static_cast<double>(w.above) / t.mass_scale, target, s);
-              if (threadIdx.x == 0) s.found_key = s.keys[last];
-            }
-            if (n > kCompact) {
-              auto key_prob = [&](int v, float& pr) {
-                const float x = x_at(v);
-                pr = prob(x);
-                return sort_key(x, v);
-              };
-              const u64 cut = max(floor, top_p_threshold(vocab, floor, p.top_p, key_prob, s, t));
-              if (t.is_root() && threadIdx.x == 0) s.found_key = cut;
-            }
-            t.sync();
-            kept_floor = root.found_key;
-          }
-        }
-      }
-      if (!listed && !drawn) {
-        // The prefix ends past the binned span or in a bin of more than kCompact tokens.
+      } else if (!drawn || a.kept != nullptr) {
         auto key_prob = [&](int v, float& pr) {
           const float x = x_at(v);
           pr = prob(x);
@@ -383,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
       token = draw_row(x_row, member, m, inv_t, draw, s, t);
     }
     if (a.kept != nullptr) {  // tests: every token the draw could have picked
-      if (t.is_root() && threadIdx.x == 0) s.found_key = kept_floor != 0 ? kept_floor : floor;
+      if (t.is_root() && threadIdx.x == 0) s.found_key = floor;
       t.sync();
       const u64 kept_by = root.found_key;
       FOR_EACH_TOKEN(t, vocab, v) {
@@ -400,7 +404,6 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
   t.sync();  // no block leaves while another may still read its slots
 }
 
-#undef FOR_EACH_WIDE_TILE
 #undef FOR_EACH_TILE
 #undef FOR_EACH_TOKEN
 

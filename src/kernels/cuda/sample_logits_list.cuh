@@ -18,13 +18,6 @@ namespace {
 constexpr int kVec = 8;                     // tokens per thread per tile
 constexpr int kWideTile = kThreads * kVec;  // tokens per block per tile
 
-// Loops over this block's share of the row in whole kWideTile-token tiles (block r of n takes tiles
-// r, r + n, ...); thread i owns tokens c .. c + 7 of the tile, c = tile + 8 i. Every warp runs the
-// same number of iterations (the warp collectives inside need all 32 lanes).
-#define FOR_EACH_WIDE_TILE(t, vocab, c)                                                  \
-  for (int tile_ = (t).rank * kWideTile; tile_ < (vocab); tile_ += (t).size * kWideTile) \
-    if (const int c = tile_ + static_cast<int>(threadIdx.x) * kVec; true)
-
 /// The logits a row's passes read: the raw row (bf16, f16 or fp32) or, for rows with processors,
 /// its fp32 copy in the workspace; NaN reads as -inf.
 struct RowReader {
@@ -69,6 +62,22 @@ struct RowReader {
   }
 };
 
+/// Calls f(c, x) on this block's share of the row in whole kWideTile-token tiles, in order (block
+/// r of n takes tiles r, r + n, ...; thread i gets tokens c .. c + 7 in x, c = tile + 8 i, -inf
+/// past the vocabulary). Every warp runs the same number of iterations (the warp collectives inside
+/// f need all 32 lanes). Issuing the next tile's loads before f runs on this one measured slower
+/// (flat top-p 176 -> 199 us at 256 rows). Example, a team of 2, vocab 20,000: block 0 takes the
+/// tiles at 0, 8,192 and 16,384 (the last one partial), block 1 those at 4,096 and 12,288.
+template <class Team, class F>
+__device__ __forceinline__ void for_each_row_tile(const RowReader& r, const Team& t, F&& f) {
+  const int lane_first = static_cast<int>(threadIdx.x) * kVec;
+  for (int tile = t.rank * kWideTile; tile < r.vocab; tile += Team::size * kWideTile) {
+    float x[kVec];
+    r.load8(tile + lane_first, x);
+    f(tile + lane_first, x);
+  }
+}
+
 /// The float a sort key was made of (ordered() inverted; -0 comes back as +0).
 __device__ __forceinline__ float key_value(u64 key) {
   const uint32_t u = static_cast<uint32_t>(key >> kIndexBits);
@@ -79,6 +88,15 @@ __device__ __forceinline__ float key_value(u64 key) {
 /// probability does not depend on the path that looked at it).
 __device__ __forceinline__ float prob_of(float x, float m, float inv_t) {
   return x == -INFINITY ? 0.0f : expf(__fmul_rn(__fsub_rn(x, m), inv_t));
+}
+
+constexpr float kLog2e = 1.4426950408889634f;
+
+/// 2^x by the hardware's approximation (ex2.approx.ftz: relative error ~2^-22; 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
 }
 
 /// The Gumbel-max score of token v: (x - m) / T + noise, one rounding order on every path.
@@ -114,17 +132,20 @@ template <class Team>
 __device__ RowStats row_stats(const RowReader& r, Shared& s, Team& t) {
   float best = -INFINITY;
   int best_i = -1;
-  FOR_EACH_WIDE_TILE(t, r.vocab, c) {
-    float x[kVec];
-    r.load8(c, x);
+  for_each_row_tile(r, t, [&](const int c, float(&x)[kVec]) {
+    // The eight's maximum first; its first index only when it beats the best so far (tiles come
+    // in token order, so a strict > keeps the first maximum).
+    float top = x[0];
 #pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      if (c + j < r.vocab && (best_i < 0 || x[j] > best)) {  // in token order: the first maximum
-        best = x[j];
-        best_i = c + j;
-      }
+    for (int j = 1; j < kVec; ++j) top = fmaxf(top, x[j]);
+    if (c < r.vocab && (best_i < 0 || top > best)) {
+      int first = kVec - 1;
+#pragma unroll
+      for (int j = kVec - 2; j >= 0; --j) first = x[j] == top ? j : first;
+      best = top;
+      best_i = c + first;
     }
-  }
+  });
   RowStats out;
   out.mine = best;
   out.argmax = team_argmax(best, best_i, s, t);
@@ -136,9 +157,10 @@ __device__ RowStats row_stats(const RowReader& r, Shared& s, Team& t) {
 /// maxima (maxima of disjoint parts of the row) and takes its k-th, so at least k tokens are >= it;
 /// the team keeps the largest of its blocks' bounds. -inf (no bound) when k > kThreads. The bound
 /// only narrows what is gathered: the result never depends on it.
-template <class Team>
-__device__ float kth_bound(float mine, int k, Shared& s, Team& t) {
-  if (k > kThreads) return -INFINITY;
+/// The k-th largest of the block's values (1 <= k <= kThreads), every thread gets it: a bitonic
+/// sort of s.bound.
+__device__ float block_kth_largest(float mine, int k, Shared& s) {
+  __syncthreads();
   s.bound[threadIdx.x] = mine;
   __syncthreads();
   for (int size = 2; size <= kThreads; size <<= 1) {
@@ -155,7 +177,104 @@ __device__ float kth_bound(float mine, int k, Shared& s, Team& t) {
       __syncthreads();
     }
   }
-  return team_reduce(s.bound[k - 1], -INFINITY, Max{}, s.red_f, s.slot_f, t);
+  return s.bound[k - 1];
+}
+
+template <class Team>
+__device__ float kth_bound(float mine, int k, Shared& s, Team& t) {
+  if (k > kThreads) return -INFINITY;
+  return team_reduce(block_kth_largest(mine, k, s), -INFINITY, Max{}, s.red_f, s.slot_f, t);
+}
+
+/// A chunk's entry in the root's table (chunk_mass reused): its maximum and the sum of
+/// 2^((x - max) log2 e) over its tokens, an fp32 sum in a fixed order.
+struct ChunkLse {
+  float max, sum;
+};
+static_assert(sizeof(ChunkLse) == sizeof(u64));
+
+/// row_stats and, in the same pass, the row's log-sum-exp by chunks of 256 tokens, for the
+/// log-probabilities (vocab <= kMaxChunks * 256): warp w's share of a tile is one chunk; the warp
+/// finds its maximum, each lane sums its eight tokens' exp relative to it (hardware exp2), the
+/// warp adds the lanes in a fixed butterfly, and lane 0 writes the chunk's entry into the root's
+/// table. The chunks are the same for every team size and so are their entries; root_log_z
+/// combines them in chunk order. This replaces a second pass over the row that needed the
+/// maximum first.
+template <class Team>
+__device__ RowStats row_stats_lse(const RowReader& r, Shared& s, Team& t) {
+  ChunkLse* table = reinterpret_cast<ChunkLse*>(t.root->chunk_mass);
+  float best = -INFINITY;
+  int best_i = -1;
+  for_each_row_tile(r, t, [&](const int c, float(&x)[kVec]) {
+    float top = x[0];
+#pragma unroll
+    for (int j = 1; j < kVec; ++j) top = fmaxf(top, x[j]);
+    if (c < r.vocab && (best_i < 0 || top > best)) {
+      int first = kVec - 1;
+#pragma unroll
+      for (int j = kVec - 2; j >= 0; --j) first = x[j] == top ? j : first;
+      best = top;
+      best_i = c + first;
+    }
+    float chunk_max = top;
+    for (int o = 16; o > 0; o >>= 1)
+      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(kFull, chunk_max, o));
+    const float ref = chunk_max == -INFINITY ? 0.0f : chunk_max * kLog2e;
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) sum += fast_exp2(fmaf(x[j], kLog2e, -ref));
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+    if (lane_id() == 0) table[c >> 8] = ChunkLse{chunk_max, sum};
+  });
+  RowStats out;
+  out.mine = best;
+  out.argmax = team_argmax(best, best_i, s, t);  // its barrier publishes the table
+  out.max = out.argmax >= 0 ? r.at(out.argmax) : -INFINITY;
+  return out;
+}
+
+/// Root block only, after row_stats_lse: log_z (the log of the fixed-point sum of the chunks'
+/// sums scaled to the row's maximum m, in chunk order: exact, the same for every team) and, when
+/// n > 0, the tokens at or above *gather_at gathered into the root's list: gather_at is a lower
+/// bound on the n-th largest logit (the n-th largest of the maxima of pairs of chunks) less the
+/// margin of the two-pass path; only the chunks whose maximum reaches it are read again. Clears
+/// the table. Every thread of the root gets log_z and *gather_at.
+template <class Team>
+__device__ float root_log_z(const RowReader& r, float m, int n, Shared& s, const Team& t,
+                            float* gather_at) {
+  ChunkLse* table = reinterpret_cast<ChunkLse*>(s.chunk_mass);
+  const int chunks = (r.vocab + 255) / 256;
+  const int c0 = 2 * static_cast<int>(threadIdx.x);
+  u64 sum = 0;
+  float pair_max = -INFINITY;
+  for (int c = c0; c < c0 + 2 && c < chunks; ++c) {
+    const ChunkLse e = table[c];
+    if (e.max != -INFINITY) sum += fixed_mass(e.sum * fast_exp2((e.max - m) * kLog2e), t);
+    pair_max = fmaxf(pair_max, e.max);
+  }
+  sum = block_reduce(sum, u64{0}, Plus{}, s.red_u);
+  const float log_z = m + static_cast<float>(log(static_cast<double>(sum) / t.mass_scale));
+  *gather_at = INFINITY;
+  if (n > 0) {
+    const float bound = block_kth_largest(pair_max, n, s);
+    const float span = fabsf(bound - m) + logf(static_cast<float>(r.vocab)) + 1.0f;
+    const float at = bound - span * 0x1p-19f;
+    *gather_at = at;
+    for (int c = static_cast<int>(threadIdx.x >> 5); c < chunks; c += kWarps) {
+      if (table[c].max < at) continue;  // the same for the whole warp
+      float x[kVec];
+      const int v = c * 256 + lane_id() * kVec;
+      r.load8(v, x);
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const bool in = v + j < r.vocab && x[j] >= at;
+        if (__any_sync(kFull, in)) gather(in, sort_key(x[j], v + j), x[j], s);
+      }
+    }
+  }
+  __syncthreads();
+  for (int c = static_cast<int>(threadIdx.x); c < kMaxChunks; c += kThreads) s.chunk_mass[c] = 0;
+  return log_z;
 }
 
 /// Gathers the tokens for which member(v, x, key&, p&) holds into the root's list and, when they
@@ -166,9 +285,7 @@ template <class Member, class Team>
 __device__ int gather_list(const RowReader& r, Member member, Shared& s, Team& t) {
   Shared& root = *t.root;
   t.sync();
-  FOR_EACH_WIDE_TILE(t, r.vocab, c) {
-    float x[kVec];
-    r.load8(c, x);
+  for_each_row_tile(r, t, [&](const int c, float(&x)[kVec]) {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       u64 key = 0;
@@ -176,7 +293,7 @@ __device__ int gather_list(const RowReader& r, Member member, Shared& s, Team& t
       const bool in = c + j < r.vocab && member(c + j, x[j], key, p);
       if (__any_sync(kFull, in)) gather(in, key, p, root);
     }
-  }
+  });
   t.sync();
   const int n = root.count;
   t.sync();
@@ -250,98 +367,13 @@ __device__ int draw_list(int n, float m, float inv_t, uint64_t key, Shared& s) {
   return block_argmax(best, best_i, s);
 }
 
-/// Top-p's window: the mass histogram by -log p (kBins bins over kBinSpan nats below the top
-/// token, bin 0 the most probable; tokens further below are in no bin), fixed point, in the root's
-/// bin_mass_total, finds the first bin where the mass from the top reaches top_p of the members'
-/// whole mass. The tokens of that bin and above are a prefix of the key order (the bin is monotone
-/// in the logit) holding the target, and top-p's prefix ends inside that bin. The same pass counts
-/// the members (finite logit, key >= floor) and sums their mass. The totals stay in the root for
-/// the draw (one histogram per launch: they are zero at the start).
-struct BinWindow {
-  int last_bin;  // the bin where the prefix ends; -1: it lies past the binned span
-  u64 above;     // fixed-point mass of the members in the bins above it
-  int count;     // members
-  u64 mass;      // their fixed-point mass
-};
-
-template <class BinOf, class Team>
-__device__ BinWindow mass_window(const RowReader& r, u64 floor, float top_p, float m, float inv_t,
-                                 BinOf bin_of, Shared& s, Team& t) {
-  Shared& root = *t.root;
-  int count = 0;
-  u64 mass = 0;
-  FOR_EACH_WIDE_TILE(t, r.vocab, c) {
-    float x[kVec];
-    r.load8(c, x);
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) {
-      const bool member = c + j < r.vocab && x[j] != -INFINITY && sort_key(x[j], c + j) >= floor;
-      const u64 q = member ? fixed_mass(prob_of(x[j], m, inv_t), t) : 0;
-      count += member ? 1 : 0;
-      mass += q;
-      const int b = member ? bin_of(x[j]) : -1;
-      if (b >= 0) {
-        // 64-bit shared atomics are compare-and-swap loops: two 32-bit adds, with the low word's
-        // wrap-around (seen in the old value it returns) carried into the high word.
-        const uint32_t lo = static_cast<uint32_t>(q);
-        const uint32_t old = atomicAdd(&s.bin_lo[b], lo);
-        const uint32_t carry = old + lo < old ? 1u : 0u;
-        const uint32_t hi = static_cast<uint32_t>(q >> 32) + carry;
-        if (hi != 0) atomicAdd(&s.bin_hi[b], hi);
-      }
-    }
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < kBins; i += kThreads) {
-    const u64 q = (static_cast<u64>(s.bin_hi[i]) << 32) + s.bin_lo[i];
-    if (q != 0) {
-      atomicAdd(&root.bin_mass_total[i], q);
-      s.bin_lo[i] = s.bin_hi[i] = 0;
-    }
-  }
-  mass = team_reduce(mass, u64{0}, Plus{}, s.red_u, s.slot_u, t);
-  count = team_reduce(count, 0, Plus{}, s.red_i, s.slot_i, t);  // its barrier publishes the bins
-  if (t.is_root() && threadIdx.x < 32) {
-    // Lane l sums bins [64 l, 64 l + 64); a scan over lanes finds the bin.
-    const int lane = lane_id();
-    constexpr int kPerLane = kBins / 32;
-    u64 lane_mass = 0;
-    for (int j = 0; j < kPerLane; ++j) lane_mass += s.bin_mass_total[lane * kPerLane + j];
-    const u64 incl = warp_inclusive_sum(lane_mass);
-    const double target_q = static_cast<double>(top_p) * static_cast<double>(mass);
-    const unsigned reaches = __ballot_sync(kFull, static_cast<double>(incl) >= target_q);
-    if (reaches == 0) {
-      // The prefix ends among the tokens below the span.
-      if (lane == 0) {
-        s.sel_digit = -1;
-        s.sel_above = 0;
-      }
-    } else if (lane == __ffs(reaches) - 1) {
-      u64 cum = incl - lane_mass;  // mass above bin b
-      for (int b = lane * kPerLane;; ++b) {
-        const u64 next = cum + s.bin_mass_total[b];
-        if (static_cast<double>(next) >= target_q || b == lane * kPerLane + kPerLane - 1) {
-          s.sel_digit = b;
-          s.sel_above = cum;
-          break;
-        }
-        cum = next;
-      }
-    }
-  }
-  t.sync();
-  return BinWindow{root.sel_digit, root.sel_above, count, mass};
-}
-
 /// The Gumbel-max draw over the tokens for which member(x, v) holds, in the whole row.
 template <class Member, class Team>
 __device__ int draw_row(const RowReader& r, Member member, float m, float inv_t, uint64_t key,
                         Shared& s, Team& t) {
   float best = -INFINITY;
   int best_i = -1;
-  FOR_EACH_WIDE_TILE(t, r.vocab, c) {
-    float x[kVec];
-    r.load8(c, x);
+  for_each_row_tile(r, t, [&](const int c, float(&x)[kVec]) {
 #pragma unroll
     for (int j = 0; j < kVec; ++j) {
       const int v = c + j;
@@ -352,121 +384,207 @@ __device__ int draw_row(const RowReader& r, Member member, float m, float inv_t,
         best_i = v;
       }
     }
-  }
+  });
   return team_argmax(best, best_i, s, t);
 }
 
-/// Root block, after a sort: the first entry of the list at which the fixed-point mass from the
-/// top exceeds offset (n - 1 when rounding leaves it short). Every thread of the root gets it.
-template <class Team>
-__device__ int walk_list(int n, u64 offset, Shared& s, const Team& t) {
-  if (threadIdx.x < 32) {
-    const int lane = lane_id();
-    const int chunk = (n + 31) / 32;
-    const int begin = min(n, lane * chunk), end = min(n, begin + chunk);
-    u64 sum = 0;
-    for (int i = begin; i < end; ++i) sum += fixed_mass(s.probs[i], t);
-    const u64 incl = warp_inclusive_sum(sum);
-    const unsigned past = __ballot_sync(kFull, incl > offset && end > begin);
-    if (past != 0 && lane == __ffs(past) - 1) {
-      u64 cum = incl - sum;
-      int i = begin;
-      for (; i < end - 1; ++i) {
-        cum += fixed_mass(s.probs[i], t);
-        if (cum > offset) break;
-      }
-      s.sel_index = i;
-    } else if (past == 0 && lane == 0) {
-      s.sel_index = max(n - 1, 0);
-    }
-  }
+/// Inclusive prefix sum over the block: thread i gets v_0 + ... + v_i, every thread the block's
+/// *total. The leading barrier lets consecutive calls reuse the scratch.
+__device__ u64 block_inclusive_sum(u64 v, Shared& s, u64* total) {
+  const u64 in_warp = warp_inclusive_sum(v);
   __syncthreads();
-  return s.sel_index;
+  if (lane_id() == 31) s.red_u[threadIdx.x >> 5] = in_warp;
+  __syncthreads();
+  u64 before = 0, all = 0;
+  const int warp = static_cast<int>(threadIdx.x >> 5);
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    const u64 x = s.red_u[w];
+    before += w < warp ? x : 0;
+    all += x;
+  }
+  *total = all;
+  return before + in_warp;
 }
 
-/// Top-p's draw by inverse CDF over mass_window's histogram, when the members are too many for the
-/// list (the Gumbel-max draw of a 152k-token row costs ~70 instructions per token; this costs one
-/// gather pass). The kept tokens are the bins above last_bin and a prefix of last_bin. Order the
-/// members of those bins and of the whole of last_bin by bin, then by key: a uniform integer below
-/// their mass picks a bin from the root's totals and the offset inside it; one pass gathers that
-/// bin, the root sorts it and walks its masses to the offset. A token of last_bin past the cut is
-/// rejected and drawn again with the next number (exact rejection sampling; rare: last_bin holds a
-/// small part of the mass). A bin above last_bin with more than kCompact members is drawn by
-/// Gumbel-max among its members instead (the bin was picked by its mass: still exact). Every
-/// decision reads exact fixed-point sums, so the draw is the same for every team size. Returns
-/// false (every thread) when last_bin itself is too big to cut in shared memory: nothing drawn.
-/// Else the root block holds the token in *token and, when the draw sorted last_bin, the key of
-/// the last kept token in *cut_key (else it is left alone).
-template <class BinOf, class Team>
-__device__ bool draw_by_bins(const RowReader& r, u64 floor, const BinWindow& w, double target,
-                             float m, float inv_t, uint64_t key, BinOf bin_of, Shared& s, Team& t,
-                             int* token, u64* cut_key) {
-  Shared& root = *t.root;
-  constexpr int kMaxRounds = 64;
-  for (int round = 0; round < kMaxRounds; ++round) {
-    if (t.is_root() && threadIdx.x < 32) {
-      const int lane = lane_id();
-      const u64 h = mix(key ^ mix(0x5bd1e995ull + static_cast<u64>(round)));
-      // Uniform in [0, above + last_bin's mass) (h / 2^64 of it; the unevenness is < 2^-64 / q).
-      const u64 u = __umul64hi(h, w.above + s.bin_mass_total[w.last_bin]);
-      if (u >= w.above) {
-        if (lane == 0) {
-          s.sel_digit = w.last_bin;
-          s.sel_above = u - w.above;
-        }
-      } else {
-        constexpr int kPerLane = kBins / 32;
-        u64 lane_mass = 0;
-        for (int j = 0; j < kPerLane; ++j)
-          lane_mass += lane * kPerLane + j < w.last_bin ? s.bin_mass_total[lane * kPerLane + j] : 0;
-        const u64 incl = warp_inclusive_sum(lane_mass);
-        const unsigned past = __ballot_sync(kFull, incl > u);
-        if (lane == __ffs(past) - 1) {
-          u64 cum = incl - lane_mass;
-          int b = lane * kPerLane;
-          for (; b < lane * kPerLane + kPerLane - 1; ++b) {
-            if (cum + s.bin_mass_total[b] > u) break;
-            cum += s.bin_mass_total[b];
-          }
-          s.sel_digit = b;
-          s.sel_above = u - cum;
-        }
-      }
-    }
-    t.sync();
-    const int bin = root.sel_digit;
-    const u64 offset = root.sel_above;
-    auto in_bin = [&](int v, float x, u64& k, float& pr) {
-      if (x == -INFINITY || bin_of(x) != bin) return false;
-      k = sort_key(x, v);
-      pr = prob_of(x, m, inv_t);
-      return k >= floor;
-    };
-    const int n = gather_list(r, in_bin, s, t);
-    if (n > kCompact) {
-      if (bin == w.last_bin) return false;
-      auto member = [&](float x, int v) { return sort_key(x, v) >= floor && bin_of(x) == bin; };
-      *token = draw_row(r, member, m, inv_t, key, s, t);
-      return true;
-    }
-    if (t.is_root()) {
-      const int i = walk_list(n, offset, s, t);
-      bool kept = true;
-      if (bin == w.last_bin) {
-        const int last = scan_list(n, static_cast<double>(w.above) / t.mass_scale, target, s);
-        *cut_key = s.keys[last];
-        kept = i <= last;
-      }
-      if (kept) *token = key_index(s.keys[i]);
-      if (threadIdx.x == 0) s.sel_done = kept ? 1 : 0;
-    }
-    t.sync();
-    if (root.sel_done) return true;
+/// Which tokens draw_top_p's passes count (key >= thr) and the probability each one counts with.
+/// key >= thr is tested without building keys: value above thr's, or equal and index at most
+/// thr's (thr = a key + 1 may carry into the value bits: then the index is kIndexMask, every index
+/// of the next value). Branch-free (bitwise on the conditions, the exp always computed): a branch
+/// per token costs its convergence barriers, which doubled the pass. mass_from and token_at_mass
+/// must count with this one rule: the chunk masses of one are walked by the other.
+struct MassRule {
+  bool everyone;  // thr == 0
+  float thr_x;
+  int thr_v;
+  float m, inv_t_log2e;
+
+  __device__ MassRule(u64 thr, float m_, float inv_t)
+      : everyone(thr == 0),
+        thr_x(key_value(thr)),
+        thr_v(key_index(thr)),
+        m(m_),
+        inv_t_log2e(inv_t * kLog2e) {}
+  __device__ bool member(float x, int v) const {
+    return everyone | (x > thr_x) | ((x == thr_x) & (v <= thr_v));
   }
-  // kMaxRounds rejections in a row (probability (rejected mass / drawn mass)^64): the most
-  // probable token of last_bin, the first of the root's sorted list, which is always kept.
-  if (t.is_root()) *token = key_index(s.keys[0]);
-  return true;
+  /// exp((x - m) / T) for a member, else 0, by the hardware exp2 (3 instructions instead of expf's
+  /// 10; ~1e-6 relative from prob_of, which the radix top_p_threshold and the lists use).
+  __device__ float prob(float x, int v) const {
+    const float p = fast_exp2(__fmul_rn(__fsub_rn(x, m), inv_t_log2e));  // 0 for x = -inf
+    return member(x, v) ? p : 0.0f;
+  }
+  /// The fixed-point mass of tokens c .. c + 7: their probabilities summed in token order in fp32,
+  /// then converted once (the groups of eight are the same for every team size).
+  template <class Team>
+  __device__ u64 group_mass(const float (&x)[kVec], int c, const Team& t) const {
+    float g = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kVec; ++j) g += prob(x[j], c + j);
+    return fixed_mass(g, t);
+  }
+};
+
+/// One pass of draw_top_p: the fixed-point mass of the tokens with key >= thr, added per chunk
+/// (256 << shift consecutive tokens) into the root's chunk_mass (zero before) and in total (every
+/// thread gets the total). Example, a 152k vocabulary, shift 0: warp w of a block at wide tile c0
+/// owns tokens c0 + 256 w .. c0 + 256 w + 255, which is chunk (c0 + 256 w) >> 8; its lane 0 adds
+/// the warp's sum there.
+/// kCount: also counts the members (finite, key >= thr) into *members.
+template <bool kCount, class Team>
+__device__ u64 mass_from(const RowReader& r, u64 thr, float m, float inv_t, int shift, Shared& s,
+                         Team& t, int* members = nullptr) {
+  Shared& root = *t.root;
+  u64 total = 0;
+  int count = 0;
+  const MassRule rule(thr, m, inv_t);
+  for_each_row_tile(r, t, [&](const int c, float(&x)[kVec]) {
+    const u64 q = rule.group_mass(x, c, t);  // past the vocabulary x is -inf: no mass
+    if constexpr (kCount) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) count += rule.member(x[j], c + j) & (x[j] != -INFINITY);
+    }
+    u64 w = q;
+    for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(kFull, w, o);
+    if (lane_id() == 0 && w != 0) atomicAdd(&root.chunk_mass[(c >> 8) >> shift], w);
+    total += q;
+  });
+  if constexpr (kCount) *members = team_reduce(count, 0, Plus{}, s.red_i, s.slot_i, t);
+  return team_reduce(total, u64{0}, Plus{}, s.red_u, s.slot_u, t);  // publishes the chunks too
+}
+
+/// Root block only, after mass_from(thr): the token at fixed-point offset u (below the pass's
+/// total) when the members (key >= thr) are laid end to end in token order, each as long as its
+/// mass. Thread i scans chunks 2i and 2i + 1 to find the chunk, then the block walks that chunk's
+/// tokens, eight per thread, kWideTile at a time. Clears the chunk masses. Every thread of the
+/// root gets the token (-1 if the sums disagreed, which exact sums exclude).
+template <class Team>
+__device__ int token_at_mass(const RowReader& r, u64 thr, u64 u, float m, float inv_t, int shift,
+                             Shared& s, const Team& t) {
+  const MassRule rule(thr, m, inv_t);
+  const int chunk_tokens = 256 << shift;
+  const int chunks = (r.vocab + chunk_tokens - 1) / chunk_tokens;
+  const int c0 = 2 * static_cast<int>(threadIdx.x);
+  const u64 first = c0 < chunks ? s.chunk_mass[c0] : 0;
+  const u64 second = c0 + 1 < chunks ? s.chunk_mass[c0 + 1] : 0;
+  if (threadIdx.x == 0) s.sel_index = -1;
+  u64 total = 0;
+  const u64 incl = block_inclusive_sum(first + second, s, &total);  // its barrier orders sel_index
+  const u64 before = incl - first - second;
+  if (before <= u && u < incl) {
+    const bool in_first = u < before + first;
+    s.sel_index = in_first ? c0 : c0 + 1;
+    s.sel_above = u - (in_first ? before : before + first);
+  }
+  if (c0 < chunks) s.chunk_mass[c0] = 0;
+  if (c0 + 1 < chunks) s.chunk_mass[c0 + 1] = 0;
+  __syncthreads();
+  const int chunk = s.sel_index;
+  u64 offset = s.sel_above;
+  if (chunk < 0) return -1;
+  const int begin = chunk * chunk_tokens, end = min(r.vocab, begin + chunk_tokens);
+  for (int tile = begin; tile < end; tile += kWideTile) {
+    const int c = tile + static_cast<int>(threadIdx.x) * kVec;
+    float x[kVec] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,
+                     -INFINITY, -INFINITY, -INFINITY, -INFINITY};
+    if (c < end) r.load8(c, x);
+    u64 mine = c < end ? rule.group_mass(x, c, t) : 0;
+    u64 tile_total = 0;
+    const u64 mine_incl = block_inclusive_sum(mine, s, &tile_total);
+    if (offset < tile_total) {  // the same for every thread
+      __syncthreads();
+      if (threadIdx.x == 0) s.sel_index = -1;
+      __syncthreads();
+      const u64 before = mine_incl - mine;
+      if (before <= offset && offset < mine_incl) {
+        // The group's running sums, as group_mass adds them: token j ends at fixed(g_0..j).
+        float g = 0.0f;
+        int j = 0;
+        for (; j < kVec - 1; ++j) {
+          g += rule.prob(x[j], c + j);
+          if (offset < before + fixed_mass(g, t)) break;
+        }
+        s.sel_index = c + j;
+      }
+      __syncthreads();
+      return s.sel_index;
+    }
+    offset -= tile_total;
+  }
+  return -1;
+}
+
+/// Top-p over many members, drawn by rejection (FlashInfer's sorting-free idea; no histogram, no
+/// sort). A member j is drawn by inverse CDF over the members' fixed-point masses (the pass that
+/// sums them keeps the mass per chunk; the root finds the chunk, then the token in it); one pass
+/// sums the mass of the tokens above j (key order). j is in top-p's prefix iff that mass is below
+/// top_p of the members' whole mass (the prefix is the shortest one reaching it): accept j.
+/// Otherwise no token at or below j is in the prefix either, and the draw repeats among the
+/// tokens above j, whose masses per chunk that same pass has just counted. The prefix lies inside
+/// every set drawn from, so an accepted draw is distributed as the members' masses restricted to
+/// the prefix: exact. A draw is rejected with probability (mass outside the prefix) / (mass drawn
+/// from): a flat row at top-p 0.95 takes about two passes after the first. The sums are fixed
+/// point, the uniforms hash (key, round): the same bits for every team size. The accepted test is
+/// top_p_threshold's definition of the cut in the same integers, so a.kept (which that search
+/// computes) holds every draw. Returns the token (every thread), or -1 after kMaxRounds
+/// rejections in a row, when the caller cuts with top_p_threshold and draws by Gumbel-max (still
+/// exact: that draw does not depend on the rejected rounds), or kListThem (before any draw) when
+/// the members are at most kCompact: the caller gathers and draws them as a list, as top-k's rows,
+/// so that which draw a row gets depends on its members alone, never on the team size.
+constexpr int kListThem = -2;
+
+template <class Team>
+__device__ int draw_top_p(const RowReader& r, u64 floor, float top_p, float m, float inv_t,
+                          uint64_t key, Shared& s, Team& t) {
+  Shared& root = *t.root;
+  int shift = 0;  // chunks of 256 << shift tokens, at most kMaxChunks of them
+  while (((r.vocab - 1) >> (8 + shift)) + 1 > kMaxChunks) ++shift;
+  u64 thr = floor;  // drawing among the tokens with key >= thr
+  int members = 0;
+  u64 mass = mass_from<true>(r, thr, m, inv_t, shift, s, t, &members);
+  if (members <= kCompact) {
+    if (t.is_root())
+      for (int i = threadIdx.x; i < kMaxChunks; i += kThreads) s.chunk_mass[i] = 0;
+    return kListThem;
+  }
+  const double target_q = static_cast<double>(top_p) * static_cast<double>(mass);
+  constexpr int kMaxRounds = 32;
+  for (int round = 0; round < kMaxRounds; ++round) {
+    if (t.is_root()) {
+      const u64 h = mix(key ^ mix(0x2545f4914f6cdd1dull + static_cast<u64>(round)));
+      const int v = token_at_mass(r, thr, __umul64hi(h, mass), m, inv_t, shift, s, t);
+      if (threadIdx.x == 0) s.found_key = v >= 0 ? sort_key(r.at(v), v) : 0;
+    }
+    t.sync();
+    const u64 drawn = root.found_key;  // no token has key 0
+    if (drawn == 0) return -1;
+    thr = drawn + 1;
+    const u64 above =
+        mass_from<false>(r, thr, m, inv_t, shift, s, t);  // its barrier: found_key is free
+    if (above == 0 || static_cast<double>(above) < target_q) return key_index(drawn);
+    mass = above;
+  }
+  return -1;
 }
 
 }  // namespace

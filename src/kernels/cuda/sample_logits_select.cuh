@@ -23,9 +23,9 @@ constexpr int kBlocksPerSm = 2;  // two rows (or team members) share an SM, hidi
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxTeam = 8;     // blocks per row: one cluster (8 is the portable cluster size)
 constexpr int kCompact = 2048;  // top-p candidates sorted in shared memory
-// Top-p's mass histogram: bins of -log p over kBinSpan nats below the top token.
-constexpr int kBins = 2048;
-constexpr float kBinSpan = 28.0f;
+// Top-p's rejection draw (sample_logits_list.cuh's draw_top_p) keeps the members' mass per chunk of
+// 256 << chunk_shift consecutive tokens, at most kMaxChunks chunks (a 152k vocabulary: 594 of 256).
+constexpr int kMaxChunks = 1024;
 constexpr unsigned kFull = 0xffffffffu;
 constexpr int kIndexBits = 24;
 constexpr u64 kIndexMask = (u64{1} << kIndexBits) - 1;
@@ -34,8 +34,6 @@ struct Shared {
   // This block's histograms, zero between uses (each pass clears what it pushed).
   int hist[256];
   u64 hist_mass[256];
-  uint32_t bin_lo[kBins];  // mass_window's histogram: low and high words of the fixed-point mass
-  uint32_t bin_hi[kBins];
   // Block reductions' scratch, and this block's share of a team reduction by parity.
   u64 red_u[kWarps];
   float red_f[kWarps];
@@ -48,7 +46,9 @@ struct Shared {
   // Used in the root block only: the team's totals (zero between uses) and its decisions.
   int hist_total[256];
   u64 hist_mass_total[256];
-  u64 bin_mass_total[kBins];
+  // Per chunk of the row, in order, zero between uses: draw_top_p's fixed-point member mass, or
+  // row_stats_lse's ChunkLse (maximum, exp2 sum).
+  u64 chunk_mass[kMaxChunks];
   int sel_digit, sel_remaining, sel_done;
   u64 sel_above;
   int count;  // gathered candidates (zero between uses)
@@ -306,7 +306,7 @@ __device__ __forceinline__ void gather(bool in, u64 key, float p, Shared& root) 
 /// member and its key. Radix select from the top digit; each pass histograms the members that
 /// match the digits chosen so far, with one shared atomic per group of equal digits in a warp.
 template <class KeyOf, class Team>
-__device__ u64 select_kth(int vocab, int k, KeyOf key_of, Shared& s, Team& t) {
+__device__ __noinline__ u64 select_kth(int vocab, int k, KeyOf key_of, Shared& s, Team& t) {
   Shared& root = *t.root;
   u64 prefix = 0;
   int remaining = k;
@@ -393,8 +393,8 @@ __device__ void sort_candidates(int n, Shared& s) {
 /// prefix ends in a bin of -log p holding more than kCompact tokens (sample_logits_list.cuh's
 /// window): a radix search by fixed-point mass, 8 key bits per pass (7 passes over the row).
 template <class KeyProb, class Team>
-__device__ u64 top_p_threshold(int vocab, u64 floor, float top_p, KeyProb key_prob, Shared& s,
-                               Team& t) {
+__device__ __noinline__ u64 top_p_threshold(int vocab, u64 floor, float top_p, KeyProb key_prob,
+                                            Shared& s, Team& t) {
   Shared& root = *t.root;
   // Many candidates: a radix search by mass, 8 key bits per pass (7 passes over the row). Each
   // pass histograms the mass of the members under the digits fixed so far by their next digit

@@ -559,7 +559,11 @@ TEST(SampleLogits, TopKAndTopLogprobsAmongTiedTokensAsTheCpu) {
 TEST(SampleLogits, LogprobsMatchTheCpu) {
   REQUIRE_GPU();
   std::mt19937 rng(13);
-  for (int64_t vocab : kVocabs) {
+  // Up to 262,144 tokens the normaliser rides along the first pass (by chunks of 256); past it a
+  // second pass sums it.
+  std::vector<int64_t> vocabs(std::begin(kVocabs), std::end(kVocabs));
+  vocabs.push_back(262400);
+  for (int64_t vocab : vocabs) {
     for (DType dt : {DType::kF32, DType::kBF16}) {
       std::vector<Case> cases;
       for (int n : {0, 1, 5, 20}) {
@@ -703,45 +707,58 @@ TEST(SampleLogits, DrawsFollowTheTruncatedDistributionByChiSquare) {
   }
 }
 
-// Rows with more kept tokens than the shared-memory list holds are drawn by inverse CDF over the
-// -log p histogram (sample_logits_list.cuh's draw_by_bins), with top-p's last bin drawn whole and
-// rejected past the cut. 30 distinct tokens on top and 6,000 low ones spread over two nats; the
-// cells are the 30 tokens and the low ones together.
+// Rows with more kept tokens than the shared-memory list holds are drawn by rejection
+// (sample_logits_list.cuh's draw_top_p: inverse CDF over the chunks' masses, accepted when the
+// mass above the token is below the cut). 6,000 low tokens spread over two nats and a few distinct
+// ones on top; the cells are the top tokens and the low ones together. The second vocabulary has
+// more than 1024 chunks of 256 tokens, so that chunks of 512 are used.
 TEST(SampleLogits, ManyKeptTokensDrawByTheirMassByChiSquare) {
   REQUIRE_GPU();
-  const int64_t vocab = 8192, draws = 20000;
-  constexpr int kTop = 30, kLow = 6000;
-  std::mt19937 rng(41);
-  std::vector<float> row(static_cast<size_t>(vocab), -INFINITY);
-  std::normal_distribution<float> top(0.0f, 1.0f);
-  std::uniform_real_distribution<float> low(-7.0f, -5.0f);
-  std::vector<int> cell(static_cast<size_t>(vocab), -1);  // token -> cell (kTop: the low ones)
-  for (int i = 0; i < kTop + kLow; ++i) {
-    const int64_t v = (static_cast<int64_t>(i) * 4099) % vocab;  // spread over the row
-    row[static_cast<size_t>(v)] = i < kTop ? top(rng) : low(rng);
-    cell[static_cast<size_t>(v)] = std::min(i, kTop);
-  }
-  struct Combo {
-    float t, p;
+  struct Shape {
+    int64_t vocab, draws;
+    int top;
   };
-  for (const Combo& combo : {Combo{1.0f, 1.0f}, Combo{1.0f, 0.9f}, Combo{1.3f, 0.95f}}) {
-    SamplingParams p;
-    p.temperature = combo.t;
-    p.top_p = combo.p;
-    std::vector<int> counts(kTop + 1, 0);
-    for (int32_t tok : draw_many(row, p, draws, 3)) {
-      ASSERT_GE(tok, 0);
-      ASSERT_LT(tok, vocab);
-      ASSERT_GE(cell[static_cast<size_t>(tok)], 0) << "drew a masked token";
-      ++counts[static_cast<size_t>(cell[static_cast<size_t>(tok)])];
+  for (const Shape& shape : {Shape{8192, 20000, 30}, Shape{262400, 3000, 10}}) {
+    const int64_t vocab = shape.vocab;
+    const int top_n = shape.top, low_n = 6000;
+    std::mt19937 rng(41);
+    std::vector<float> row(static_cast<size_t>(vocab), -INFINITY);
+    std::normal_distribution<float> top(0.0f, 1.0f);
+    std::uniform_real_distribution<float> low(-7.0f, -5.0f);
+    std::vector<int> cell(static_cast<size_t>(vocab), -1);  // token -> cell (top_n: the low ones)
+    for (int i = 0; i < top_n + low_n; ++i) {
+      const int64_t v = (static_cast<int64_t>(i) * 4099) % vocab;  // spread over the row
+      row[static_cast<size_t>(v)] = i < top_n ? top(rng) : low(rng);
+      cell[static_cast<size_t>(v)] = std::min(i, top_n);
     }
-    std::vector<double> expected(kTop + 1, 0.0);
-    const std::vector<double> by_token = cpu_distribution(row, p);
-    for (size_t v = 0; v < by_token.size(); ++v)
-      if (by_token[v] > 0) expected[static_cast<size_t>(cell[v])] += by_token[v];
-    EXPECT_GT(expected[kTop], 0.05) << "the low tokens must matter";
-    const double chi2 = chi_square(counts, expected, draws);
-    EXPECT_LT(chi2, chi_square_limit(kTop)) << "T " << combo.t << " p " << combo.p;
+    struct Combo {
+      float t, p;
+    };
+    for (const Combo& combo :
+         {Combo{1.0f, 1.0f}, Combo{1.0f, 0.9f}, Combo{1.3f, 0.95f}, Combo{1.0f, 0.3f}}) {
+      SamplingParams p;
+      p.temperature = combo.t;
+      p.top_p = combo.p;
+      std::vector<int> counts(static_cast<size_t>(top_n) + 1, 0);
+      for (int32_t tok : draw_many(row, p, shape.draws, 3)) {
+        ASSERT_GE(tok, 0);
+        ASSERT_LT(tok, vocab);
+        ASSERT_GE(cell[static_cast<size_t>(tok)], 0) << "drew a masked token";
+        ++counts[static_cast<size_t>(cell[static_cast<size_t>(tok)])];
+      }
+      std::vector<double> expected(static_cast<size_t>(top_n) + 1, 0.0);
+      const std::vector<double> by_token = cpu_distribution(row, p);
+      for (size_t v = 0; v < by_token.size(); ++v)
+        if (by_token[v] > 0) expected[static_cast<size_t>(cell[v])] += by_token[v];
+      if (combo.p >= 0.9f) EXPECT_GT(expected[static_cast<size_t>(top_n)], 0.05) << "low tokens";
+      const int df = static_cast<int>(std::count_if(expected.begin(), expected.end(),
+                                                    [](double e) { return e > 0; })) -
+                     1;
+      if (df < 1) continue;
+      const double chi2 = chi_square(counts, expected, shape.draws);
+      EXPECT_LT(chi2, chi_square_limit(df))
+          << "vocab " << vocab << " T " << combo.t << " p " << combo.p;
+    }
   }
 }
 
