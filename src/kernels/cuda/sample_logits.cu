@@ -7,6 +7,9 @@
 // "kept" is "key >= threshold". The passes over the row read eight tokens per thread (16-byte
 // loads) and are few:
 // - the first pass finds the maximum, its first index (greedy's token) and each thread's maximum;
+//   for the log-probabilities (and top-p with nothing before it) it also sums every chunk of 256
+//   tokens relative to the chunk's maximum (sample_logits_list.cuh's row_stats_chunks), which the
+//   root combines into the normaliser (or top-p's first draw) without another pass;
 // - top-k (k <= 512) and the top-N log-probabilities need no radix select: the k-th largest of the
 //   threads' maxima is a lower bound on the row's k-th value (each is the maximum of its own part
 //   of the row), so one pass gathers the tokens at or above it (typically k plus the ties) into
@@ -97,8 +100,17 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
   // vocabulary); the choice depends on the vocabulary alone, so log_z has the same bits for every
   // team size.
   const bool one_pass_lse = p.num_logprobs >= 0 && vocab <= kMaxChunks * 256;
+  // Top-p with nothing before it (no processors, top-k or min-p) and no log-probabilities: its
+  // first draw's masses ride along the first pass too (draw_top_p's ChunkedStart).
+  const bool chunked_top_p = !processed && p.num_logprobs < 0 && p.temperature >= 1e-5f &&
+                             p.top_p < 1.0f && (p.top_k <= 0 || p.top_k >= vocab) &&
+                             p.min_p <= 0.0f && vocab <= kMaxChunks * 256;
+  ChunkedStart start{};
+  if (chunked_top_p) start.scale = (1.0f / p.temperature) * kLog2e;
   if (one_pass_lse) {
-    raw_stats = row_stats_lse(raw_row, s, t);
+    raw_stats = row_stats_chunks(raw_row, kLog2e, s, t);
+  } else if (chunked_top_p) {
+    raw_stats = row_stats_chunks(raw_row, start.scale, s, t, &start.finite);
   } else if (p.num_logprobs >= 0 || !processed) {
     raw_stats = row_stats(raw_row, s, t);
   }
@@ -117,7 +129,7 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
     // to; otherwise (ties at the margin, too many candidates) the passes below decide.
     float gather_at = INFINITY;
     if (one_pass_lse) {
-      // row_stats_lse summed the chunks; the root combines them and gathers the top tokens.
+      // row_stats_chunks summed the chunks; the root combines them and gathers the top tokens.
       // A team of one gathers the top tokens in the root's combine (it reads again only the
       // chunks whose maximum reaches the bound); a bigger team gathers them in a pass of its own,
       // as the root alone re-reading chunks would cost it more.
@@ -349,7 +361,8 @@ __global__ void __launch_bounds__(kThreads, kBlocksPerSm) sample_logits_kernel(S
     if (!listed && p.top_p < 1.0f) {
       // Top-p over many tokens: drawn by rejection, with no cut computed (two passes on a flat
       // row). The cut itself only where the draw gave up, and for a.kept.
-      token = draw_top_p(x_row, floor, p.top_p, m, inv_t, draw, s, t);
+      token =
+          draw_top_p(x_row, floor, p.top_p, m, inv_t, draw, chunked_top_p ? &start : nullptr, s, t);
       drawn = token >= 0;
       if (token == kListThem) {
         token = -1;

@@ -186,6 +186,27 @@ __device__ float kth_bound(float mine, int k, Shared& s, Team& t) {
   return team_reduce(block_kth_largest(mine, k, s), -INFINITY, Max{}, s.red_f, s.slot_f, t);
 }
 
+/// The maximum over the warp (every lane gets it; exact, so the same in every lane).
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFull, v, o));
+  return v;
+}
+
+/// The warp's sum by a fixed butterfly: lane 0's result depends on the 32 values alone.
+__device__ __forceinline__ float warp_sum_in_order(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(kFull, v, o);
+  return v;
+}
+
+/// The sum of 2^((x_j - ref) scale) over a lane's eight tokens in token order (ref = -inf: 0).
+__device__ __forceinline__ float lane_exp2_sum(const float (&x)[kVec], float ref, float scale) {
+  const float shift = ref == -INFINITY ? 0.0f : ref * scale;
+  float sum = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kVec; ++j) sum += fast_exp2(fmaf(x[j], scale, -shift));
+  return sum;
+}
+
 /// A chunk's entry in the root's table (chunk_mass reused): its maximum and the sum of
 /// 2^((x - max) log2 e) over its tokens, an fp32 sum in a fixed order.
 struct ChunkLse {
@@ -193,18 +214,21 @@ struct ChunkLse {
 };
 static_assert(sizeof(ChunkLse) == sizeof(u64));
 
-/// row_stats and, in the same pass, the row's log-sum-exp by chunks of 256 tokens, for the
-/// log-probabilities (vocab <= kMaxChunks * 256): warp w's share of a tile is one chunk; the warp
-/// finds its maximum, each lane sums its eight tokens' exp relative to it (hardware exp2), the
-/// warp adds the lanes in a fixed butterfly, and lane 0 writes the chunk's entry into the root's
-/// table. The chunks are the same for every team size and so are their entries; root_log_z
-/// combines them in chunk order. This replaces a second pass over the row that needed the
-/// maximum first.
+/// row_stats and, in the same pass, the row's sum of exp((x - max) / T) by chunks of 256 tokens
+/// (vocab <= kMaxChunks * 256), for the log-probabilities' normaliser (scale = log2 e) and for
+/// top-p's first draw (scale = log2 e / T): warp w's share of a tile is one chunk; the warp finds
+/// its maximum, each lane sums its eight tokens' 2^((x - chunk max) scale) in token order
+/// (hardware exp2), the warp adds the lanes in a fixed butterfly, and lane 0 writes the chunk's
+/// entry into the root's table. The chunks are the same for every team size and so are their
+/// entries. This replaces a second pass over the row that needed the maximum first. *finite (when
+/// given) counts the tokens with a finite logit.
 template <class Team>
-__device__ RowStats row_stats_lse(const RowReader& r, Shared& s, Team& t) {
+__device__ RowStats row_stats_chunks(const RowReader& r, float scale, Shared& s, Team& t,
+                                     int* finite = nullptr) {
   ChunkLse* table = reinterpret_cast<ChunkLse*>(t.root->chunk_mass);
   float best = -INFINITY;
   int best_i = -1;
+  int count = 0;
   for_each_row_tile(r, t, [&](const int c, float(&x)[kVec]) {
     float top = x[0];
 #pragma unroll
@@ -216,16 +240,15 @@ __device__ RowStats row_stats_lse(const RowReader& r, Shared& s, Team& t) {
       best = top;
       best_i = c + first;
     }
-    float chunk_max = top;
-    for (int o = 16; o > 0; o >>= 1)
-      chunk_max = fmaxf(chunk_max, __shfl_xor_sync(kFull, chunk_max, o));
-    const float ref = chunk_max == -INFINITY ? 0.0f : chunk_max * kLog2e;
-    float sum = 0.0f;
-#pragma unroll
-    for (int j = 0; j < kVec; ++j) sum += fast_exp2(fmaf(x[j], kLog2e, -ref));
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(kFull, sum, o);
+    const float chunk_max = warp_max(top);
+    const float sum = warp_sum_in_order(lane_exp2_sum(x, chunk_max, scale));
     if (lane_id() == 0) table[c >> 8] = ChunkLse{chunk_max, sum};
+    if (finite != nullptr) {
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) count += x[j] != -INFINITY;
+    }
   });
+  if (finite != nullptr) *finite = team_reduce(count, 0, Plus{}, s.red_i, s.slot_i, t);
   RowStats out;
   out.mine = best;
   out.argmax = team_argmax(best, best_i, s, t);  // its barrier publishes the table
@@ -233,11 +256,11 @@ __device__ RowStats row_stats_lse(const RowReader& r, Shared& s, Team& t) {
   return out;
 }
 
-/// Root block only, after row_stats_lse: log_z (the log of the fixed-point sum of the chunks'
-/// sums scaled to the row's maximum m, in chunk order: exact, the same for every team) and, when
-/// n > 0, the tokens at or above *gather_at gathered into the root's list: gather_at is a lower
-/// bound on the n-th largest logit (the n-th largest of the maxima of pairs of chunks) less the
-/// margin of the two-pass path; only the chunks whose maximum reaches it are read again. Clears
+/// Root block only, after row_stats_chunks(scale log2 e): log_z (the log of the fixed-point sum of
+/// the chunks' sums scaled to the row's maximum m, in chunk order: exact, the same for every team)
+/// and, when n > 0, the tokens at or above *gather_at gathered into the root's list: gather_at is a
+/// lower bound on the n-th largest logit (the n-th largest of the maxima of pairs of chunks) less
+/// the margin of the two-pass path; only the chunks whose maximum reaches it are read again. Clears
 /// the table. Every thread of the root gets log_z and *gather_at.
 template <class Team>
 __device__ float root_log_z(const RowReader& r, float m, int n, Shared& s, const Team& t,
@@ -473,17 +496,10 @@ __device__ u64 mass_from(const RowReader& r, u64 thr, float m, float inv_t, int 
   return team_reduce(total, u64{0}, Plus{}, s.red_u, s.slot_u, t);  // publishes the chunks too
 }
 
-/// Root block only, after mass_from(thr): the token at fixed-point offset u (below the pass's
-/// total) when the members (key >= thr) are laid end to end in token order, each as long as its
-/// mass. Thread i scans chunks 2i and 2i + 1 to find the chunk, then the block walks that chunk's
-/// tokens, eight per thread, kWideTile at a time. Clears the chunk masses. Every thread of the
-/// root gets the token (-1 if the sums disagreed, which exact sums exclude).
-template <class Team>
-__device__ int token_at_mass(const RowReader& r, u64 thr, u64 u, float m, float inv_t, int shift,
-                             Shared& s, const Team& t) {
-  const MassRule rule(thr, m, inv_t);
-  const int chunk_tokens = 256 << shift;
-  const int chunks = (r.vocab + chunk_tokens - 1) / chunk_tokens;
+/// Root block only: the chunk whose running fixed-point mass (chunk_mass, in chunk order) passes
+/// u (below their total), and u's offset inside it; thread i scans chunks 2i and 2i + 1. Clears
+/// the chunk masses. Every thread of the root gets it (-1 if none: the masses were short of u).
+__device__ int chunk_at_mass(int chunks, u64 u, Shared& s, u64* offset) {
   const int c0 = 2 * static_cast<int>(threadIdx.x);
   const u64 first = c0 < chunks ? s.chunk_mass[c0] : 0;
   const u64 second = c0 + 1 < chunks ? s.chunk_mass[c0 + 1] : 0;
@@ -500,7 +516,88 @@ __device__ int token_at_mass(const RowReader& r, u64 thr, u64 u, float m, float 
   if (c0 + 1 < chunks) s.chunk_mass[c0 + 1] = 0;
   __syncthreads();
   const int chunk = s.sel_index;
-  u64 offset = s.sel_above;
+  *offset = s.sel_above;
+  __syncthreads();  // sel_index and sel_above are free again
+  return chunk;
+}
+
+/// Root block only, after row_stats_chunks(scale) and chunk_masses_from_table: the token at
+/// fixed-point offset u of the row laid end to end in token order, each chunk as long as its mass
+/// fixed(sum 2^((chunk max - m) scale)). Warp 0 reads the chunk again and redoes the pass's lane
+/// sums; the lanes' masses in fixed point pick the lane, then its running sum the token. Rounding
+/// can leave the lanes a unit or two short of the chunk's mass: an offset past them takes the
+/// last lane (token) with mass. Every thread of the root gets the token (-1: none).
+template <class Team>
+__device__ int token_at_chunk_mass(const RowReader& r, u64 u, float m, float scale, Shared& s,
+                                   const Team& t) {
+  u64 offset = 0;
+  const int chunk = chunk_at_mass((r.vocab + 255) / 256, u, s, &offset);
+  if (chunk < 0) return -1;
+  if (threadIdx.x < 32) {
+    const int c = chunk * 256 + lane_id() * kVec;
+    float x[kVec];
+    r.load8(c, x);
+    float top = x[0];
+#pragma unroll
+    for (int j = 1; j < kVec; ++j) top = fmaxf(top, x[j]);
+    const float chunk_max = warp_max(top);
+    const float f = chunk_max == -INFINITY ? 0.0f : fast_exp2((chunk_max - m) * scale);
+    const u64 mine = fixed_mass(lane_exp2_sum(x, chunk_max, scale) * f, t);
+    const u64 incl = warp_inclusive_sum(mine);
+    const unsigned with_mass = __ballot_sync(kFull, mine != 0);
+    const unsigned past = __ballot_sync(kFull, incl > offset && mine != 0);
+    const int lane = past != 0 ? __ffs(past) - 1 : (with_mass != 0 ? 31 - __clz(with_mass) : -1);
+    if (lane < 0 && lane_id() == 0) s.sel_index = chunk * 256;  // no lane rounds to any mass
+    if (lane_id() == lane) {
+      const u64 off = min(offset - (incl - mine), mine - 1);
+      const float shift = chunk_max == -INFINITY ? 0.0f : chunk_max * scale;
+      float sum = 0.0f;
+      int pick = -1;
+#pragma unroll
+      for (int j = 0; j < kVec; ++j) {
+        const float term = fast_exp2(fmaf(x[j], scale, -shift));
+        sum += term;
+        if (pick < 0 && term > 0.0f && fixed_mass(sum * f, t) > off) pick = j;
+      }
+      if (pick < 0) {  // rounding: the last token with a term
+        for (int j = kVec - 1; j >= 0 && pick < 0; --j)
+          if (fast_exp2(fmaf(x[j], scale, -shift)) > 0.0f) pick = j;
+      }
+      s.sel_index = c + max(pick, 0);
+    }
+  }
+  __syncthreads();
+  return s.sel_index;
+}
+
+/// Root block only, after row_stats_chunks(scale): the table's entries replaced by the chunks'
+/// fixed-point masses (fixed(sum 2^((chunk max - m) scale))); returns their total.
+template <class Team>
+__device__ u64 chunk_masses_from_table(int vocab, float m, float scale, Shared& s, const Team& t) {
+  const int chunks = (vocab + 255) / 256;
+  u64 sum = 0;
+  for (int c = 2 * static_cast<int>(threadIdx.x); c < 2 * static_cast<int>(threadIdx.x) + 2; ++c) {
+    if (c >= chunks) break;
+    const ChunkLse e = reinterpret_cast<const ChunkLse*>(s.chunk_mass)[c];
+    const u64 q = e.max == -INFINITY ? 0 : fixed_mass(e.sum * fast_exp2((e.max - m) * scale), t);
+    s.chunk_mass[c] = q;
+    sum += q;
+  }
+  return block_reduce(sum, u64{0}, Plus{}, s.red_u);
+}
+
+/// Root block only, after mass_from(thr): the token at fixed-point offset u (below the pass's
+/// total) when the members (key >= thr) are laid end to end in token order, each as long as its
+/// mass. Thread i scans chunks 2i and 2i + 1 to find the chunk, then the block walks that chunk's
+/// tokens, eight per thread, kWideTile at a time. Clears the chunk masses. Every thread of the
+/// root gets the token (-1 if the sums disagreed, which exact sums exclude).
+template <class Team>
+__device__ int token_at_mass(const RowReader& r, u64 thr, u64 u, float m, float inv_t, int shift,
+                             Shared& s, const Team& t) {
+  const MassRule rule(thr, m, inv_t);
+  const int chunk_tokens = 256 << shift;
+  u64 offset = 0;
+  const int chunk = chunk_at_mass((r.vocab + chunk_tokens - 1) / chunk_tokens, u, s, &offset);
   if (chunk < 0) return -1;
   const int begin = chunk * chunk_tokens, end = min(r.vocab, begin + chunk_tokens);
   for (int tile = begin; tile < end; tile += kWideTile) {
@@ -553,15 +650,33 @@ __device__ int token_at_mass(const RowReader& r, u64 thr, u64 u, float m, float 
 /// so that which draw a row gets depends on its members alone, never on the team size.
 constexpr int kListThem = -2;
 
+/// Where row_stats_chunks has summed the row for top-p's first draw (no truncation before top-p,
+/// an unprocessed row): its scale (log2 e / T) and the count of finite logits.
+struct ChunkedStart {
+  float scale;
+  int finite;
+};
+
 template <class Team>
 __device__ int draw_top_p(const RowReader& r, u64 floor, float top_p, float m, float inv_t,
-                          uint64_t key, Shared& s, Team& t) {
+                          uint64_t key, const ChunkedStart* start, Shared& s, Team& t) {
   Shared& root = *t.root;
   int shift = 0;  // chunks of 256 << shift tokens, at most kMaxChunks of them
   while (((r.vocab - 1) >> (8 + shift)) + 1 > kMaxChunks) ++shift;
   u64 thr = floor;  // drawing among the tokens with key >= thr
   int members = 0;
-  u64 mass = mass_from<true>(r, thr, m, inv_t, shift, s, t, &members);
+  u64 mass = 0;
+  if (start != nullptr) {  // the first pass's table (floor is 0: every token)
+    if (t.is_root()) {
+      const u64 total = chunk_masses_from_table(r.vocab, m, start->scale, s, t);
+      if (threadIdx.x == 0) s.found_key = total;
+    }
+    t.sync();
+    mass = root.found_key;
+    members = start->finite;
+  } else {
+    mass = mass_from<true>(r, thr, m, inv_t, shift, s, t, &members);
+  }
   if (members <= kCompact) {
     if (t.is_root())
       for (int i = threadIdx.x; i < kMaxChunks; i += kThreads) s.chunk_mass[i] = 0;
@@ -572,7 +687,10 @@ __device__ int draw_top_p(const RowReader& r, u64 floor, float top_p, float m, f
   for (int round = 0; round < kMaxRounds; ++round) {
     if (t.is_root()) {
       const u64 h = mix(key ^ mix(0x2545f4914f6cdd1dull + static_cast<u64>(round)));
-      const int v = token_at_mass(r, thr, __umul64hi(h, mass), m, inv_t, shift, s, t);
+      const u64 u = __umul64hi(h, mass);
+      const int v = round == 0 && start != nullptr
+                        ? token_at_chunk_mass(r, u, m, start->scale, s, t)
+                        : token_at_mass(r, thr, u, m, inv_t, shift, s, t);
       if (threadIdx.x == 0) s.found_key = v >= 0 ? sort_key(r.at(v), v) : 0;
     }
     t.sync();
