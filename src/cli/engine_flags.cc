@@ -37,14 +37,15 @@ int64_t parse_kv_offloading_size(const std::string& text) {
 }
 
 EngineArgs EngineFlags::to_engine_args() const {
-  const std::pair<const char*, int> parallel[] = {
-      {"--pipeline-parallel-size", pipeline_parallel_size},
-      {"--data-parallel-size", data_parallel_size}};
-  for (const auto& [flag, size] : parallel) {
-    if (size != 1) {
-      throw InvalidArgument(
-          fmt::format("{} {}: pagoda runs a model on one device per process (only 1)", flag, size));
-    }
+  if (pipeline_parallel_size != 1) {
+    throw InvalidArgument(fmt::format(
+        "--pipeline-parallel-size {}: pagoda splits a model by tensor parallelism only (only 1)",
+        pipeline_parallel_size));
+  }
+  if (data_parallel_size != 1) {
+    throw InvalidArgument(
+        fmt::format("--data-parallel-size {}: engine replicas are `pagoda serve`'s (only 1 here)",
+                    data_parallel_size));
   }
   if (tensor_parallel_size < 1 || tensor_parallel_size > 64) {
     throw InvalidArgument(
@@ -178,7 +179,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
                   "ranks of tensor parallelism, one worker process each (CPU)")
       ->group(vllm);
   cmd->add_option("--pipeline-parallel-size", f.pipeline_parallel_size, "only 1")->group(vllm);
-  cmd->add_option("--data-parallel-size", f.data_parallel_size, "only 1")->group(vllm);
+  cmd->add_option("--data-parallel-size", f.data_parallel_size,
+                  "serve: engine replicas behind one balancer, each with its own KV pool")
+      ->group(vllm);
   cmd->add_option("--quantization,-q", f.quantization,
                   "fp8, gptq, awq, compressed-tensors, modelopt, modelopt_fp4 (default: the "
                   "checkpoint's; fp8 on a float checkpoint quantizes at load)")

@@ -26,7 +26,7 @@ struct Control {
   int32_t arrived;      // ranks at the barrier of the current generation
   uint64_t generation;  // barriers completed
   uint64_t slot_bytes;
-  int32_t failed;  // 0: none; else the first failure's rank + 1
+  int32_t failed;  // 0: none; 1: failed, `failure` says why (naming the rank when it is known)
   char failure[512];
   pid_t pids[ShmGroup::kMaxRanks];  // 0 until registered
 };
@@ -49,9 +49,9 @@ bool process_alive(pid_t pid) {
 }
 
 /// Records the group's first failure (the mutex held) and wakes every waiter.
-void fail_locked(Control& c, int rank, const std::string& why) {
+void fail_locked(Control& c, const std::string& why) {
   if (c.failed == 0) {
-    c.failed = rank + 1;
+    c.failed = 1;
     const size_t n = std::min(why.size(), sizeof(c.failure) - 1);
     std::memcpy(c.failure, why.data(), n);
     c.failure[n] = '\0';
@@ -59,12 +59,25 @@ void fail_locked(Control& c, int rank, const std::string& why) {
   pthread_cond_broadcast(&c.cond);
 }
 
+/// A rank died holding the mutex (EOWNERDEAD): the group fails naming the ranks that no longer
+/// live (the mutex held).
+void fail_owner_dead(Control& c) {
+  pthread_mutex_consistent(&c.mutex);
+  std::string dead;
+  for (int r = 0; r < c.world_size; ++r) {
+    if (!process_alive(c.pids[r]))
+      dead +=
+          fmt::format("{}tensor-parallel rank {} (pid {})", dead.empty() ? "" : ", ", r, c.pids[r]);
+  }
+  fail_locked(c, fmt::format("{} exited inside a collective",
+                             dead.empty() ? "a tensor-parallel rank" : dead));
+}
+
 /// Locks the group's mutex; a rank that died holding it fails the group (EOWNERDEAD).
 void lock(Control& c) {
   const int rc = pthread_mutex_lock(&c.mutex);
   if (rc == EOWNERDEAD) {
-    pthread_mutex_consistent(&c.mutex);
-    fail_locked(c, -1, "tensor-parallel group: a rank died inside a collective");
+    fail_owner_dead(c);
     return;
   }
   if (rc != 0) throw Internal(fmt::format("tensor-parallel group: mutex: {}", std::strerror(rc)));
@@ -80,8 +93,8 @@ std::shared_ptr<ShmGroup> ShmGroup::create(int world_size, size_t slot_bytes) {
   const size_t bytes = kSlotsOffset + slot_bytes * static_cast<size_t>(world_size);
   void* base = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (base == MAP_FAILED) {
-    throw Internal(fmt::format("tensor-parallel group: mmap of {} bytes: {}", bytes,
-                               std::strerror(errno)));
+    throw Internal(
+        fmt::format("tensor-parallel group: mmap of {} bytes: {}", bytes, std::strerror(errno)));
   }
   Control& c = *new (base) Control{};
   pthread_mutexattr_t ma;
@@ -135,7 +148,7 @@ std::byte* ShmCommunicator::slot(int rank) const {
 void ShmCommunicator::abort(const std::string& why) {
   Control& c = control(group_->base_);
   lock(c);
-  fail_locked(c, rank_, fmt::format("tensor-parallel rank {} failed: {}", rank_, why));
+  fail_locked(c, fmt::format("tensor-parallel rank {} failed: {}", rank_, why));
   pthread_mutex_unlock(&c.mutex);
 }
 
@@ -163,18 +176,14 @@ void ShmCommunicator::wait_all(const char* what) {
     deadline.tv_sec += deadline.tv_nsec / 1000000000;
     deadline.tv_nsec %= 1000000000;
     const int rc = pthread_cond_timedwait(&c.cond, &c.mutex, &deadline);
-    if (rc == EOWNERDEAD) {
-      pthread_mutex_consistent(&c.mutex);
-      fail_locked(c, -1, "tensor-parallel group: a rank died inside a collective");
-    }
+    if (rc == EOWNERDEAD) fail_owner_dead(c);
     if (c.failed != 0) throw_failure();
     if (c.generation != generation || rc != ETIMEDOUT) continue;
     for (int r = 0; r < c.world_size; ++r) {
       const pid_t pid = __atomic_load_n(&c.pids[r], __ATOMIC_ACQUIRE);
       if (r == rank_ || process_alive(pid)) continue;
-      fail_locked(c, r,
-                  fmt::format("tensor-parallel rank {} (pid {}) exited; rank {} was in {}", r, pid,
-                              rank_, what));
+      fail_locked(c, fmt::format("tensor-parallel rank {} (pid {}) exited; rank {} was in {}", r,
+                                 pid, rank_, what));
       throw_failure();
     }
   }

@@ -74,7 +74,8 @@ TEST(ShmCommunicatorTest, AllReduceIsTheRankOrderSumOnEveryRank) {
       std::vector<float> want = rank_input(0, n);
       for (int r = 1; r < world; ++r) {
         const std::vector<float> other = rank_input(r, n);
-        for (int64_t i = 0; i < n; ++i) want[static_cast<size_t>(i)] += other[static_cast<size_t>(i)];
+        for (int64_t i = 0; i < n; ++i)
+          want[static_cast<size_t>(i)] += other[static_cast<size_t>(i)];
       }
       return std::memcmp(data.data(), want.data(), n * sizeof(float)) == 0;
     });
@@ -108,7 +109,8 @@ TEST(ShmCommunicatorTest, AllGatherBroadcastAndBarrier) {
   const auto codes = run_ranks(world, 64, [&](ShmCommunicator& comm) {
     // 100 bytes per rank through 64-byte slots.
     std::vector<unsigned char> in(100), out(400);
-    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(comm.rank() * 100 + i);
+    for (size_t i = 0; i < in.size(); ++i)
+      in[i] = static_cast<unsigned char>(comm.rank() * 100 + i);
     comm.all_gather(in.data(), out.data(), in.size());
     for (int r = 0; r < world; ++r)
       for (size_t i = 0; i < 100; ++i)
