@@ -88,6 +88,10 @@ struct EngineArgs {
   /// --distributed-executor-backend: uni (the model on the engine thread) or mp (in a worker
   /// process that the engine talks to over a socket).
   std::string distributed_executor_backend = "uni";
+  /// --tensor-parallel-size (-tp): the model split over this many worker processes (CPU; backend
+  /// mp), each holding its slices of the weights and its heads' KV cache (docs/engine.md,
+  /// "Tensor parallelism"). --kv-cache-memory is then each rank's.
+  int tensor_parallel_size = 1;
   /// Speculative drafts from a hook: after each sampled token, up to num_speculative_tokens drafts
   /// that the next step verifies (as speculative_config's, always K). Gets the request's tokens.
   /// For tests; speculative_config is the engine's own proposer.

@@ -37,15 +37,19 @@ int64_t parse_kv_offloading_size(const std::string& text) {
 }
 
 EngineArgs EngineFlags::to_engine_args() const {
-  const std::pair<const char*, int> parallel[] = {
-      {"--tensor-parallel-size", tensor_parallel_size},
-      {"--pipeline-parallel-size", pipeline_parallel_size},
-      {"--data-parallel-size", data_parallel_size}};
-  for (const auto& [flag, size] : parallel) {
-    if (size != 1) {
-      throw InvalidArgument(
-          fmt::format("{} {}: pagoda runs a model on one device per process (only 1)", flag, size));
-    }
+  if (pipeline_parallel_size != 1) {
+    throw InvalidArgument(fmt::format(
+        "--pipeline-parallel-size {}: pagoda splits a model by tensor parallelism only (only 1)",
+        pipeline_parallel_size));
+  }
+  if (data_parallel_size != 1) {
+    throw InvalidArgument(
+        fmt::format("--data-parallel-size {}: engine replicas are `pagoda serve`'s (only 1 here)",
+                    data_parallel_size));
+  }
+  if (tensor_parallel_size < 1 || tensor_parallel_size > 64) {
+    throw InvalidArgument(
+        fmt::format("--tensor-parallel-size {}: must be in [1, 64]", tensor_parallel_size));
   }
   (void)kv::parse_kv_cache_dtype(args.kv_cache_dtype);  // a bad name fails here, by its flag
   if (tokenizer_mode != "auto" && tokenizer_mode != "hf" && tokenizer_mode != "slow") {
@@ -61,6 +65,13 @@ EngineArgs EngineFlags::to_engine_args() const {
     spdlog::warn("--swap-space is ignored: a preempted request is recomputed, not swapped");
   }
   EngineArgs a = args;
+  a.tensor_parallel_size = tensor_parallel_size;
+  // -tp N runs a worker process per rank: mp unless the flag says otherwise (then the executor
+  // refuses uni by name).
+  a.distributed_executor_backend = !distributed_executor_backend.empty()
+                                       ? distributed_executor_backend
+                                   : tensor_parallel_size > 1 ? "mp"
+                                                              : "uni";
   if (kv_cache_memory != "auto") {
     try {
       a.kv_cache_memory_bytes = kv::parse_memory_size(kv_cache_memory);
@@ -138,8 +149,9 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
                   "log-probabilities have the same bits alone and in any batch) or onednn (faster "
                   "prefill; the last bits depend on the batch)")
       ->check(CLI::IsMember({"batch-invariant", "onednn"}));
-  cmd->add_option("--distributed-executor-backend", f.args.distributed_executor_backend,
-                  "uni: the model on the engine's thread (default); mp: in a worker process")
+  cmd->add_option("--distributed-executor-backend", f.distributed_executor_backend,
+                  "uni: the model on the engine's thread (default with one rank); mp: in a worker "
+                  "process per rank (default with --tensor-parallel-size > 1)")
       ->check(CLI::IsMember({"uni", "mp"}));
   cmd->add_option("--structured-outputs-jump-forward", f.args.structured_outputs_jump_forward,
                   "tokens of grammar-forced text a greedy constrained request may take per step "
@@ -163,9 +175,13 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
   // vLLM's flags that launch scripts carry (see EngineFlags).
   auto* vllm = "vLLM compatibility";
   // -tp, -pp and -dp are spelled out before parsing (main.cc).
-  cmd->add_option("--tensor-parallel-size", f.tensor_parallel_size, "only 1")->group(vllm);
+  cmd->add_option("--tensor-parallel-size", f.tensor_parallel_size,
+                  "ranks of tensor parallelism, one worker process each (CPU)")
+      ->group(vllm);
   cmd->add_option("--pipeline-parallel-size", f.pipeline_parallel_size, "only 1")->group(vllm);
-  cmd->add_option("--data-parallel-size", f.data_parallel_size, "only 1")->group(vllm);
+  cmd->add_option("--data-parallel-size", f.data_parallel_size,
+                  "serve: engine replicas behind one balancer, each with its own KV pool")
+      ->group(vllm);
   cmd->add_option("--quantization,-q", f.quantization,
                   "fp8, gptq, awq, compressed-tensors, modelopt, modelopt_fp4 (default: the "
                   "checkpoint's; fp8 on a float checkpoint quantizes at load)")

@@ -15,7 +15,8 @@ struct EngineFlags {
   std::string kv_cache_memory = "auto";
   std::string kv_offloading_size = "0";          // GiB (vLLM's), or a size such as 512M
   std::string kv_offloading_backend = "native";  // vLLM's; only native (pagoda's host tier)
-  std::string speculative_config;  // --speculative-config JSON (cli/speculative_config.h)
+  std::string speculative_config;            // --speculative-config JSON (cli/speculative_config.h)
+  std::string distributed_executor_backend;  // empty: uni, or mp with --tensor-parallel-size > 1
   bool no_prefix_caching = false;
   bool prefix_caching = false;
   // vLLM flags that launch scripts carry, accepted so that those scripts run unchanged: with

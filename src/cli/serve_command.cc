@@ -23,6 +23,7 @@
 #include "engine/engine_core.h"
 #include "kv/memory_size.h"
 #include "model/config.h"
+#include "router/router_server.h"
 #include "server/openai/reasoning_parser.h"
 #include "server/openai/tool_parser.h"
 #include "server/server.h"
@@ -166,6 +167,63 @@ std::unique_ptr<EngineCore> load_engine(EngineArgs args) {
   return engine;
 }
 
+/// --data-parallel-size N: N engine replicas in this process, each with its own KV pool and its own
+/// server on a loopback port the system picks, behind `pagoda router`'s balancer on --host:--port
+/// (prefix-cache-aware, bounded by load; docs/engine.md). The replicas share the cores: each has
+/// --threads / N of them (all cores / N by default).
+int serve_replicas(const ServeOptions& o, EngineArgs args, const server::ServerOptions& so,
+                   std::chrono::milliseconds grace, int replicas) {
+  if (args.tensor_parallel_size > 1) {
+    throw InvalidArgument(fmt::format(
+        "--data-parallel-size {} with --tensor-parallel-size {}: not yet (one of them only)",
+        replicas, args.tensor_parallel_size));
+  }
+  const int cores = args.num_threads > 0 ? args.num_threads
+                                         : static_cast<int>(std::thread::hardware_concurrency());
+  args.num_threads = std::max(1, cores / replicas);
+  std::vector<std::unique_ptr<EngineCore>> engines;
+  std::vector<std::unique_ptr<server::Server>> servers;
+  router::RouterOptions ro;
+  for (int i = 0; i < replicas; ++i) {
+    engines.push_back(load_engine(args));
+    server::ServerOptions replica = so;
+    replica.http.host = "127.0.0.1";
+    replica.http.port = 0;
+    const ModelConfig& config = engines.back()->model_config();
+    replica.vocab_size = config.vocab_size;
+    replica.generation_defaults = generation_defaults(o.generation_config, config);
+    servers.push_back(std::make_unique<server::Server>(*engines.back(), replica));
+    ro.backends.push_back(fmt::format("http://127.0.0.1:{}", servers.back()->start()));
+    spdlog::info("data-parallel replica {} of {}: {}", i, replicas, ro.backends.back());
+  }
+  ro.http.host = o.host;
+  ro.http.port = static_cast<uint16_t>(o.port);
+  ro.http.max_request_body = so.http.max_request_body;
+  ro.http.max_connections = so.http.max_connections / 2;  // two descriptors per proxied request
+  ro.http.cors = so.http.cors;
+  ro.api_key = so.api_key;  // checked here, and forwarded to the replicas, which check it too
+  install_signal_handlers();
+  router::RouterServer balancer(ro);
+  const uint16_t port = balancer.start();
+  std::vector<std::unique_ptr<server::StatsLogger>> stats;
+  if (!o.disable_log_stats) {
+    for (auto& e : engines)
+      stats.push_back(std::make_unique<server::StatsLogger>(*e, stats_log_interval()));
+  }
+  spdlog::info("serving {} as {} on http://{}:{} over {} replicas{}", args.model,
+               fmt::join(so.served_model_names, ", "),
+               o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host, port, replicas,
+               so.api_key.empty() ? "" : " (API key required)");
+  wait_for_signal();
+  spdlog::info("shutting down: up to {:g} s for requests in flight", o.shutdown_timeout);
+  balancer.shutdown(grace);
+  for (auto& s : servers) s->shutdown(grace);
+  stats.clear();
+  for (auto& e : engines) e->shutdown();
+  spdlog::info("stopped");
+  return 0;
+}
+
 /// The tool-calling flags, before the (slow) model load, with vLLM's rules and messages.
 void check_tool_flags(const ServeOptions& o) {
   if (o.enable_auto_tool_choice && o.tool_call_parser.empty()) {
@@ -211,7 +269,13 @@ int run_serve(const ServeOptions& o) {
       !path.empty() && !std::filesystem::exists(path)) {  // before the (slow) model load
     throw NotFound(fmt::format("--generation-config: {}: no such file", path));
   }
-  EngineArgs args = o.engine.to_engine_args();
+  if (o.engine.data_parallel_size < 1) {
+    throw InvalidArgument(
+        fmt::format("--data-parallel-size {}: must be at least 1", o.engine.data_parallel_size));
+  }
+  EngineFlags engine_flags = o.engine;
+  engine_flags.data_parallel_size = 1;  // the replicas are made here, each of one engine
+  EngineArgs args = engine_flags.to_engine_args();
   args.model = model_dir;  // served as given (e.g. org/name), loaded from what it resolves to
   resolve_model_sources(args, o.engine);
   args.seed = o.seed;
@@ -285,6 +349,9 @@ int run_serve(const ServeOptions& o) {
     throw InvalidArgument(fmt::format("--chat-template-max-output: {}", e.what()));
   }
 
+  if (o.engine.data_parallel_size > 1) {
+    return serve_replicas(o, args, so, grace, o.engine.data_parallel_size);
+  }
   std::unique_ptr<EngineCore> engine = load_engine(args);
   const ModelConfig& config = engine->model_config();
   so.vocab_size = config.vocab_size;

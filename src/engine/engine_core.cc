@@ -101,6 +101,13 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   executor_options.device = args.device;
   executor_options.num_threads = args.num_threads;
   executor_options.backend = args.distributed_executor_backend;
+  executor_options.tensor_parallel_size = args.tensor_parallel_size;
+  if (args.tensor_parallel_size > 1 && args.kv_offloading_bytes > 0) {
+    throw InvalidArgument(fmt::format(
+        "--kv-offloading-size with --tensor-parallel-size {}: the host KV tier moves one rank's "
+        "blocks only (set --kv-offloading-size 0)",
+        args.tensor_parallel_size));
+  }
   if (args.speculative_config && args.speculative_config->method == "draft_model") {
     validate_speculative_config(*args.speculative_config);
     const std::string& draft = args.speculative_config->model;
@@ -240,8 +247,12 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   }
   e.scheduler = std::make_unique<scheduler::Scheduler>(sched, *e.kv_manager);
   spdlog::info(
-      "KV cache: {} ({} bytes per token), {} blocks of {} tokens = {} tokens ({:.1f} MiB), max "
+      "KV cache{}: {} ({} bytes per token), {} blocks of {} tokens = {} tokens ({:.1f} MiB), max "
       "model length {}",
+      args.tensor_parallel_size > 1
+          ? fmt::format(" per rank of {} ({} of {} KV heads each)", args.tensor_parallel_size,
+                        kv_spec.num_kv_heads, e.config().num_kv_heads)
+          : std::string(),
       kv::kv_cache_dtype_name(kv_spec.dtype), kv_bytes_per_token, num_blocks - 1, args.block_size,
       kv_capacity_tokens_,
       static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),

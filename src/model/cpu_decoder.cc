@@ -116,8 +116,16 @@ void copy_columns(const Tensor& src, int64_t first, const Tensor& dst) {
 class CpuDecoderModel final : public Model {
  public:
   CpuDecoderModel(const ModelConfig& config, ModelDefinition definition, WeightStore weights,
-                  const OpContext& ctx, const KVCacheOptions& kv_cache)
-      : config_(config), def_(std::move(definition)), weights_(std::move(weights)), ctx_(ctx) {
+                  const OpContext& ctx, const KVCacheOptions& kv_cache, const TensorParallel& tp)
+      : config_(config),
+        def_(std::move(definition)),
+        weights_(std::move(weights)),
+        ctx_(ctx),
+        tp_(tp),
+        vocab_(vocab_shard(def_.vocab_size, tp.rank, tp.world)) {
+    PAGODA_CHECK(tp_.world == 1 || (tp_.comm != nullptr && tp_.comm->world_size() == tp_.world &&
+                                    tp_.comm->rank() == tp_.rank),
+                 "tensor-parallel rank {} of {} without its communicator", tp_.rank, tp_.world);
     const DType kv_dtype = resolve_cpu_kv_cache_dtype(def_, kv_cache);
     bind_weights();
     const AttentionDef& a = def_.layers.at(0).attention;
@@ -164,6 +172,17 @@ class CpuDecoderModel final : public Model {
   /// The attention block of layer l: qkv projection, q/k norms, RoPE, cache write, attention;
   /// leaves the attention output in ws_.attn.
   void attention(int l, const ForwardBatch& batch);
+  /// -tp N: the sum over the ranks of a row-parallel projection's partial output [T, hidden].
+  void all_reduce(const Tensor& partial) {
+    if (tp_.world > 1) tp_.comm->all_reduce_sum(partial.data, partial.num_elements(), DType::kF32);
+  }
+  /// The embedding of batch's tokens into residual [T, hidden]: with -tp N each rank holds the
+  /// rows of vocab_, a token outside them embeds as zeros, and the all-reduce adds the one rank's
+  /// row to zeros (exact).
+  void embed(const ForwardBatch& batch, const Tensor& residual);
+  /// logits_ [L, vocab] = final_normed [L, hidden] times the LM head; with -tp N each rank's
+  /// [L, vocab_.rows] is all-gathered (the layout in the definition).
+  void lm_head(const Tensor& final_normed, int64_t L);
   /// Copies the residual stream (with the pending sublayer output added) to hidden_states_ for
   /// each batch.hidden_layers entry equal to `layer`.
   void keep_hidden(const ForwardBatch& batch, int layer);
@@ -172,6 +191,8 @@ class CpuDecoderModel final : public Model {
   ModelDefinition def_;
   WeightStore weights_;
   OpContext ctx_;
+  TensorParallel tp_;
+  VocabShard vocab_;  // this rank's embedding and LM head rows (all of them with one rank)
   kv::KVCacheSpec kv_spec_;
   Tensor embed_tokens_, lm_head_table_;
   std::unique_ptr<CpuLinear> lm_head_;  // null: tied (lm_head_table_ is the embedding)
@@ -183,12 +204,16 @@ class CpuDecoderModel final : public Model {
   std::vector<cpu::KVScales> kv_scales_;  // [layers]: of an fp8 / int8 cache, else 1.0
   bool calculate_kv_scales_ = false;      // the next forward that writes K/V sets kv_scales_
   std::vector<float> logits_;
+  // -tp N: [L, vocab_.stride] this rank's logits (padded), [world, L, vocab_.stride] everyone's;
+  // [T] token ids local to vocab_.
+  std::vector<float> local_logits_, gathered_logits_;
+  std::vector<int32_t> local_ids_;
   std::vector<float> hidden_states_;  // [hidden_layers, T, hidden]
 };
 
 void CpuDecoderModel::bind_weights() {
   const ModelDefinition& d = def_;
-  embed_tokens_ = checked_float_tensor(weights_, d.embed_name, Shape{d.vocab_size, d.hidden_size});
+  embed_tokens_ = checked_float_tensor(weights_, d.embed_name, Shape{vocab_.rows, d.hidden_size});
   final_norm_ = norm_weight(weights_, d.final_norm);
   const LinearMethod& head_method = linear_method(d.lm_head.format);
   // Tied checkpoints usually omit lm_head.weight; some write it anyway.
@@ -323,10 +348,9 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
   if (T == 0) return {};
   ws_.reserve(T, d);
   const int64_t h = d.hidden_size;
-  const Tensor ids{const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, Shape{T}};
   const Tensor residual = view2(ws_.residual, T, h);
   const Tensor hidden = view2(ws_.hidden, T, h);
-  ops::embedding(ctx_, ids, embed_tokens_, residual);
+  embed(batch, residual);
   if (d.embed_scale != 1.0f) ops::scale(ctx_, residual, d.embed_scale);
   pending_ = false;
   for (const int32_t l : batch.hidden_layers) {
@@ -341,6 +365,7 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
     norm_residual(w.input_norm, T);
     attention(static_cast<int>(l), batch);
     w.o->apply(ctx_, view2(ws_.attn, T, def.attention.q_size()), hidden);
+    all_reduce(hidden);
     if (w.post_attention_norm)
       ops::rms_norm(ctx_, hidden, w.post_attention_norm->tensor, d.norm_eps, hidden);
     pending_ = true;
@@ -357,6 +382,7 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
       ops::gelu_tanh_and_mul(ctx_, gate, up, gate);
     }
     w.down->apply(ctx_, gate, hidden);
+    all_reduce(hidden);
     if (w.post_mlp_norm) ops::rms_norm(ctx_, hidden, w.post_mlp_norm->tensor, d.norm_eps, hidden);
     pending_ = true;
     keep_hidden(batch, static_cast<int>(l));
@@ -381,25 +407,86 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
   }
   const Tensor final_normed = view2(ws_.final_normed, L, h);
   ops::add_rms_norm(ctx_, gathered, gathered_hidden, final_norm_.tensor, d.norm_eps, final_normed);
-  logits_.resize(static_cast<size_t>(L * d.vocab_size));
-  const Tensor out{logits_.data(), DType::kF32, Shape{L, d.vocab_size}};
-  if (lm_head_) {
-    lm_head_->apply(ctx_, final_normed, out);
-  } else {
-    ops::linear(ctx_, final_normed, lm_head_table_, nullptr, out);
+  lm_head(final_normed, L);
+  if (d.final_softcap > 0) {
+    ops::softcap(ctx_, Tensor{logits_.data(), DType::kF32, Shape{L, d.vocab_size}},
+                 d.final_softcap);
   }
-  if (d.final_softcap > 0) ops::softcap(ctx_, out, d.final_softcap);
   return logits_;
+}
+
+void CpuDecoderModel::embed(const ForwardBatch& batch, const Tensor& residual) {
+  const int64_t T = batch.num_tokens(), h = def_.hidden_size;
+  if (tp_.world == 1) {
+    const Tensor ids{const_cast<int32_t*>(batch.token_ids.data()), DType::kI32, Shape{T}};
+    ops::embedding(ctx_, ids, embed_tokens_, residual);
+    return;
+  }
+  // Example: vocab 512 over 2 ranks: rank 1 holds ids [256, 512); id 300 is its row 44, id 7
+  // looks up row 0 and is zeroed after.
+  local_ids_.resize(static_cast<size_t>(T));
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t id = batch.token_ids[static_cast<size_t>(t)];
+    PAGODA_CHECK(id >= 0 && id < def_.vocab_size, "token id {} outside the vocabulary of {}", id,
+                 def_.vocab_size);
+    const bool mine = id >= vocab_.first && id < vocab_.first + vocab_.rows;
+    local_ids_[static_cast<size_t>(t)] = mine ? static_cast<int32_t>(id - vocab_.first) : 0;
+  }
+  const Tensor ids{local_ids_.data(), DType::kI32, Shape{T}};
+  ops::embedding(ctx_, ids, embed_tokens_, residual);
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t id = batch.token_ids[static_cast<size_t>(t)];
+    if (id < vocab_.first || id >= vocab_.first + vocab_.rows)
+      std::memset(residual.as<float>() + t * h, 0, static_cast<size_t>(h) * sizeof(float));
+  }
+  all_reduce(residual);
+}
+
+void CpuDecoderModel::lm_head(const Tensor& final_normed, int64_t L) {
+  const int64_t V = def_.vocab_size;
+  logits_.resize(static_cast<size_t>(L * V));
+  float* out = tp_.world == 1 ? logits_.data() : nullptr;
+  if (tp_.world > 1) {
+    local_logits_.assign(static_cast<size_t>(L * vocab_.stride), 0.0f);
+    out = local_logits_.data();
+  }
+  // [L, vocab_.rows]; with -tp N rows of pitch vocab_.rows at the front of local_logits_, spread
+  // to pitch stride below.
+  const Tensor t{out, DType::kF32, Shape{L, vocab_.rows}};
+  if (lm_head_) {
+    lm_head_->apply(ctx_, final_normed, t);
+  } else {
+    ops::linear(ctx_, final_normed, lm_head_table_, nullptr, t);
+  }
+  if (tp_.world == 1) return;
+  // Pitch rows to stride (backwards: row i moves from i * rows to i * stride >= it), gather
+  // [world, L, stride], then logits[i, r * stride + j] = gathered[r, i, j] for j < rows of r.
+  // Example: vocab 5 over 2 ranks: stride 3, rank 1 holds ids 3, 4 and pads column 2.
+  for (int64_t i = L - 1; i > 0; --i) {
+    std::memmove(out + i * vocab_.stride, out + i * vocab_.rows,
+                 static_cast<size_t>(vocab_.rows) * sizeof(float));
+  }
+  gathered_logits_.resize(static_cast<size_t>(tp_.world * L * vocab_.stride));
+  tp_.comm->all_gather(out, gathered_logits_.data(),
+                       static_cast<size_t>(L * vocab_.stride) * sizeof(float));
+  for (int r = 0; r < tp_.world; ++r) {
+    const VocabShard s = vocab_shard(V, r, tp_.world);
+    for (int64_t i = 0; i < L; ++i) {
+      std::memcpy(logits_.data() + i * V + s.first,
+                  gathered_logits_.data() + (r * L + i) * vocab_.stride,
+                  static_cast<size_t>(s.rows) * sizeof(float));
+    }
+  }
 }
 
 }  // namespace
 
 std::unique_ptr<Model> build_cpu_model(const ModelConfig& config, ModelDefinition definition,
                                        WeightStore weights, const OpContext& ctx,
-                                       const KVCacheOptions& kv_cache) {
+                                       const KVCacheOptions& kv_cache, const TensorParallel& tp) {
   PAGODA_CHECK(!definition.layers.empty(), "{}: a model without layers", config.architecture);
   return std::make_unique<CpuDecoderModel>(config, std::move(definition), std::move(weights), ctx,
-                                           kv_cache);
+                                           kv_cache, tp);
 }
 
 }  // namespace pagoda

@@ -17,6 +17,7 @@ namespace pagoda {
 [[nodiscard]] std::unique_ptr<Model> build_cpu_model(const ModelConfig& config,
                                                      ModelDefinition definition,
                                                      WeightStore weights, const OpContext& ctx,
-                                                     const KVCacheOptions& kv_cache = {});
+                                                     const KVCacheOptions& kv_cache = {},
+                                                     const TensorParallel& tp = {});
 
 }  // namespace pagoda

@@ -17,6 +17,13 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
           ? make_dummy_weights(definition.tensors(), options.dtype.value_or(config.dtype),
                                options.seed, pool, options.progress)
           : WeightStore::open_directory(model_dir);
+  // -tp N: the rank's slices replace the whole tensors (before --dtype converts only those).
+  const TensorParallel& tp = options.tensor_parallel;
+  if (tp.world > 1) {
+    check_tensor_parallel(definition, tp.world);
+    shard_weights(weights, definition, tp.rank, tp.world);
+    definition = shard_definition(definition, tp.rank, tp.world);
+  }
   // --dtype with a checkpoint: the CPU backend computes with the weights where they lie, so
   // another dtype means owned copies, converted once here.
   if (options.format != LoadFormat::kDummy && options.dtype) {
@@ -34,7 +41,8 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
       &pool,
       {.batch_invariant = !options.cpu_onednn,
        .bf16 = options.cpu_bf16_round ? cpu::Bf16Matmul::kRound : cpu::Bf16Matmul::kExact}};
-  return build_cpu_model(config, std::move(definition), std::move(weights), ctx, options.kv_cache);
+  return build_cpu_model(config, std::move(definition), std::move(weights), ctx, options.kv_cache,
+                         tp);
 }
 
 }  // namespace pagoda

@@ -15,6 +15,7 @@
 #include "model/definition.h"
 #include "model/forward_batch.h"
 #include "model/registry.h"
+#include "model/tensor_parallel.h"
 #include "pagoda/runtime_options.h"
 
 namespace pagoda {
@@ -187,6 +188,9 @@ struct LoadOptions {
   /// (docs/engine.md, "Numerics"). cpu_bf16_round implies it.
   bool cpu_onednn = false;
   KVCacheOptions kv_cache;
+  /// -tp N: this process's rank of the group and its communicator; the model holds only the
+  /// rank's slices (model/tensor_parallel.h). CPU only for now.
+  TensorParallel tensor_parallel;
   /// Called with the fraction of the weights loaded so far (0..1) while loading takes time: GPU
   /// uploads and dummy fills (an mmapped CPU checkpoint needs no loading). May be empty.
   std::function<void(double)> progress;

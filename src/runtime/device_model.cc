@@ -27,6 +27,11 @@ std::unique_ptr<Model> load_model_on_device(const std::string& model_dir,
   }
   const bool gpu = device == "cuda" || (device == "auto" && cuda_available());
   if (!gpu) return load_model(model_dir, options, pool);
+  if (options.tensor_parallel.world > 1) {
+    throw InvalidArgument(fmt::format(
+        "--tensor-parallel-size {}: tensor parallelism runs on the CPU only so far (--device cpu)",
+        options.tensor_parallel.world));
+  }
 #ifdef PAGODA_HAVE_CUDA
   if (cuda_device_count() == 0) throw InvalidArgument("--device cuda: no CUDA GPU is visible");
   return load_cuda_model(model_dir, options, /*device=*/0, pool);

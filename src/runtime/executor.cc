@@ -72,6 +72,24 @@ StepResult InProcessExecutor::wait() {
 }
 
 std::unique_ptr<Executor> make_executor(const ExecutorOptions& options) {
+  if (options.tensor_parallel_size < 1) {
+    throw InvalidArgument(
+        fmt::format("--tensor-parallel-size {}: must be at least 1", options.tensor_parallel_size));
+  }
+  if (options.tensor_parallel_size > 1) {
+    if (options.backend != "mp") {
+      throw InvalidArgument(
+          fmt::format("--tensor-parallel-size {} runs one worker process per rank: "
+                      "--distributed-executor-backend mp, not {}",
+                      options.tensor_parallel_size, options.backend));
+    }
+    if (!options.draft_model_dir.empty()) {
+      throw InvalidArgument(fmt::format(
+          "--tensor-parallel-size {}: a draft model (speculative_config.model) is not sharded "
+          "yet; ngram speculation works",
+          options.tensor_parallel_size));
+    }
+  }
   if (options.backend == "uni") return std::make_unique<InProcessExecutor>(options);
   if (options.backend == "mp") return start_process_executor(options);
   throw InvalidArgument(fmt::format(

@@ -4,8 +4,9 @@
 // run, KV allocation, graph capture) and runs each StepPlan. Two exist:
 //  - in-process (make_executor with ExecutorOptions::backend "uni", vLLM's name): the model on
 //    the engine's own thread;
-//  - worker processes ("mp"): one process per device rank (one today), the plan serialised over a
-//    socket and the results read from shared memory (runtime/process_executor.cc).
+//  - worker processes ("mp"): one process per tensor-parallel rank (-tp N; one by default), the
+//    plan serialised over a socket to each and rank 0's results read from shared memory
+//    (runtime/process_executor.cc).
 // Both run the same ModelRunner, so their outputs are identical.
 #include <cstdint>
 #include <memory>
@@ -27,7 +28,10 @@ struct ExecutorOptions {
   LoadOptions load;
   std::string device = "auto";  // auto, cpu or cuda
   int num_threads = 0;          // CPU threads of the model's pool (0: all cores)
-  std::string backend = "uni";  // uni: in-process; mp: a worker process
+  std::string backend = "uni";  // uni: in-process; mp: a worker process per rank
+  // --tensor-parallel-size: worker processes (backend mp), each holding one rank's slices of
+  // the model (model/tensor_parallel.h); CPU only so far.
+  int tensor_parallel_size = 1;
   // Draft-model speculation: the draft's directory (empty: none), loaded on the same device with
   // draft_load, its KV cache of the target's blocks (runtime/draft_proposer.h).
   std::string draft_model_dir;
@@ -36,7 +40,8 @@ struct ExecutorOptions {
 
 /// Facts of the started model the engine needs.
 struct ExecutorInfo {
-  kv::KVCacheSpec kv_spec;
+  kv::KVCacheSpec kv_spec;  // one rank's: its KV heads (with -tp N, KV heads / N or 1)
+  int tensor_parallel_size = 1;
   bool on_device = false;  // the model lives in device memory (sized by a profile run)
   int64_t vocab_size = 0;
   // With a draft model: what its KV cache holds per token (the pool holds both models' bytes per

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "core/logging.h"
+#include "core/shm_communicator.h"
 #include "core/status.h"
 #include "runtime/in_process_executor.h"
 #include "runtime/step_codec.h"
@@ -22,6 +24,9 @@ namespace {
 
 // Virtual size of the shared result memory: sparse, so only the pages a step writes exist.
 constexpr size_t kSharedBytes = size_t{64} << 30;
+// -tp N: each rank's slot of the collectives' shared memory (core/shm_communicator.h); larger
+// messages go through in chunks of it.
+constexpr size_t kCollectiveSlotBytes = size_t{4} << 20;
 
 enum class Msg : uint32_t {
   kReady = 1,     // worker -> parent: ExecutorInfo
@@ -108,15 +113,32 @@ std::string error_payload(const std::exception& e) {
   throw Internal(fmt::format("worker: {}", what));
 }
 
-/// The child's loop: serve the parent until it shuts down or goes away.
-void serve(int fd, char* shared, const ExecutorOptions& options) {
+/// The child's loop: serve the parent until it shuts down or goes away. Rank `rank` of
+/// options.tensor_parallel_size (group: their shared memory when more than one); rank 0 alone
+/// writes the step results, and any rank's error aborts the group (its peers would otherwise
+/// wait for it in a collective).
+void serve(int fd, char* shared, const ExecutorOptions& options, int rank,
+           const std::shared_ptr<ShmGroup>& group) {
+  const int world = options.tensor_parallel_size;
+  ExecutorOptions rank_options = options;
+  std::unique_ptr<ShmCommunicator> comm;
+  if (world > 1) {
+    if (rank != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 logs for the group
+    comm = std::make_unique<ShmCommunicator>(group, rank);
+    rank_options.load.tensor_parallel = {rank, world, comm.get()};
+    if (rank_options.num_threads == 0) {  // all cores: shared among the ranks
+      const auto cores = static_cast<int>(std::thread::hardware_concurrency());
+      rank_options.num_threads = std::max(1, cores / world);
+    }
+  }
   std::unique_ptr<InProcessExecutor> ex;
   try {
-    ex = std::make_unique<InProcessExecutor>(options);
+    ex = std::make_unique<InProcessExecutor>(rank_options);
     codec::Writer w;
     codec::write_info(w, ex->info());
     send_message(fd, Msg::kReady, w.bytes());
   } catch (const std::exception& e) {
+    if (comm) comm->abort(e.what());
     send_message(fd, Msg::kError, error_payload(e));
     return;
   }
@@ -158,8 +180,9 @@ void serve(int fd, char* shared, const ExecutorOptions& options) {
           const size_t hidden_offset = (logits_bytes + 4095) / 4096 * 4096;
           PAGODA_CHECK(hidden_offset + result.hidden_states.size() * sizeof(float) <= kSharedBytes,
                        "a step's results outgrow the {} GiB of shared memory", kSharedBytes >> 30);
-          if (!result.logits.empty()) std::memcpy(shared, result.logits.data(), logits_bytes);
-          if (!result.hidden_states.empty()) {
+          if (rank == 0 && !result.logits.empty())
+            std::memcpy(shared, result.logits.data(), logits_bytes);
+          if (rank == 0 && !result.hidden_states.empty()) {
             std::memcpy(shared + hidden_offset, result.hidden_states.data(),
                         result.hidden_states.size() * sizeof(float));
           }
@@ -202,31 +225,50 @@ void serve(int fd, char* shared, const ExecutorOptions& options) {
       }
       send_message(fd, type == Msg::kResult ? Msg::kResult : Msg::kOk, w.bytes());
     } catch (const std::exception& e) {
+      if (comm) comm->abort(e.what());
       send_message(fd, Msg::kError, error_payload(e));
     }
   }
 }
 
-/// The parent's side.
+/// A worker process: rank `rank` of the group, its socket.
+struct Worker {
+  int fd = -1;
+  pid_t pid = 0;
+  bool reaped = false;
+};
+
+/// The parent's side: every call goes to each rank and waits for each rank's reply; rank 0's
+/// reply is the answer (the ranks compute the same results). With several ranks any failure is
+/// the group's: a rank that exits, or an error (which aborted the group's collectives), stops
+/// the executor, and every later call throws the first failure's message, naming the rank.
 class ProcessExecutor final : public Executor {
  public:
-  ProcessExecutor(const ExecutorOptions& options, int fd, pid_t pid, char* shared)
-      : fd_(fd), pid_(pid), shared_(shared) {
-    const std::string ready = expect(Msg::kReady);  // or the worker's load error
+  ProcessExecutor(const ExecutorOptions& options, std::vector<Worker> workers, char* shared,
+                  std::shared_ptr<ShmGroup> group)
+      : workers_(std::move(workers)), shared_(shared), group_(std::move(group)) {
+    const std::string ready = collect(Msg::kReady);  // or a worker's load error
     codec::Reader r(ready.data(), ready.size());
     info_ = codec::read_info(r);
+    info_.tensor_parallel_size = static_cast<int>(workers_.size());
     config_ = load_model_config(options.model_dir);
   }
 
   ~ProcessExecutor() override {
     try {
-      if (in_flight_) (void)wait();
-      send_message(fd_, Msg::kShutdown, "");
+      if (in_flight_ && failure_.empty()) (void)wait();
     } catch (const std::exception& e) {
       spdlog::debug("worker shutdown: {}", e.what());
     }
-    ::close(fd_);
-    reap();
+    for (Worker& w : workers_) {
+      try {
+        send_message(w.fd, Msg::kShutdown, "");
+      } catch (const std::exception& e) {
+        spdlog::debug("worker shutdown: {}", e.what());
+      }
+      ::close(w.fd);
+    }
+    for (Worker& w : workers_) reap(w);
     ::munmap(shared_, kSharedBytes);
   }
 
@@ -272,20 +314,21 @@ class ProcessExecutor final : public Executor {
 
   void launch(StepPlan plan) override {
     PAGODA_CHECK(!in_flight_, "launch while a step is in flight");
+    throw_if_failed();
     if (plan.fill_late) {  // no overlap across the process boundary: complete the rows first
       plan.fill_late(plan);
       plan.fill_late = nullptr;
     }
     codec::Writer w;
     codec::write_plan(w, plan);
-    send_message(fd_, Msg::kLaunch, w.bytes());
+    send_all(Msg::kLaunch, w.bytes());
     in_flight_ = true;
   }
 
   StepResult wait() override {
     PAGODA_CHECK(in_flight_, "wait without launch");
     in_flight_ = false;
-    const std::string payload = expect(Msg::kResult);
+    const std::string payload = collect(Msg::kResult);
     codec::Reader r(payload.data(), payload.size());
     codec::ResultHeader h = codec::read_result(r);
     auto* base = reinterpret_cast<float*>(shared_);
@@ -298,6 +341,7 @@ class ProcessExecutor final : public Executor {
   bool in_flight() const override { return in_flight_; }
 
   void export_kv_block(int32_t block, std::span<std::byte> out) override {
+    one_rank("export_kv_block");
     codec::Writer w;
     w.put<int32_t>(block);
     w.put<uint64_t>(out.size());
@@ -308,6 +352,7 @@ class ProcessExecutor final : public Executor {
   }
 
   void import_kv_block(int32_t block, std::span<const std::byte> in) override {
+    one_rank("import_kv_block");
     codec::Writer w;
     w.put<int32_t>(block);
     w.put_vector(std::vector<std::byte>(in.begin(), in.end()));
@@ -316,6 +361,7 @@ class ProcessExecutor final : public Executor {
 
   void save_kv_blocks(std::span<const int32_t> blocks, std::span<std::byte> out) override {
     if (blocks.empty()) return;
+    one_rank("save_kv_blocks");
     codec::Writer w;
     w.put_vector(std::vector<int32_t>(blocks.begin(), blocks.end()));
     w.put<uint64_t>(out.size() / blocks.size());
@@ -327,6 +373,7 @@ class ProcessExecutor final : public Executor {
 
   void load_kv_blocks(std::span<const int32_t> blocks, std::span<const std::byte> in) override {
     if (blocks.empty()) return;
+    one_rank("load_kv_blocks");
     codec::Writer w;
     w.put_vector(std::vector<int32_t>(blocks.begin(), blocks.end()));
     w.put<uint64_t>(in.size());
@@ -335,51 +382,123 @@ class ProcessExecutor final : public Executor {
   }
 
  private:
-  /// The next message, which must be `want` (an error message is rethrown).
-  std::string expect(Msg want) {
-    Msg type{};
-    std::string payload;
-    (void)receive_message(fd_, type, payload);
-    if (type == Msg::kError) rethrow(payload);
-    PAGODA_CHECK(type == want, "worker: message {} where {} was expected",
-                 static_cast<uint32_t>(type), static_cast<uint32_t>(want));
-    return payload;
+  [[nodiscard]] int world() const { return static_cast<int>(workers_.size()); }
+
+  /// KV block copies move one rank's bytes: refused with several ranks (the engine refuses the
+  /// host KV tier with -tp N before it gets here).
+  void one_rank(const char* what) const {
+    if (world() > 1) {
+      throw InvalidArgument(fmt::format(
+          "{}: KV block copies are not supported with --tensor-parallel-size {}", what, world()));
+    }
+  }
+
+  void throw_if_failed() const {
+    if (!failure_.empty()) throw Internal(failure_);
+  }
+
+  void send_all(Msg type, const std::string& payload) {
+    throw_if_failed();
+    for (int r = 0; r < world(); ++r) {
+      try {
+        send_message(workers_[static_cast<size_t>(r)].fd, type, payload);
+      } catch (const Internal&) {
+        rank_exited(r);
+      }
+    }
+  }
+
+  /// A rank's socket closed: the group fails naming it (with its exit status when it is known).
+  [[noreturn]] void rank_exited(int r) {
+    Worker& w = workers_[static_cast<size_t>(r)];
+    std::string how;
+    int status = 0;
+    // Its socket closes only as it exits (serve() returns into _exit), so this wait is short.
+    if (!w.reaped && ::waitpid(w.pid, &status, 0) == w.pid) {
+      w.reaped = true;
+      how = WIFSIGNALED(status) ? fmt::format(", killed by signal {}", WTERMSIG(status))
+                                : fmt::format(", exit status {}", WEXITSTATUS(status));
+    }
+    if (world() == 1) throw Internal("the worker process exited (its socket closed)");
+    if (failure_.empty()) {
+      failure_ = fmt::format("tensor-parallel rank {} (pid {}) exited{}; the engine cannot go on",
+                             r, w.pid, how);
+    }
+    throw Internal(failure_);
+  }
+
+  /// Each rank's reply, which must be `want`; returns rank 0's. A rank's error is rethrown (the
+  /// first in rank order; with several ranks it stops the group).
+  std::string collect(Msg want) {
+    throw_if_failed();
+    std::string answer, error;
+    int error_rank = -1, exited = -1;
+    for (int r = 0; r < world(); ++r) {
+      Msg type{};
+      std::string payload;
+      try {
+        (void)receive_message(workers_[static_cast<size_t>(r)].fd, type, payload);
+      } catch (const Internal&) {
+        if (exited < 0) exited = r;
+        continue;
+      }
+      if (type == Msg::kError) {
+        if (error_rank < 0) {
+          error_rank = r;
+          error = std::move(payload);
+        }
+        continue;
+      }
+      PAGODA_CHECK(type == want, "worker {}: message {} where {} was expected", r,
+                   static_cast<uint32_t>(type), static_cast<uint32_t>(want));
+      if (r == 0) answer = std::move(payload);
+    }
+    if (exited >= 0) rank_exited(exited);
+    if (error_rank >= 0) {
+      if (world() == 1) rethrow(error);
+      try {
+        rethrow(error);
+      } catch (const std::exception& e) {
+        failure_ = fmt::format("tensor-parallel rank {}: {}", error_rank, e.what());
+        throw;
+      }
+    }
+    return answer;
   }
 
   std::string call(Msg type, const std::string& payload) {
     PAGODA_CHECK(!in_flight_, "a worker call while a step is in flight");
-    send_message(fd_, type, payload);
-    return expect(Msg::kOk);
+    send_all(type, payload);
+    return collect(Msg::kOk);
   }
 
-  /// Waits for the worker to exit (it does once the socket closes), killing it after 30 s.
-  void reap() {
+  /// Waits for a worker to exit (it does once the socket closes), killing it after 30 s.
+  static void reap(Worker& w) {
+    if (w.reaped) return;
     for (int i = 0; i < 3000; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) != 0) return;
+      if (::waitpid(w.pid, nullptr, WNOHANG) != 0) return;
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ::kill(pid_, SIGKILL);
-    (void)::waitpid(pid_, nullptr, 0);
+    ::kill(w.pid, SIGKILL);
+    (void)::waitpid(w.pid, nullptr, 0);
   }
 
   ModelConfig config_;
   ExecutorInfo info_;
-  int fd_;
-  pid_t pid_;
+  std::vector<Worker> workers_;  // [tensor_parallel_size], by rank
   char* shared_;
+  std::shared_ptr<ShmGroup> group_;  // null with one rank
+  std::string failure_;              // several ranks: the group's failure, empty while none
   bool in_flight_ = false;
 };
 
 }  // namespace
 
 std::unique_ptr<Executor> start_process_executor(const ExecutorOptions& options) {
-  int fds[2];
-  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
-    throw Internal(fmt::format("socketpair: {}", std::strerror(errno)));
+  const int world = options.tensor_parallel_size;
+  PAGODA_CHECK(world >= 1 && world <= ShmGroup::kMaxRanks, "{} worker processes", world);
   const int memfd = ::memfd_create("pagoda-step-results", MFD_CLOEXEC);
   if (memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(kSharedBytes)) != 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
     if (memfd >= 0) ::close(memfd);
     throw Internal(fmt::format("shared memory for the worker: {}", std::strerror(errno)));
   }
@@ -387,35 +506,53 @@ std::unique_ptr<Executor> start_process_executor(const ExecutorOptions& options)
       ::mmap(nullptr, kSharedBytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, memfd, 0);
   ::close(memfd);  // the mapping keeps it
   if (shared == MAP_FAILED) {
-    ::close(fds[0]);
-    ::close(fds[1]);
     throw Internal(fmt::format("mmap of the worker's shared memory: {}", std::strerror(errno)));
   }
-  std::fflush(nullptr);  // the child must not write the parent's buffered output again
-  const pid_t pid = ::fork();
-  if (pid < 0) {
-    ::close(fds[0]);
-    ::close(fds[1]);
-    ::munmap(shared, kSharedBytes);
-    throw Internal(fmt::format("fork: {}", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    ::close(fds[0]);
-    try {
-      serve(fds[1], static_cast<char*>(shared), options);
-    } catch (const std::exception& e) {
-      spdlog::error("worker: {}", e.what());
+  const std::shared_ptr<ShmGroup> group =
+      world > 1 ? ShmGroup::create(world, kCollectiveSlotBytes) : nullptr;
+  std::vector<Worker> workers;
+  auto undo = [&] {  // closing a socket ends its worker
+    for (Worker& w : workers) {
+      ::close(w.fd);
+      (void)::waitpid(w.pid, nullptr, 0);
     }
-    ::_exit(0);  // no atexit handlers or destructors of the parent's objects
-  }
-  ::close(fds[1]);
-  try {
-    return std::make_unique<ProcessExecutor>(options, fds[0], pid, static_cast<char*>(shared));
-  } catch (...) {
-    ::close(fds[0]);
-    (void)::waitpid(pid, nullptr, 0);
     ::munmap(shared, kSharedBytes);
+  };
+  for (int rank = 0; rank < world; ++rank) {
+    int fds[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+      const std::string what = std::strerror(errno);
+      undo();
+      throw Internal(fmt::format("socketpair: {}", what));
+    }
+    std::fflush(nullptr);  // the child must not write the parent's buffered output again
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const std::string what = std::strerror(errno);
+      ::close(fds[0]);
+      ::close(fds[1]);
+      undo();
+      throw Internal(fmt::format("fork: {}", what));
+    }
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::close(fds[0]);
+      for (const Worker& w : workers) ::close(w.fd);  // the earlier ranks' parent ends
+      try {
+        serve(fds[1], static_cast<char*>(shared), options, rank, group);
+      } catch (const std::exception& e) {
+        spdlog::error("worker {}: {}", rank, e.what());
+      }
+      ::_exit(0);  // no atexit handlers or destructors of the parent's objects
+    }
+    ::close(fds[1]);
+    if (group) group->set_pid(rank, pid);
+    workers.push_back({fds[0], pid});
+  }
+  try {
+    return std::make_unique<ProcessExecutor>(options, workers, static_cast<char*>(shared), group);
+  } catch (...) {
+    undo();
     throw;
   }
 }

@@ -11,6 +11,11 @@
 // An error inside the worker comes back as an error message and fails that step alone; a worker
 // that dies closes the socket, and every later call throws.
 //
+// With --tensor-parallel-size N it forks N workers, rank 0 to N - 1, over one more shared segment
+// for their collectives (core/shm_communicator.h); each loads its rank's slices. Every message
+// goes to each rank and each replies; rank 0's reply and results are the answer. A rank's error
+// or exit stops the whole group: that call and every later one throw a message naming the rank.
+//
 // The fork happens before the engine starts its threads and before this process touches CUDA
 // (the parent never loads the model), so the child starts from a single-threaded copy; it dies
 // with the parent (PR_SET_PDEATHSIG).

@@ -191,6 +191,18 @@ void WeightStore::add_owned(const std::string& name, DType dtype, const Shape& s
   index_[name] = Entry{t, description_};
 }
 
+void WeightStore::replace_with_view(const std::string& name, const Shape& shape,
+                                    size_t byte_offset) {
+  const auto it = index_.find(name);
+  PAGODA_CHECK(it != index_.end(), "replace_with_view: no tensor '{}'", name);
+  Tensor& t = it->second.tensor;
+  PAGODA_CHECK(byte_offset + static_cast<size_t>(shape.num_elements()) * dtype_size(t.dtype) <=
+                   t.num_bytes(),
+               "replace_with_view: {} bytes past offset {} of '{}'", t.num_bytes(), byte_offset,
+               name);
+  t = Tensor{static_cast<std::byte*>(t.data) + byte_offset, t.dtype, shape};
+}
+
 namespace {
 
 float load_float(const void* data, DType dtype, int64_t i) {

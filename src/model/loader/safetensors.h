@@ -39,8 +39,13 @@ class WeightStore {
 
   /// Adds one file's tensors; a name present twice is an error naming both files.
   void add_file(const std::string& path);
-  /// Adds a tensor that the store owns (dummy weights, converted tensors).
+  /// Adds a tensor that the store owns (dummy weights, converted tensors), replacing any of that
+  /// name (a tensor-parallel rank's slice).
   void add_owned(const std::string& name, DType dtype, const Shape& shape, Buffer buffer);
+  /// Replaces tensor `name` by the view of `shape` starting byte_offset bytes into it (a
+  /// tensor-parallel rank's rows; the memory stays the store's). Example: rows [2, 4) of a [4, 8]
+  /// f32 tensor are shape [2, 8] at byte offset 2 * 8 * 4 = 64.
+  void replace_with_view(const std::string& name, const Shape& shape, size_t byte_offset);
   /// --dtype on the CPU: every float tensor (f32, bf16, f16) of another dtype is replaced by an
   /// owned copy in `target` (round to nearest even, as torch's .to()); the mapped file's bytes
   /// are no longer used for it. Returns how many tensors were converted.

@@ -75,5 +75,28 @@ TEST(CliOptions, KvOffloadingSizeIsGibOrASize) {
   EXPECT_THROW((void)parse_kv_offloading_size("99999999999"), InvalidArgument);  // past 2^63 bytes
 }
 
+// -tp N picks the worker-process executor unless --distributed-executor-backend names one (uni is
+// then refused by the executor, naming both flags); -pp and -dp stay refused here.
+TEST(CliOptions, TensorParallelSizeImpliesWorkerProcesses) {
+  EngineFlags f;
+  EXPECT_EQ(f.to_engine_args().distributed_executor_backend, "uni");
+  f.tensor_parallel_size = 2;
+  EngineArgs a = f.to_engine_args();
+  EXPECT_EQ(a.tensor_parallel_size, 2);
+  EXPECT_EQ(a.distributed_executor_backend, "mp");
+  f.distributed_executor_backend = "uni";
+  EXPECT_EQ(f.to_engine_args().distributed_executor_backend, "uni");
+  f.tensor_parallel_size = 0;
+  EXPECT_THROW((void)f.to_engine_args(), InvalidArgument);
+  EngineFlags dp;
+  dp.data_parallel_size = 2;
+  try {
+    (void)dp.to_engine_args();
+    ADD_FAILURE() << "-dp 2 accepted outside serve";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("--data-parallel-size 2"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace pagoda::cli
