@@ -11,16 +11,17 @@ declare -A allowed=(
   [ops]="core kernels/cpu kernels/cuda ops"
   [model]="core kernels/cpu ops kv model"
   [kv]="core kv"
+  [kv_transfer]="core kv_transfer"
   [scheduler]="core kv scheduler"
   [sampling]="core sampling"
   [template]="core template"
   [tokenizer]="core tokenizer"
   [structured]="core tokenizer structured"
   [runtime]="core kernels/cpu kernels/cuda ops model kv scheduler sampling runtime"
-  [engine]="core kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine"
+  [engine]="core kernels/cpu ops model kv kv_transfer scheduler sampling tokenizer template structured runtime engine"
   [server]="core kv scheduler sampling tokenizer template structured engine server"
   [router]="core server router"
-  [cli]="core hub kernels/cpu ops model kv scheduler sampling tokenizer template structured runtime engine server router cli"
+  [cli]="core hub kernels/cpu ops model kv kv_transfer scheduler sampling tokenizer template structured runtime engine server router cli"
 )
 status=0
 for layer in "${!allowed[@]}"; do

@@ -40,6 +40,25 @@ struct SpeculativeConfig {
   double draft_row_cost = 0.1;
 };
 
+/// --kv-transfer-config (vLLM's keys): this engine's part in prefill/decode disaggregation
+/// (docs/engine.md, "Prefill/decode disaggregation").
+struct KVTransferConfig {
+  std::string kv_connector = "PagodaConnector";  // the only connector
+  /// kv_producer (prefills `do_remote_decode` requests and serves their KV), kv_consumer
+  /// (admits `do_remote_prefill` requests, pulling their KV), or kv_both.
+  std::string kv_role;
+  std::string engine_id;  // reported as remote_engine_id; empty: "pagoda-HOST:PORT"
+  // kv_connector_extra_config (pagoda's keys):
+  std::string transport = "tcp";   // transport: tcp (Boost.Asio)
+  std::string host = "127.0.0.1";  // host: the producer's transfer address (bound and reported)
+  int port = 0;                    // port: the producer's transfer port; 0: an ephemeral one
+  int pull_timeout_ms = 30000;     // pull_timeout (seconds): a consumer's bound on one pull
+  int keep_timeout_ms = 120000;    // keep_timeout (seconds): a producer keeps unpulled KV this long
+
+  [[nodiscard]] bool producer() const { return kv_role == "kv_producer" || kv_role == "kv_both"; }
+  [[nodiscard]] bool consumer() const { return kv_role == "kv_consumer" || kv_role == "kv_both"; }
+};
+
 /// How an engine is built: the model, its weights and the limits of the KV cache and scheduler.
 struct EngineArgs {
   std::string model;                 // Hugging Face model directory
@@ -99,6 +118,8 @@ struct EngineArgs {
   int num_speculative_tokens = 0;
   /// --speculative-config; nullopt: no speculation (the hook above aside).
   std::optional<SpeculativeConfig> speculative_config;
+  /// --kv-transfer-config; nullopt: no prefill/decode disaggregation.
+  std::optional<KVTransferConfig> kv_transfer_config;
   /// Structured outputs' jump-forward: up to this many tokens of the text a request's grammar
   /// forces next are proposed as drafts of a greedy constrained request stepping alone, and kept
   /// where the model draws them (outputs unchanged, fewer steps). 0: off.

@@ -30,6 +30,18 @@ struct TokenLogprobs {
 
 /// One streamed update of one completion of a request: the tokens and text that are new since the
 /// previous update of the same completion. The last update of a completion has finish_reason set.
+/// Prefill/decode disaggregation's hand-off, vLLM's kv_transfer_params (NixlConnector's keys):
+/// what a producer returns and a consumer pulls with.
+struct KVTransferParams {
+  std::string remote_engine_id;  // the producer's engine_id
+  std::string remote_host;       // its transfer address
+  int remote_port = 0;           // its transfer port
+  /// The producer's device blocks the exported KV came from, one per full prompt block sent: the
+  /// consumer accepts at most this many blocks.
+  std::vector<int32_t> remote_block_ids;
+  std::string remote_request_id;  // the id the blocks are kept under
+};
+
 struct RequestOutput {
   std::string request_id;
   int index = 0;                        // which of the request's n completions
@@ -53,6 +65,8 @@ struct RequestOutput {
   /// ** length_penalty (transformers' sequences_scores).
   std::optional<float> cumulative_logprob;
   std::optional<float> beam_score;
+  /// A producer's finished `do_remote_decode` request: where its prompt KV waits for a consumer.
+  std::optional<KVTransferParams> kv_transfer_params;
 };
 
 }  // namespace pagoda

@@ -19,7 +19,8 @@ namespace {
 
 struct RouterFlags {
   std::vector<std::string> backends;
-  std::vector<std::string> prefill, decode;  // P/D mode: refused until KV transfer exists
+  std::vector<std::string> prefill, decode;  // P/D mode: producers and consumers
+  double prefill_timeout = 120;              // P/D mode: seconds a prefill may take
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
@@ -40,15 +41,26 @@ std::chrono::milliseconds seconds_flag(double seconds, const char* flag, bool ze
 }
 
 router::RouterOptions router_options(const RouterFlags& f) {
-  if (!f.prefill.empty() || !f.decode.empty()) {
-    throw InvalidArgument(
-        "--prefill/--decode (prefill/decode disaggregation) need the KV cache transfer between "
-        "engines (--kv-transfer-config), which pagoda does not have yet; balance whole requests "
-        "over engines with --backend URL...");
-  }
-  if (f.backends.empty()) throw InvalidArgument("give at least one --backend http://HOST:PORT");
   router::RouterOptions o;
-  o.backends = f.backends;
+  if (!f.prefill.empty() || !f.decode.empty()) {
+    // P/D mode: the decode engines answer, the prefill engines hand their KV over.
+    if (!f.backends.empty()) {
+      throw InvalidArgument(
+          "--backend with --prefill/--decode: give the engines of P/D mode as --prefill URL... "
+          "(kv_producer) and --decode URL... (kv_consumer), or plain engines as --backend URL...");
+    }
+    if (f.prefill.empty()) throw InvalidArgument("--decode needs at least one --prefill URL");
+    if (f.decode.empty()) throw InvalidArgument("--prefill needs at least one --decode URL");
+    o.backends = f.decode;
+    o.prefill_backends = f.prefill;
+  } else {
+    if (f.backends.empty()) {
+      throw InvalidArgument(
+          "give at least one --backend http://HOST:PORT (or --prefill and --decode URLs)");
+    }
+    o.backends = f.backends;
+  }
+  o.prefill_timeout = seconds_flag(f.prefill_timeout, "--prefill-timeout", false);
   o.http.host = f.host;
   o.http.port = static_cast<uint16_t>(f.port);
   o.http.num_io_threads =
@@ -86,11 +98,15 @@ int run_router(const RouterFlags& f) {
   install_signal_handlers();
   router::RouterServer server(options);
   const uint16_t port = server.start();
-  spdlog::info("routing http://{}:{} to {} backend(s) ({} healthy): {}{}",
-               f.host.find(':') != std::string::npos ? "[" + f.host + "]" : f.host, port,
-               options.backends.size(), server.num_healthy_backends(),
-               fmt::join(options.backends, ", "),
-               options.api_key.empty() ? "" : " (API key required)");
+  spdlog::info(
+      "routing http://{}:{} to {} backend(s) ({} healthy): {}{}{}",
+      f.host.find(':') != std::string::npos ? "[" + f.host + "]" : f.host, port,
+      options.backends.size() + options.prefill_backends.size(), server.num_healthy_backends(),
+      fmt::join(options.backends, ", "),
+      options.prefill_backends.empty()
+          ? ""
+          : fmt::format(" (decode), prefilled by {}", fmt::join(options.prefill_backends, ", ")),
+      options.api_key.empty() ? "" : " (API key required)");
   wait_for_signal();
   spdlog::info("shutting down: up to {:g} s for requests in flight", f.shutdown_timeout);
   server.shutdown(grace);
@@ -108,9 +124,14 @@ void register_router_command(CLI::App& app, int& exit_code) {
                   "an engine's base URL, http://HOST:PORT (repeatable, or several after one "
                   "--backend)");
   cmd->add_option("--prefill", f->prefill,
-                  "prefill engines of prefill/decode disaggregation (not yet: needs KV transfer)");
+                  "P/D mode: a prefill engine's base URL (serve --kv-transfer-config kv_producer; "
+                  "repeatable)");
   cmd->add_option("--decode", f->decode,
-                  "decode engines of prefill/decode disaggregation (not yet: needs KV transfer)");
+                  "P/D mode: a decode engine's base URL (serve --kv-transfer-config kv_consumer; "
+                  "repeatable)");
+  cmd->add_option("--prefill-timeout", f->prefill_timeout,
+                  "P/D mode: seconds a prefill may take before the decode engine prefills the "
+                  "request itself (default 120)");
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)")
       ->check(CLI::Range(0, 65535));

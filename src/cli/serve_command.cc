@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "cli/engine_flags.h"
 #include "cli/hub_env.h"
+#include "cli/kv_transfer_config.h"
 #include "cli/signals.h"
 #include "cli/vllm_flags.h"
 #include "core/logging.h"
@@ -59,6 +60,7 @@ struct ServeOptions {
   std::string generation_config = "auto";  // auto (the model's), vllm (none) or a directory
   bool trust_request_chat_template = false;
   bool return_tokens_as_token_ids = false;
+  std::string kv_transfer_config;  // --kv-transfer-config JSON (cli/kv_transfer_config.h)
   int64_t chat_template_max_steps = 10'000'000;
   std::string chat_template_max_output = "64M";
   std::string max_stream_buffer = "8M";
@@ -273,9 +275,21 @@ int run_serve(const ServeOptions& o) {
     throw InvalidArgument(
         fmt::format("--data-parallel-size {}: must be at least 1", o.engine.data_parallel_size));
   }
+  if (o.engine.data_parallel_size > 1 && !o.kv_transfer_config.empty()) {
+    throw InvalidArgument(
+        "--kv-transfer-config with --data-parallel-size > 1: one engine per P/D role "
+        "(run several and list them to `pagoda router --prefill/--decode`)");
+  }
   EngineFlags engine_flags = o.engine;
   engine_flags.data_parallel_size = 1;  // the replicas are made here, each of one engine
   EngineArgs args = engine_flags.to_engine_args();
+  if (!o.kv_transfer_config.empty()) {
+    try {
+      args.kv_transfer_config = parse_kv_transfer_config(o.kv_transfer_config);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("--kv-transfer-config: {}", e.what()));
+    }
+  }
   args.model = model_dir;  // served as given (e.g. org/name), loaded from what it resolves to
   resolve_model_sources(args, o.engine);
   args.seed = o.seed;
@@ -455,6 +469,11 @@ void register_serve_command(CLI::App& app, int& exit_code) {
                   "[\"*\"])");
   cmd->add_flag("--allow-credentials", opts->allow_credentials,
                 "CORS: let other origins send credentials (cookies, Authorization)");
+  cmd->add_option("--kv-transfer-config", opts->kv_transfer_config,
+                  "prefill/decode disaggregation, vLLM's JSON: {\"kv_connector\": "
+                  "\"PagodaConnector\", \"kv_role\": \"kv_producer\"|\"kv_consumer\"|"
+                  "\"kv_both\", \"kv_connector_extra_config\": {\"host\", \"port\", "
+                  "\"pull_timeout\", \"keep_timeout\"}}");
   add_engine_flags(cmd, opts->engine, /*model_flag=*/false);
   auto vllm = std::make_shared<VllmCompatFlags>();
   add_vllm_compat_flags(cmd, vllm, /*server=*/true);

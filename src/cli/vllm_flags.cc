@@ -81,7 +81,6 @@ constexpr KnownFlag kRefused[] = {
     {"--mm-processor-kwargs", true, "multimodal inputs are not supported"},
     {"--enable-sleep-mode", false, "sleep mode is not supported"},
     {"--cpu-offload-gb", true, "weights are not offloaded to the CPU"},
-    {"--kv-transfer-config", true, "KV transfer between instances is not supported"},
     {"--kv-events-config", true, "KV cache events are not published"},
     {"--otlp-traces-endpoint", true, "OpenTelemetry tracing is not supported"},
     {"--collect-detailed-traces", true, "OpenTelemetry tracing is not supported"},

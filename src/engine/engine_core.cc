@@ -202,6 +202,12 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   if (e.host_tier) {
     e.host_transfer = std::make_unique<HostKVTransfer>(*e.host_tier, *e.kv_manager, *e.executor);
   }
+  if (args.kv_transfer_config) {
+    e.kv_connector = make_kv_connector(args, e.config(), info, *e.executor, *e.kv_manager, [&e] {
+      { std::lock_guard lock(e.mutex); }  // the loop is waiting, or will see the arrival
+      e.wake.notify_all();
+    });
+  }
   kv_capacity_tokens_ =
       static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
   cache_info_ = {args.block_size,
@@ -276,9 +282,25 @@ const ModelConfig& EngineCore::model_config() const { return impl_->config(); }
 
 int64_t EngineCore::vocab_size() const { return impl_->config().vocab_size; }
 
+int EngineCore::kv_transfer_port() const {
+  return impl_->kv_connector ? impl_->kv_connector->port() : 0;
+}
+
+bool EngineCore::kv_transfer_enabled() const { return impl_->kv_connector != nullptr; }
+
+uint64_t EngineCore::kv_transfer_fingerprint() const {
+  return impl_->kv_connector ? impl_->kv_connector->fingerprint() : 0;
+}
+
 EngineStats EngineCore::stats() const {
-  std::lock_guard lock(impl_->mutex);
-  return impl_->stats;
+  EngineStats s;
+  {
+    std::lock_guard lock(impl_->mutex);
+    s = impl_->stats;
+  }
+  // The producer's counters move on the transfer server's thread, between engine steps too.
+  if (impl_->kv_connector) impl_->kv_connector->fill_producer_stats(s);
+  return s;
 }
 
 std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
@@ -305,6 +327,7 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
           return tokenizer_->encode(text, /*add_special_tokens=*/false);
         });
   }
+  check_kv_transfer_request(impl_->kv_connector.get(), r);
   r.params.validate(config.vocab_size);
   if (r.priority != 0 && !priority_scheduling_) {
     throw InvalidArgument(fmt::format(
@@ -336,6 +359,9 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
   request->num_unfinished = request->params.n;
   request->submitted = std::chrono::steady_clock::now();
   request->constraint = std::move(constraint);
+  request->do_remote_decode = r.do_remote_decode;
+  request->do_remote_prefill = r.do_remote_prefill;
+  request->remote = std::move(r.remote);
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->stopping) throw Unavailable("the engine is shutting down");
@@ -372,7 +398,8 @@ void EngineCore::Impl::loop() {
       std::unique_lock lock(mutex);
       wake.wait(lock, [&] {
         return stopping || !incoming.empty() || !aborts.empty() || in_flight.has_value() ||
-               scheduler->has_unfinished_requests();
+               scheduler->has_schedulable_requests() ||
+               (kv_connector && kv_connector->has_arrivals());
       });
       new_requests.swap(incoming);
       new_aborts.swap(aborts);
@@ -380,6 +407,7 @@ void EngineCore::Impl::loop() {
     }
     for (auto& [request, prompt] : new_requests) admit(std::move(request), std::move(prompt));
     for (const std::string& id : new_aborts) abort_request(id, "");
+    if (kv_connector) take_kv_arrivals();
     if (stop) {
       fail_all("the engine shut down");
       publish_stats();
@@ -392,7 +420,7 @@ void EngineCore::Impl::loop() {
       const double waited_before = times.device_wait_seconds;
       const bool decode_step = in_flight && completing_decode_step;
       if (in_flight) complete_step();
-      if (scheduler->has_unfinished_requests()) launch_step();
+      if (scheduler->has_schedulable_requests()) launch_step();
       const double waited = times.device_wait_seconds - waited_before;
       const double serial =
           std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() - waited;
@@ -472,10 +500,12 @@ void EngineCore::Impl::admit(std::shared_ptr<ActiveRequest> request, std::vector
     if (tokenizer->has_value()) {
       c.detok.emplace(**tokenizer, request->params.skip_special_tokens, request->prompt);
     }
+    if (request->do_remote_prefill) r->set_waiting_for_remote_kv();
     scheduler->add_request(std::move(r));  // the last step that may throw: nothing to undo
     request->completion_ids.push_back(kv_id);
     requests[request->id] = request;
     completions.emplace(kv_id, std::move(c));
+    if (request->do_remote_prefill) kv_connector->start_pull(kv_id, request->remote);
   } catch (const std::exception& e) {
     RequestOutput failed;
     failed.request_id = request->id;
@@ -575,6 +605,8 @@ void EngineCore::Impl::launch_step() {
   const auto launch_start = std::chrono::steady_clock::now();
   // The host KV tier's copies: the blocks this schedule evicted out, its host hits in.
   if (host_transfer) host_transfer->before_launch();
+  // Received prompt blocks in (after the host tier's saves have read any block they reuse).
+  if (kv_connector) kv_connector->before_launch();
   executor->launch(std::move(plan));
   times.launch_seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - launch_start).count();
@@ -711,6 +743,8 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
   out.error = std::move(error);
   out.num_prompt_tokens = static_cast<int>(a->prompt.size());
   out.num_cached_tokens = c.num_cached_tokens;
+  if (reason != FinishReason::kAbort) out.kv_transfer_params = a->transfer_out;
+  if (kv_connector) kv_connector->drop(id);
   a->stream->push(std::move(out));
   completions.erase(it);
   if (--a->num_unfinished == 0) {
@@ -757,6 +791,10 @@ void EngineCore::Impl::publish_stats() {
     stats.host_kv_blocks_saved = host_transfer->blocks_saved();
     stats.host_kv_blocks_loaded = host_transfer->blocks_loaded();
     stats.host_kv_cache_usage = host_tier->usage();
+  }
+  if (kv_connector) {
+    kv_connector->fill_consumer_stats(stats);
+    kv_connector->fill_producer_stats(stats);
   }
   stats.prompt_tokens = prompt_tokens;
   stats.generation_tokens = generation_tokens;

@@ -33,6 +33,13 @@ struct EngineRequest {
   SamplingParams params;
   int priority = 0;        // lower runs first under --scheduling-policy priority
   std::string cache_salt;  // requests with different salts never share cached KV blocks
+  /// Prefill/decode disaggregation (vLLM's kv_transfer_params). do_remote_decode (a producer):
+  /// prefill, stop after the first token, keep the prompt's KV for a consumer and return where it
+  /// is in RequestOutput::kv_transfer_params. do_remote_prefill (a consumer): pull the prompt's KV
+  /// from `remote` instead of computing it (falling back to computing it on any failure).
+  bool do_remote_decode = false;
+  bool do_remote_prefill = false;
+  KVTransferParams remote;  // with do_remote_prefill
 };
 
 /// Upper bounds (inclusive) of the buckets of tokens per engine step: vLLM's
@@ -55,6 +62,10 @@ struct IterationTokens {
     ++count;
   }
 };
+
+/// Upper bounds (seconds, inclusive) of the KV transfer latency histogram's buckets.
+inline constexpr std::array<double, 12> kKVTransferLatencyBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0};
 
 /// The KV cache as the engine built it, for vLLM's cache_config_info gauge.
 struct CacheInfo {
@@ -86,6 +97,19 @@ struct EngineStats {
   int64_t host_kv_blocks_saved = 0;
   int64_t host_kv_blocks_loaded = 0;
   double host_kv_cache_usage = 0;
+  // Prefill/decode disaggregation (--kv-transfer-config). Consumer: prompt tokens whose KV was
+  // received and loaded instead of computed, bytes received, pulls that failed (fallen back to a
+  // local prefill), and the pulls' latency. Producer: blocks sent, blocks freed unpulled by the
+  // keep timeout, and blocks held for consumers now.
+  int64_t kv_transfer_received_tokens = 0;
+  int64_t kv_transfer_received_bytes = 0;
+  int64_t kv_transfer_failures = 0;
+  /// [kKVTransferLatencyBuckets.size() + 1] pulls per latency bucket, not cumulative (+Inf last).
+  std::vector<int64_t> kv_transfer_latency_counts;
+  double kv_transfer_latency_sum = 0;
+  int64_t kv_transfer_blocks_sent = 0;
+  int64_t kv_transfer_blocks_freed_timeout = 0;
+  int64_t kv_transfer_pending_blocks = 0;
   int64_t prompt_tokens = 0;      // computed prompt tokens (cache hits excluded)
   int64_t generation_tokens = 0;  // sampled tokens
   int64_t num_steps = 0;
@@ -142,6 +166,13 @@ class EngineCore {
   /// --scheduling-policy priority: requests may set a priority (under fcfs only 0, as vLLM).
   [[nodiscard]] bool priority_scheduling() const { return priority_scheduling_; }
   [[nodiscard]] EngineStats stats() const;
+  /// --kv-transfer-config: the producer's transfer port (the ephemeral one chosen for port 0);
+  /// 0 without a producer role.
+  [[nodiscard]] int kv_transfer_port() const;
+  [[nodiscard]] bool kv_transfer_enabled() const;
+  /// --kv-transfer-config: the layout fingerprint both ends compare (model, KV dtype and layout,
+  /// block size); 0 without it.
+  [[nodiscard]] uint64_t kv_transfer_fingerprint() const;
 
  private:
   struct Impl;

@@ -21,6 +21,7 @@
 #include "engine/draw_inputs.h"
 #include "engine/engine_core.h"
 #include "engine/host_kv_transfer.h"
+#include "engine/kv_connector.h"
 #include "engine/ngram_proposer.h"
 #include "engine/speculation.h"
 #include "engine/step_planner.h"
@@ -72,6 +73,12 @@ struct ActiveRequest {
   std::optional<std::chrono::steady_clock::time_point> first_scheduled;  // first step it ran in
   std::optional<RequestConstraint> constraint;                           // structured outputs
   std::unique_ptr<BeamGroup> beam;  // use_beam_search: the search (no Completion then)
+  // Prefill/decode disaggregation (EngineRequest's fields): a producer's request keeps its
+  // prompt KV for a consumer (transfer_out once exported); a consumer's pulls `remote`.
+  bool do_remote_decode = false;
+  bool do_remote_prefill = false;
+  KVTransferParams remote;
+  std::optional<KVTransferParams> transfer_out;
 };
 
 /// One of a request's completions: its sampler, detokenizer and stop strings.
@@ -124,6 +131,7 @@ struct EngineCore::Impl {
   std::unique_ptr<kv::HostKVTier> host_tier;  // --kv-offloading-size; before the manager using it
   std::unique_ptr<kv::KVCacheManager> kv_manager;
   std::unique_ptr<HostKVTransfer> host_transfer;  // with host_tier
+  std::unique_ptr<KVConnector> kv_connector;      // --kv-transfer-config
   std::unique_ptr<scheduler::Scheduler> scheduler;
   StepPlanner planner;
   const std::optional<Tokenizer>* tokenizer = nullptr;
@@ -183,6 +191,12 @@ struct EngineCore::Impl {
 
   void loop();
   void admit(std::shared_ptr<ActiveRequest> request, std::vector<int32_t> prompt);
+  /// Consumer: the pulls that ended since the last turn; each request joins the waiting queue
+  /// with its received blocks, or none (a local prefill) when the pull failed.
+  void take_kv_arrivals();
+  /// Producer: exports the prompt KV of the do_remote_decode requests whose prompt `out`
+  /// computed (before update_from_output can free their blocks).
+  void export_remote_decodes(const scheduler::SchedulerOutput& out);
   void launch_step();
   /// The structured-output masks of a plan's constrained rows (RowDraw::allowed).
   void fill_masks(const scheduler::SchedulerOutput& out, StepPlan& plan);

@@ -142,6 +142,7 @@ void EngineCore::Impl::complete_step() {
     }
     new_tokens.emplace_back(id, std::move(ids));
   }
+  if (kv_connector) export_remote_decodes(out);
   // Beam rows are copied before update_from_output, which leaves those beams idle.
   collect_beam_rows(out, result);
   const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
@@ -325,6 +326,40 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
       drafts = c.ngram->propose(r->all_token_ids(), k);
     }
     r->set_spec_token_ids(std::move(drafts));
+  }
+}
+
+void EngineCore::Impl::export_remote_decodes(const scheduler::SchedulerOutput& out) {
+  for (const scheduler::ScheduledRequest& s : out.scheduled) {
+    if (!s.samples) continue;
+    const auto it = completions.find(s.id);
+    if (it == completions.end()) continue;
+    ActiveRequest& a = *it->second.request;
+    const scheduler::Request* r = scheduler->get(s.id);
+    if (!a.do_remote_decode || a.transfer_out || r == nullptr || r->num_output_tokens() != 0)
+      continue;
+    try {
+      a.transfer_out =
+          kv_connector->export_prompt(a.id, r->prompt_token_ids(), kv_manager->block_table(s.id));
+    } catch (const std::exception& e) {
+      fail_request(a.id, fmt::format("exporting the prompt's KV: {}", e.what()));
+    }
+  }
+}
+
+void EngineCore::Impl::take_kv_arrivals() {
+  for (KVConnector::Arrival& arrival : kv_connector->take_arrivals()) {
+    const scheduler::Request* r = scheduler->get(arrival.id);
+    if (r == nullptr || r->status() != scheduler::RequestStatus::kWaitingForRemoteKV)
+      continue;  // aborted
+    std::string why;
+    const int num_blocks = kv_connector->accept(arrival, r->prompt_token_ids(), why);
+    if (!why.empty()) {
+      const auto c = completions.find(arrival.id);
+      spdlog::warn("KV transfer for request {} failed, prefilling locally: {}",
+                   c != completions.end() ? c->second.request->id : std::string("?"), why);
+    }
+    scheduler->remote_kv_ready(arrival.id, num_blocks);
   }
 }
 

@@ -42,7 +42,16 @@ BlockHash KVCacheManager::hash_block(const KVRequestView& request, int64_t index
 
 ComputedBlocks KVCacheManager::get_computed_blocks(const KVRequestView& request) {
   ComputedBlocks result;
-  if (!config_.enable_prefix_caching) return result;
+  const int64_t max_external =
+      std::min<int64_t>(request.num_external_blocks,
+                        std::max<int64_t>(static_cast<int64_t>(request.token_ids.size()) - 1, 0) /
+                            config_.block_size);
+  if (!config_.enable_prefix_caching) {
+    // Received blocks need no cache: they are this request's own.
+    result.num_external_blocks = static_cast<int>(max_external);
+    result.num_computed_tokens = result.num_external_blocks * config_.block_size;
+    return result;
+  }
   const auto it = requests_.find(request.request_id);
   PAGODA_CHECK(it == requests_.end() || it->second.block_ids.empty(),
                "request {} already holds {} blocks; prefix lookups are for requests without any",
@@ -65,12 +74,19 @@ ComputedBlocks KVCacheManager::get_computed_blocks(const KVRequestView& request)
         continue;
       }
     }
+    if (max_external > 0) break;  // the received blocks continue the chain
     if (host_tier_ == nullptr || !host_tier_->contains(hash)) break;
     result.host_block_hashes.push_back(hash);
   }
   const int device_tokens = static_cast<int>(result.block_ids.size()) * config_.block_size;
   const int host_tokens = static_cast<int>(result.host_block_hashes.size()) * config_.block_size;
-  result.num_computed_tokens = device_tokens + host_tokens;
+  // Example: 4 received blocks, the device holds blocks 0-1: logical blocks 2-3 are loaded.
+  if (max_external > 0) {
+    result.num_external_blocks =
+        static_cast<int>(std::max<int64_t>(max_external - int64_t(result.block_ids.size()), 0));
+  }
+  result.num_computed_tokens =
+      device_tokens + host_tokens + result.num_external_blocks * config_.block_size;
   stats_.queries_tokens += num_tokens;
   stats_.hits_tokens += device_tokens;
   if (host_tier_ != nullptr) {
@@ -91,14 +107,19 @@ std::optional<std::vector<BlockId>> KVCacheManager::allocate_slots(
   const size_t num_held = it == requests_.end() ? 0 : it->second.block_ids.size();
   const std::vector<BlockId>& hits = new_computed_blocks.block_ids;
   const std::vector<BlockHash>& host_hits = new_computed_blocks.host_block_hashes;
+  const int num_external = new_computed_blocks.num_external_blocks;
   if (!new_computed_blocks.empty()) {
-    PAGODA_CHECK(config_.enable_prefix_caching, "prefix hits with prefix caching off");
+    PAGODA_CHECK(config_.enable_prefix_caching || (hits.empty() && host_hits.empty()),
+                 "prefix hits with prefix caching off");
+    PAGODA_CHECK(host_hits.empty() || num_external == 0,
+                 "request {}: host hits and received blocks together", request.request_id);
     PAGODA_CHECK(num_held == 0 && request.num_computed_tokens == 0,
                  "request {} holds {} blocks and {} computed tokens; a prefix hit must come first",
                  request.request_id, num_held, request.num_computed_tokens);
     PAGODA_CHECK(new_computed_blocks.block_hashes.size() == hits.size() &&
                      new_computed_blocks.num_computed_tokens ==
-                         static_cast<int64_t>(hits.size() + host_hits.size()) * config_.block_size,
+                         static_cast<int64_t>(hits.size() + host_hits.size() + num_external) *
+                             config_.block_size,
                  "malformed ComputedBlocks for request {}", request.request_id);
     for (const BlockHash& hash : host_hits) {
       PAGODA_CHECK(host_tier_ != nullptr && host_tier_->contains(hash),
@@ -138,6 +159,15 @@ std::optional<std::vector<BlockId>> KVCacheManager::allocate_slots(
                request.request_id, new_blocks.size(), host_hits.size());
   for (size_t j = 0; j < host_hits.size(); ++j)
     pending_loads_.push_back({new_blocks[j], host_hits[j]});
+  // The received blocks are the first new blocks too (never with host hits): logical blocks
+  // hits.size() + j. Example: 1 device hit, 3 received: logical 1, 2, 3 <- new_blocks[0..2].
+  PAGODA_CHECK(new_blocks.size() >= static_cast<size_t>(num_external),
+               "request {}: {} new blocks for {} received blocks", request.request_id,
+               new_blocks.size(), num_external);
+  for (int j = 0; j < num_external; ++j) {
+    pending_external_.push_back(
+        {request.request_id, static_cast<int>(hits.size()) + j, new_blocks[j]});
+  }
 
   // Blocks this step fills are cached now, before the step runs (as vLLM does): a request that
   // hits them is in the same or a later step, and the step writes KV before attention reads it.
@@ -276,6 +306,21 @@ std::span<const BlockId> KVCacheManager::block_table(RequestId request_id) const
 
 bool KVCacheManager::has_request(RequestId request_id) const {
   return requests_.contains(request_id);
+}
+
+std::vector<ExternalKVLoad> KVCacheManager::take_external_loads() {
+  std::vector<ExternalKVLoad> loads;
+  loads.reserve(pending_external_.size());
+  for (const ExternalKVLoad& load : pending_external_) {
+    // Preempted or aborted since: the block is no longer this request's, nobody reads the bytes.
+    const auto it = requests_.find(load.request_id);
+    if (it == requests_.end()) continue;
+    const std::vector<BlockId>& ids = it->second.block_ids;
+    if (static_cast<size_t>(load.index) < ids.size() && ids[load.index] == load.block)
+      loads.push_back(load);
+  }
+  pending_external_.clear();
+  return loads;
 }
 
 }  // namespace pagoda::kv

@@ -27,6 +27,10 @@ struct KVRequestView {
   int num_computed_tokens = 0;
   /// Tenant isolation: requests with different salts never share blocks. Empty means no salt.
   std::string_view cache_salt;
+  /// Prefill/decode disaggregation: the first num_external_blocks full blocks of token_ids whose
+  /// KV the engine holds as bytes received from a producer. A prefix lookup continues with them
+  /// where the device cache stops (the host tier is then not consulted).
+  int num_external_blocks = 0;
 };
 
 /// A request's longest cached prefix, from get_computed_blocks(), for allocate_slots(): blocks
@@ -39,9 +43,27 @@ struct ComputedBlocks {
   /// Logical blocks block_ids.size() + j, found in the host tier by these hashes: allocate_slots
   /// gives them fresh device blocks that take_host_loads() hands to the engine to fill.
   std::vector<BlockHash> host_block_hashes;
-  int num_computed_tokens = 0;  // (block_ids.size() + host_block_hashes.size()) * block_size
+  /// Logical blocks block_ids.size() + j for j < num_external_blocks (never with host hits):
+  /// received from a producer (KVRequestView::num_external_blocks); allocate_slots gives them
+  /// fresh device blocks that take_external_loads() hands to the engine to fill.
+  /// Example (block_size 16, 70 tokens, 4 external blocks, block 0 cached on the device):
+  /// block_ids [7], num_external_blocks 3 (logical blocks 1-3), num_computed_tokens 64.
+  int num_external_blocks = 0;
+  /// (block_ids.size() + host_block_hashes.size() + num_external_blocks) * block_size
+  int num_computed_tokens = 0;
 
-  [[nodiscard]] bool empty() const { return block_ids.empty() && host_block_hashes.empty(); }
+  [[nodiscard]] bool empty() const {
+    return block_ids.empty() && host_block_hashes.empty() && num_external_blocks == 0;
+  }
+};
+
+/// A received block to copy into the device before the next step: logical block `index` of
+/// request `request_id`, device block `block`.
+struct ExternalKVLoad {
+  RequestId request_id = 0;
+  int index = 0;
+  BlockId block = kNullBlockId;
+  friend bool operator==(const ExternalKVLoad&, const ExternalKVLoad&) = default;
 };
 
 /// One block to copy between the device cache and the host tier: device block `block`, whose
@@ -163,6 +185,9 @@ class KVCacheManager {
   /// The host tier's blocks to copy into the device blocks allocate_slots() gave the host hits
   /// since the last call, before the next step runs; a block evicted again since is left out.
   [[nodiscard]] std::vector<HostKVCopy> take_host_loads();
+  /// The received blocks to copy into the device blocks allocate_slots() gave them since the last
+  /// call, before the next step runs (prefill/decode disaggregation's consumer).
+  [[nodiscard]] std::vector<ExternalKVLoad> take_external_loads();
   [[nodiscard]] HostKVTier* host_tier() const { return host_tier_; }
   [[nodiscard]] int64_t queries_tokens() const { return stats_.queries_tokens; }
   [[nodiscard]] int64_t hits_tokens() const { return stats_.hits_tokens; }
@@ -194,9 +219,10 @@ class KVCacheManager {
   std::unordered_map<RequestId, RequestBlocks> requests_;
   PrefixCacheStats stats_;
   PrefixCacheStats host_stats_;
-  std::vector<HostKVCopy> pending_loads_;  // host hits allocated since take_host_loads()
-  bool windows_ = false;                   // begin_window() was called: track pending blocks
-  std::unordered_set<BlockId> pending_;    // blocks first cached in the current window
+  std::vector<HostKVCopy> pending_loads_;         // host hits allocated since take_host_loads()
+  std::vector<ExternalKVLoad> pending_external_;  // external blocks since take_external_loads()
+  bool windows_ = false;                          // begin_window() was called: track pending blocks
+  std::unordered_set<BlockId> pending_;           // blocks first cached in the current window
 };
 
 }  // namespace pagoda::kv

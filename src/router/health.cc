@@ -33,8 +33,8 @@ std::chrono::milliseconds probe_timeout(const RouterOptions& options) {
 }
 
 /// One probe: "" when the backend answered 200, else what went wrong.
-net::awaitable<std::string> probe(RouterServer::Impl& router, size_t b) {
-  const client::Endpoint& endpoint = router.pool.endpoint(b);
+net::awaitable<std::string> probe(RouterServer::Impl& router, const BackendPool& pool, size_t b) {
+  const client::Endpoint& endpoint = pool.endpoint(b);
   auto executor = co_await net::this_coro::executor;
   error_code ec;
   auto on_error = net::redirect_error(net::use_awaitable, ec);
@@ -63,23 +63,25 @@ net::awaitable<std::string> probe(RouterServer::Impl& router, size_t b) {
   co_return "";
 }
 
-net::awaitable<void> health_loop(RouterServer::Impl& router, size_t b) {
-  net::steady_timer& timer = *router.health_timers[b];
+// Probes backend b of `pool`, whose metrics (and timer) index is `index`.
+net::awaitable<void> health_loop(RouterServer::Impl& router, BackendPool& pool, size_t b,
+                                 size_t index) {
+  net::steady_timer& timer = *router.health_timers[index];
   bool first = true;
   while (!router.stopping.load()) {
     std::string problem;
     try {
-      problem = co_await probe(router, b);
+      problem = co_await probe(router, pool, b);
     } catch (const std::exception& e) {
       problem = e.what();
     }
     const bool ok = problem.empty();
-    const bool was = router.pool.set_healthy(b, ok);
-    router.metrics.count_health_check(b, ok);
+    const bool was = pool.set_healthy(b, ok);
+    router.metrics.count_health_check(index, ok);
     if (ok && !was) {
-      spdlog::info("router: backend {} is healthy", router.pool.url(b));
+      spdlog::info("router: backend {} is healthy", pool.url(b));
     } else if (!ok && (was || first)) {
-      spdlog::warn("router: backend {} is unhealthy: {}", router.pool.url(b), problem);
+      spdlog::warn("router: backend {} is unhealthy: {}", pool.url(b), problem);
     }
     if (first) {
       first = false;
@@ -95,15 +97,19 @@ net::awaitable<void> health_loop(RouterServer::Impl& router, size_t b) {
 }  // namespace
 
 void RouterServer::Impl::start_health_checks() {
+  const size_t num_prefill = prefill_pool ? prefill_pool->size() : 0;
   {
     std::lock_guard lock(first_round_mutex);
-    first_round_left = pool.size();
+    first_round_left = pool.size() + num_prefill;
   }
-  for (size_t b = 0; b < pool.size(); ++b) {
+  for (size_t b = 0; b < pool.size() + num_prefill; ++b) {
     health_timers.push_back(std::make_unique<net::steady_timer>(ioc));
   }
   for (size_t b = 0; b < pool.size(); ++b) {
-    net::co_spawn(ioc, health_loop(*this, b), net::detached);
+    net::co_spawn(ioc, health_loop(*this, pool, b, b), net::detached);
+  }
+  for (size_t b = 0; b < num_prefill; ++b) {
+    net::co_spawn(ioc, health_loop(*this, *prefill_pool, b, pool.size() + b), net::detached);
   }
   std::unique_lock lock(first_round_mutex);
   first_round_done.wait(lock, [this] { return first_round_left == 0; });

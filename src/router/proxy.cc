@@ -5,7 +5,8 @@
 // (resolve, connect, write, or a close with no status line) marks the backend unhealthy and tries
 // another, up to max_retries more; a failure after that ends the answer (a 502, or an error event
 // and [DONE] on an event stream). A client that goes away closes the backend connection, which
-// the engine takes as an abort.
+// the engine takes as an abort. In P/D mode (--prefill) a completion or chat request is first
+// prefilled on a producer (prefill() below), and the decode engine gets the hand-off.
 #include <utility>  // before Asio 1.18, whose awaitable.hpp uses std::exchange unincluded
 
 #include <boost/asio/co_spawn.hpp>
@@ -19,6 +20,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <limits>
+#include <nlohmann/json.hpp>
 
 #include "core/logging.h"
 #include "router/router_impl.h"
@@ -77,7 +79,8 @@ Attempt count_end(Call& call, size_t b, Outcome outcome, std::string error = "")
 }
 
 bhttp::request<bhttp::string_body> backend_request(const Call& call,
-                                                   const client::Endpoint& endpoint) {
+                                                   const client::Endpoint& endpoint,
+                                                   const std::string& body) {
   bhttp::request<bhttp::string_body> req;
   const bhttp::verb verb = bhttp::string_to_verb(call.request.method);
   if (verb == bhttp::verb::unknown) {
@@ -94,7 +97,7 @@ bhttp::request<bhttp::string_body> backend_request(const Call& call,
   }
   // One connection per request: closing it is how a client's departure reaches the engine.
   req.keep_alive(false);
-  req.body() = call.request.body;
+  req.body() = body;
   req.prepare_payload();
   return req;
 }
@@ -119,7 +122,7 @@ net::awaitable<Attempt> attempt(Call& call, size_t b) {
   if (call.cancelled) co_return Attempt{Outcome::kCancelled, ""};
   if (ec) co_return Attempt{Outcome::kConnectFailed, "cannot connect: " + ec.message()};
 
-  auto req = backend_request(call, endpoint);
+  auto req = backend_request(call, endpoint, call.request.body);
   stream.expires_after(router.options.write_timeout);
   co_await bhttp::async_write(stream, req, on_error);
   if (call.cancelled) co_return Attempt{Outcome::kCancelled, ""};
@@ -189,10 +192,138 @@ net::awaitable<Attempt> attempt(Call& call, size_t b) {
   co_return result;
 }
 
+// ---- P/D mode: the prefill half ----------------------------------------------------------
+
+/// A producer's whole answer to a prefill, or why there is none.
+struct PrefillAnswer {
+  bool connect_failed = false;  // nothing was answered: another producer may be tried
+  int status = 0;               // the HTTP status, 0 when the exchange failed
+  std::string body;
+  std::string error;
+};
+
+// A producer's answer is one small JSON object; anything larger is not one.
+constexpr uint64_t kMaxPrefillAnswer = 16 << 20;
+
+/// One prefill exchange with producer `b`, bounded as a whole by --prefill-timeout.
+net::awaitable<PrefillAnswer> prefill_once(Call& call, size_t b, const std::string& body) {
+  RouterServer::Impl& router = call.router;
+  const client::Endpoint& endpoint = router.prefill_pool->endpoint(b);
+  error_code ec;
+  auto on_error = net::redirect_error(net::use_awaitable, ec);
+  tcp::resolver resolver(call.strand);
+  const auto addresses = co_await resolver.async_resolve(endpoint.host, endpoint.port, on_error);
+  if (ec) co_return PrefillAnswer{true, 0, "", "cannot resolve its host: " + ec.message()};
+  call.backend.emplace(call.strand);
+  beast::tcp_stream& stream = *call.backend;
+  stream.expires_after(router.options.prefill_timeout);
+  co_await stream.async_connect(addresses, on_error);
+  if (ec) co_return PrefillAnswer{true, 0, "", "cannot connect: " + ec.message()};
+  auto req = backend_request(call, endpoint, body);
+  co_await bhttp::async_write(stream, req, on_error);
+  if (ec) co_return PrefillAnswer{true, 0, "", "sending the prefill failed: " + ec.message()};
+  beast::flat_buffer buffer;
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.body_limit(kMaxPrefillAnswer);
+  co_await bhttp::async_read(stream, buffer, parser, on_error);
+  if (ec) {
+    // Nothing read and no timeout: the producer is down (try another); a timeout: it is busy.
+    co_return PrefillAnswer{!parser.got_some() && ec != beast::error::timeout, 0, "",
+                            (ec == beast::error::timeout ? "no answer within --prefill-timeout: "
+                                                         : "reading the answer failed: ") +
+                                ec.message()};
+  }
+  co_return PrefillAnswer{false, static_cast<int>(parser.get().result_int()),
+                          std::move(parser.get().body()), ""};
+}
+
+/// P/D mode: prefills a completion or chat request on a producer and returns the body for the
+/// decode engine: the client's with the producer's kv_transfer_params (the consumer pulls the
+/// prompt's KV with them). The producer gets the same body with max_tokens 1, stream false and
+/// kv_transfer_params {"do_remote_decode": true}; producers are chosen like backends (prefix
+/// hashes, health, load) and another is tried while none answered, up to --max-retries. Any
+/// other failure (an error status, no kv_transfer_params, --prefill-timeout) returns the body
+/// unchanged: the decode engine prefills the request itself, so the answer is the same. A body
+/// that is not a JSON object, or carries kv_transfer_params of its own, is passed on unchanged.
+net::awaitable<std::string> prefill(Call& call) {
+  using Json = nlohmann::json;
+  RouterServer::Impl& router = call.router;
+  BackendPool& producers = *router.prefill_pool;
+  Json body = Json::parse(call.request.body, nullptr, /*allow_exceptions=*/false);
+  if (body.is_discarded() || !body.is_object() || body.contains("kv_transfer_params")) {
+    co_return call.request.body;
+  }
+  Json p = body;
+  p["max_tokens"] = 1;
+  if (p.contains("max_completion_tokens")) p["max_completion_tokens"] = 1;
+  p["stream"] = false;
+  p.erase("stream_options");
+  p["kv_transfer_params"] = {{"do_remote_decode", true}};
+  const std::string prefill_body = p.dump();
+  std::vector<bool> tried(producers.size(), false);
+  std::string why;
+  for (int attempt_no = 0; attempt_no <= router.options.max_retries; ++attempt_no) {
+    std::unique_ptr<Lease> lease = producers.assign(call.hashes, tried);
+    if (!lease) {
+      if (why.empty()) why = "no prefill backend is healthy";
+      break;
+    }
+    const size_t b = lease->backend();
+    const size_t index = router.pool.size() + b;  // its metrics index
+    RouteDecision decision = lease->decision();
+    decision.backend = index;
+    router.metrics.count_route(decision);
+    PrefillAnswer answer = co_await prefill_once(call, b, prefill_body);
+    call.backend.reset();
+    if (call.cancelled) co_return call.request.body;
+    if (answer.connect_failed) {
+      router.metrics.count_request(index, Outcome::kConnectFailed);
+      tried[b] = true;
+      if (producers.set_healthy(b, false)) {
+        spdlog::warn(
+            "router: prefill backend {} failed ({}); it gets no requests until its next "
+            "successful health check",
+            producers.url(b), answer.error);
+      }
+      why += fmt::format("{}{}: {}", why.empty() ? "" : "; ", producers.url(b), answer.error);
+      router.metrics.count_retry(index);
+      continue;
+    }
+    router.metrics.count_request(
+        index, answer.status == 200
+                   ? Outcome::kSuccess
+                   : (answer.status == 0 ? Outcome::kBroken : Outcome::kErrorStatus));
+    if (answer.status == 200) {
+      const Json r = Json::parse(answer.body, nullptr, /*allow_exceptions=*/false);
+      if (!r.is_discarded() && r.is_object() && r.contains("kv_transfer_params") &&
+          r["kv_transfer_params"].is_object()) {
+        body["kv_transfer_params"] = r["kv_transfer_params"];
+        router.metrics.count_prefill(true);
+        co_return body.dump();
+      }
+      why = fmt::format("{} answered without kv_transfer_params", producers.url(b));
+    } else {
+      why = answer.status == 0 ? fmt::format("{}: {}", producers.url(b), answer.error)
+                               : fmt::format("{} answered {}: {}", producers.url(b), answer.status,
+                                             answer.body.substr(0, 300));
+    }
+    break;
+  }
+  spdlog::warn("router: prefill failed ({}); the decode engine prefills the request itself", why);
+  router.metrics.count_prefill(false);
+  co_return call.request.body;
+}
+
 /// The whole forwarding of one request: attempts on backends until one answers, none is left,
 /// or max_retries further attempts have failed.
 net::awaitable<void> run(std::shared_ptr<Call> call) {
   RouterServer::Impl& router = call->router;
+  if (router.prefill_pool && call->request.method == "POST" &&
+      (call->request.path == "/v1/completions" || call->request.path == "/v1/chat/completions")) {
+    std::string body = co_await prefill(*call);
+    if (call->cancelled) co_return;
+    call->request.body = std::move(body);
+  }
   const size_t num_backends = router.pool.size();
   std::vector<bool> tried(num_backends, false);
   std::string failures;  // what each failed attempt saw, for the 502

@@ -44,12 +44,17 @@ struct RouterServer::Impl {
   // Declaration order is destruction order reversed: the pool and metrics outlive the
   // io_context, whose destruction may destroy suspended coroutines that hold leases.
   RouterOptions options;
-  BackendPool pool;
+  BackendPool pool;  // the engines requests are answered by (P/D mode: the decoders)
+  /// P/D mode: the producers; null otherwise. Their metrics indices follow pool's.
+  std::unique_ptr<BackendPool> prefill_pool;
   RouterMetrics metrics;
+  /// Both pools' state, pool's backends first (what /metrics renders).
+  [[nodiscard]] PoolSnapshot snapshot() const;
   net::io_context ioc;
   std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   std::vector<std::thread> threads;
-  std::vector<std::unique_ptr<net::steady_timer>> health_timers;  // one per backend
+  // One per backend, pool's then prefill_pool's.
+  std::vector<std::unique_ptr<net::steady_timer>> health_timers;
   std::atomic<bool> stopping{false};
 
   // The first round of probes (start() waits for it).

@@ -80,6 +80,12 @@ void RouterMetrics::count_health_check(size_t backend, bool ok) {
   ++health_checks_[backend][ok ? 1 : 0];
 }
 
+void RouterMetrics::count_prefill(bool handed_off) {
+  std::lock_guard lock(mutex_);
+  pd_mode_ = true;
+  ++prefills_[handed_off ? 1 : 0];
+}
+
 void RouterMetrics::observe_duration(double seconds) {
   std::lock_guard lock(mutex_);
   for (size_t i = 0; i < kDurationBuckets.size(); ++i) {
@@ -149,6 +155,13 @@ std::string RouterMetrics::render(const PoolSnapshot& pool) const {
          "1 when the backend passed its last health check and has not failed a request since");
   for (size_t b = 0; b < n; ++b) {
     line("backend_healthy", fmt::format("backend=\"{}\"", labels_[b]), pool.healthy[b] ? 1 : 0);
+  }
+  if (pd_mode_) {
+    header(out, "pd_prefills_total", "counter",
+           "P/D mode: prefills whose KV was handed off to a decode engine, and those that fell "
+           "back to a prefill on the decode engine");
+    line("pd_prefills_total", "outcome=\"handed_off\"", prefills_[1]);
+    line("pd_prefills_total", "outcome=\"fallback\"", prefills_[0]);
   }
   header(out, "request_duration_seconds", "histogram",
          "Seconds from a request's arrival at the router to the end of its answer");

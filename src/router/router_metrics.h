@@ -36,6 +36,9 @@ class RouterMetrics {
   void count_health_check(size_t backend, bool ok);
   /// Seconds from the request's arrival to the end of its answer.
   void observe_duration(double seconds);
+  /// P/D mode (--prefill/--decode): a request's prefill handed its KV off to the decode engine
+  /// (`handed_off`), or it was sent to the decode engine to prefill itself (the fallback).
+  void count_prefill(bool handed_off);
 
   /// The whole /metrics page; the gauges come from `pool`.
   [[nodiscard]] std::string render(const PoolSnapshot& pool) const;
@@ -52,6 +55,8 @@ class RouterMetrics {
   std::vector<uint64_t> duration_buckets_;              // cumulative at render
   uint64_t duration_count_ = 0;
   double duration_sum_ = 0;
+  std::array<uint64_t, 2> prefills_{};  // P/D mode: fallback, handed_off
+  bool pd_mode_ = false;                // a prefill was counted: render the P/D counters
 };
 
 }  // namespace pagoda::router

@@ -74,11 +74,21 @@ std::string sse_error_tail(int status, std::string_view message) {
 }
 
 RouterServer::Impl::Impl(RouterOptions opts)
-    : options(std::move(opts)), pool(options.backends, options.policy), metrics([this] {
+    : options(std::move(opts)),
+      pool(options.backends, options.policy),
+      prefill_pool(options.prefill_backends.empty()
+                       ? nullptr
+                       : std::make_unique<BackendPool>(options.prefill_backends, options.policy)),
+      metrics([this] {
         std::vector<std::string> urls;
         for (size_t b = 0; b < pool.size(); ++b) urls.push_back(pool.url(b));
+        for (size_t b = 0; prefill_pool && b < prefill_pool->size(); ++b)
+          urls.push_back(prefill_pool->url(b));
         return urls;
       }()) {
+  if (options.prefill_timeout <= std::chrono::milliseconds(0)) {
+    throw InvalidArgument("--prefill-timeout must be > 0");
+  }
   if (options.prefix_block_chars < 1) throw InvalidArgument("--prefix-block-chars must be >= 1");
   if (options.max_retries < 0) throw InvalidArgument("--max-retries must be >= 0");
   if (options.health_interval <= std::chrono::milliseconds(0)) {
@@ -105,15 +115,25 @@ RouterServer::Impl::Impl(RouterOptions opts)
   http->route("GET", "/health", [this](http::HttpRequest, std::shared_ptr<http::Responder> r) {
     if (stopping.load()) {
       r->send(error_response(503, "the router is shutting down"));
-    } else if (pool.any_healthy()) {
+    } else if (pool.any_healthy()) {  // P/D mode: the decode engines answer even alone
       r->send({200, "text/plain", "", {}});
     } else {
       r->send(error_response(503, "no backend is healthy"));
     }
   });
   http->route("GET", "/metrics", [this](http::HttpRequest, std::shared_ptr<http::Responder> r) {
-    r->send({200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(pool.snapshot()), {}});
+    r->send({200, "text/plain; version=0.0.4; charset=utf-8", metrics.render(snapshot()), {}});
   });
+}
+
+PoolSnapshot RouterServer::Impl::snapshot() const {
+  PoolSnapshot s = pool.snapshot();
+  if (prefill_pool) {
+    const PoolSnapshot p = prefill_pool->snapshot();
+    s.healthy.insert(s.healthy.end(), p.healthy.begin(), p.healthy.end());
+    s.in_flight.insert(s.in_flight.end(), p.in_flight.begin(), p.in_flight.end());
+  }
+  return s;
 }
 
 RouterServer::RouterServer(RouterOptions options)
@@ -131,10 +151,12 @@ uint16_t RouterServer::start() {
   }
   r.start_health_checks();
   const uint16_t port = r.http->start();
-  for (size_t b = 0; b < r.pool.size(); ++b) {
-    if (!r.pool.snapshot().healthy[b]) {
-      spdlog::warn("router: backend {} is not healthy yet; it gets no requests until it is",
-                   r.pool.url(b));
+  for (const BackendPool* p : {&r.pool, r.prefill_pool.get()}) {
+    for (size_t b = 0; p != nullptr && b < p->size(); ++b) {
+      if (!p->snapshot().healthy[b]) {
+        spdlog::warn("router: backend {} is not healthy yet; it gets no requests until it is",
+                     p->url(b));
+      }
     }
   }
   return port;
@@ -157,7 +179,7 @@ void RouterServer::shutdown(std::chrono::milliseconds grace) {
 uint16_t RouterServer::port() const { return impl_->http->port(); }
 
 size_t RouterServer::num_healthy_backends() const {
-  const PoolSnapshot s = impl_->pool.snapshot();
+  const PoolSnapshot s = impl_->snapshot();
   return static_cast<size_t>(std::count(s.healthy.begin(), s.healthy.end(), true));
 }
 

@@ -1,9 +1,10 @@
 #pragma once
 // RouterServer: `pagoda router --backend URL...`, an OpenAI-compatible front for several engines
-// (data parallelism). It forwards each request to one backend chosen by the prefix policy
-// (prefix_policy.h), streams the answer back as it arrives, checks the backends' /health, retries
-// a request whose backend failed before answering, and serves its own /health and /metrics.
-// Boost stays out of this header.
+// (data parallelism), or `--prefill URL... --decode URL...` (prefill/decode disaggregation: each
+// completion is prefilled on a producer, whose KV a decode engine pulls). It forwards each request
+// to one backend chosen by the prefix policy (prefix_policy.h), streams the answer back as it
+// arrives, checks the backends' /health, retries a request whose backend failed before answering,
+// and serves its own /health and /metrics. Boost stays out of this header.
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -18,7 +19,13 @@ namespace pagoda::router {
 
 struct RouterOptions {
   http::HttpServerOptions http;       // where the router listens (host, port, io threads, ...)
-  std::vector<std::string> backends;  // http://host:port of each engine
+  std::vector<std::string> backends;  // http://host:port of each engine (P/D mode: the decoders)
+  /// P/D mode (--prefill): the producers (--kv-transfer-config kv_producer) that prefill each
+  /// completion and chat request before a decode engine (`backends`) pulls its KV. Empty: no P/D.
+  std::vector<std::string> prefill_backends;
+  /// P/D mode: the most a prefill may take (connect to answer) before the request falls back to a
+  /// prefill on the decode engine.
+  std::chrono::milliseconds prefill_timeout{120000};
   /// Required as "Authorization: Bearer <key>" on every route but /health and /metrics; empty:
   /// none. The header is forwarded to the backends either way.
   std::string api_key;

@@ -11,6 +11,8 @@ const char* to_string(RequestStatus status) {
       return "waiting";
     case RequestStatus::kRunning:
       return "running";
+    case RequestStatus::kWaitingForRemoteKV:
+      return "waiting_for_remote_kv";
     case RequestStatus::kPreempted:
       return "preempted";
     case RequestStatus::kFinishedStopped:

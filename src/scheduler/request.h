@@ -15,6 +15,9 @@ enum class RequestStatus {
   kWaiting,    // admitted to the scheduler, never run
   kRunning,    // holds KV blocks and is scheduled step after step
   kPreempted,  // its blocks were freed; waits to recompute its prompt and output
+  // Prefill/decode disaggregation's consumer: its prompt's KV is being received from a producer;
+  // not scheduled, no blocks, until Scheduler::remote_kv_ready.
+  kWaitingForRemoteKV,
   kFinishedStopped,
   kFinishedLength,
   kFinishedAborted,
@@ -94,9 +97,16 @@ class Request {
   /// engine the row it has) until append_tokens gives it a token to compute.
   [[nodiscard]] bool parked() const { return parked_; }
 
+  /// Prefill/decode disaggregation: the request's prompt KV comes from a producer; it waits in
+  /// kWaitingForRemoteKV until Scheduler::remote_kv_ready. Set before add_request.
+  void set_waiting_for_remote_kv() { status_ = RequestStatus::kWaitingForRemoteKV; }
+  /// Full prompt blocks received from a producer (first admission only; see KVRequestView).
+  [[nodiscard]] int num_external_blocks() const { return num_external_blocks_; }
+
   /// What kv::KVCacheManager reads of this request.
   [[nodiscard]] kv::KVRequestView kv_view() const {
-    return {id_, token_ids_, num_computed_tokens_, cache_salt_};
+    return {id_, token_ids_, num_computed_tokens_, cache_salt_,
+            ever_admitted_ ? 0 : num_external_blocks_};
   }
 
  private:
@@ -117,6 +127,7 @@ class Request {
   bool ever_admitted_ = false;
   bool deferred_tokens_ = false;
   bool parked_ = false;
+  int num_external_blocks_ = 0;
 
   // Per-step bookkeeping of the Scheduler, so that a step needs no side tables. Each group is
   // valid only while its stamp equals the scheduler's current counter.

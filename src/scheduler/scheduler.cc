@@ -74,7 +74,9 @@ void Scheduler::validate_new(const Request& request) const {
     throw InvalidArgument(fmt::format("request {}: already has {} output tokens of max_tokens {}",
                                       id, request.num_output_tokens(), request.max_tokens()));
   }
-  if (request.num_computed_tokens_ != 0 || request.status_ != RequestStatus::kWaiting) {
+  if (request.num_computed_tokens_ != 0 ||
+      (request.status_ != RequestStatus::kWaiting &&
+       request.status_ != RequestStatus::kWaitingForRemoteKV)) {
     throw InvalidArgument(fmt::format("request {}: already scheduled elsewhere ({})", id,
                                       to_string(request.status_)));
   }
@@ -93,7 +95,22 @@ void Scheduler::add_request(std::unique_ptr<Request> request) {
   request->arrival_order_ = next_arrival_order_++;
   Request& ref = *request;
   requests_.emplace(ref.id(), std::move(request));
+  if (ref.status_ == RequestStatus::kWaitingForRemoteKV) {
+    ++num_waiting_for_remote_kv_;
+    return;
+  }
   enqueue_waiting(ref);
+}
+
+bool Scheduler::remote_kv_ready(kv::RequestId id, int num_external_blocks) {
+  PAGODA_CHECK(num_external_blocks >= 0, "request {}: {} received blocks", id, num_external_blocks);
+  Request* request = get_mutable(id);
+  if (request == nullptr || request->status_ != RequestStatus::kWaitingForRemoteKV) return false;
+  --num_waiting_for_remote_kv_;
+  request->num_external_blocks_ = num_external_blocks;
+  request->status_ = RequestStatus::kWaiting;
+  enqueue_waiting(*request);
+  return true;
 }
 
 void Scheduler::enqueue_waiting(Request& request) {
@@ -356,6 +373,8 @@ void Scheduler::finish_request(kv::RequestId id, RequestStatus reason) {
     const auto pos = std::find(running_.begin(), running_.end(), request);
     PAGODA_CHECK(pos != running_.end(), "running request {} not in the running list", id);
     running_.erase(pos);
+  } else if (request->status_ == RequestStatus::kWaitingForRemoteKV) {
+    --num_waiting_for_remote_kv_;  // holds no blocks and is in no queue
   } else {
     const size_t erased = waiting_.erase(request);
     PAGODA_CHECK(erased == 1, "{} request {} not in the waiting queue", to_string(request->status_),

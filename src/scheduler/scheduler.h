@@ -97,6 +97,13 @@ class Scheduler {
   /// stay under max_tokens: the engine finishes a beam whose next token would reach it.
   void append_tokens(kv::RequestId id, std::span<const kv::TokenId> tokens);
 
+  /// Prefill/decode disaggregation: a request added in kWaitingForRemoteKV got its KV (or not):
+  /// it joins the waiting queue, and its first admission loads its first `num_external_blocks`
+  /// full blocks from the engine's received bytes instead of computing them (0: a local prefill,
+  /// the fallback). A request not in that state (aborted meanwhile) is ignored; returns whether
+  /// it was waiting.
+  bool remote_kv_ready(kv::RequestId id, int num_external_blocks);
+
   /// Finishes a request in any state (stop, length or abort): frees its KV at once and forgets it.
   /// An unknown or already finished id is a no-op (an abort may race with a finish).
   void finish_request(kv::RequestId id, RequestStatus reason);
@@ -114,8 +121,16 @@ class Scheduler {
   [[nodiscard]] Request* get_mutable(kv::RequestId id);
 
   [[nodiscard]] bool has_unfinished_requests() const { return !requests_.empty(); }
+  /// Unfinished requests other than those waiting for remote KV: whether schedule() may have work.
+  [[nodiscard]] bool has_schedulable_requests() const {
+    return static_cast<int>(requests_.size()) > num_waiting_for_remote_kv_;
+  }
   [[nodiscard]] int num_running() const { return static_cast<int>(running_.size()); }
-  [[nodiscard]] int num_waiting() const { return static_cast<int>(waiting_.size()); }
+  /// Waiting requests, those waiting for remote KV included.
+  [[nodiscard]] int num_waiting() const {
+    return static_cast<int>(waiting_.size()) + num_waiting_for_remote_kv_;
+  }
+  [[nodiscard]] int num_waiting_for_remote_kv() const { return num_waiting_for_remote_kv_; }
   [[nodiscard]] int64_t num_preemptions_total() const { return num_preemptions_total_; }
   /// Running ids in service order, and waiting ids in admission order: O(n), for tests and
   /// debugging.
@@ -163,6 +178,7 @@ class Scheduler {
   uint64_t step_ = 0;          // schedule() calls so far
   uint64_t update_stamp_ = 0;  // update_from_output() calls so far
   int64_t num_preemptions_total_ = 0;
+  int num_waiting_for_remote_kv_ = 0;  // requests in kWaitingForRemoteKV (in requests_ only)
 };
 
 }  // namespace pagoda::scheduler

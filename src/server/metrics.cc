@@ -282,6 +282,34 @@ std::string ServingMetrics::render(const EngineStats& stats) const {
              "KV blocks loaded from the host KV tier into the device cache instead of computed.",
              format_value(stats.host_kv_blocks_loaded));
   }
+  // Prefill/decode disaggregation (--kv-transfer-config), when configured: the consumer's pulls
+  // and the producer's exported blocks (both sets on a kv_both engine).
+  if (!stats.kv_transfer_latency_counts.empty()) {
+    m.scalar(out, "kv_transfer_received_tokens_total", "counter",
+             "Prompt tokens whose KV was received from a producer and loaded instead of computed.",
+             format_value(stats.kv_transfer_received_tokens));
+    m.scalar(out, "kv_transfer_received_bytes_total", "counter",
+             "Bytes received from producers by KV pulls.",
+             format_value(stats.kv_transfer_received_bytes));
+    m.scalar(out, "kv_transfer_failures_total", "counter",
+             "KV pulls that failed (the request was prefilled locally instead).",
+             format_value(stats.kv_transfer_failures));
+    int64_t pulls = 0;
+    for (const int64_t c : stats.kv_transfer_latency_counts) pulls += c;
+    m.histogram(out, "kv_transfer_latency_seconds",
+                "Histogram of KV pull latency (connect to last byte) in seconds.",
+                kKVTransferLatencyBuckets, stats.kv_transfer_latency_counts,
+                stats.kv_transfer_latency_sum, static_cast<double>(pulls));
+    m.scalar(out, "kv_transfer_blocks_sent_total", "counter",
+             "KV blocks a producer sent to consumers.",
+             format_value(stats.kv_transfer_blocks_sent));
+    m.scalar(out, "kv_transfer_blocks_freed_timeout_total", "counter",
+             "KV blocks a producer freed unpulled after the keep timeout.",
+             format_value(stats.kv_transfer_blocks_freed_timeout));
+    m.scalar(out, "kv_transfer_pending_blocks", "gauge",
+             "KV blocks a producer holds for consumers now.",
+             format_value(stats.kv_transfer_pending_blocks));
+  }
   m.scalar(out, "num_preemptions_total", "counter",
            "Cumulative number of preemption from the engine.", format_value(stats.num_preemptions));
   m.scalar(out, "prompt_tokens_total", "counter", "Number of prefill tokens processed.",

@@ -173,6 +173,10 @@ describe('refused with the flag named', () => {
     [['--speculative-config', '{"method": "ngram"}'],
       /error: --speculative-config: num_speculative_tokens is required/],
     [['--enable-prompt-embeds'], /error: --enable-prompt-embeds is not supported by pagoda/],
+    [['--kv-transfer-config', '{"kv_connector": "NixlConnector", "kv_role": "kv_producer"}'],
+      /error: --kv-transfer-config: kv_connector 'NixlConnector' is vLLM's/],
+    [['--kv-transfer-config', '{"kv_connector": "PagodaConnector", "kv_role": "kv_both", "kv_port": 1}'],
+      /error: --kv-transfer-config: unknown key kv_port/],
     [['--allowed-origins', '[1'], /error: --allowed-origins: '\[1' is not a JSON list/],
   ];
   for (const [flags, message] of cases) {

@@ -69,6 +69,7 @@ ChatRequest parse_chat_request(std::string_view body_text, const ServerContext& 
                        "user",
                        "priority",
                        "cache_salt",
+                       "kv_transfer_params",
                        "tools",
                        "tool_choice",
                        "parallel_tool_calls",

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/status.h"
+#include "server/openai/request_common.h"
 #include "server/openai/response_common.h"
 
 namespace pagoda::openai {
@@ -59,6 +60,7 @@ ChatResponseBuilder::Choice& ChatResponseBuilder::choice(const RequestOutput& ou
   if (!out.prompt_logprobs.empty()) prompt_logprobs_ = out.prompt_logprobs;
   cached_tokens_ = std::max<int64_t>(cached_tokens_, out.num_cached_tokens);
   completion_tokens_ += static_cast<int64_t>(out.token_ids.size());
+  if (out.kv_transfer_params) kv_transfer_params_ = out.kv_transfer_params;
   return choices_[out.index];
 }
 
@@ -269,6 +271,8 @@ Json ChatResponseBuilder::response() const {
   body["prompt_logprobs"] = prompt_logprobs_json(prompt_logprobs_, tokenizer_, tokens_as_ids_);
   if (return_token_ids_) body["prompt_token_ids"] = token_ids_json(prompt_token_ids_);
   body["usage"] = usage_json(prompt_tokens_, completion_tokens_, cached_tokens_);
+  if (kv_transfer_params_)
+    body["kv_transfer_params"] = kv_transfer_params_json(*kv_transfer_params_);
   return body;
 }
 

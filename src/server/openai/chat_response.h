@@ -85,6 +85,7 @@ class ChatResponseBuilder {
   std::vector<Choice> choices_;
   int64_t prompt_tokens_ = 0;
   int64_t cached_tokens_ = 0;
+  std::optional<KVTransferParams> kv_transfer_params_;  // a producer's hand-off
   int64_t completion_tokens_ = 0;
 };
 

@@ -119,6 +119,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
                        "user",
                        "priority",
                        "cache_salt",
+                       "kv_transfer_params",
                        "add_special_tokens",
                        "include_stop_str_in_output",
                        "response_format",
@@ -193,6 +194,11 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
 
   check_request_size(body, base.params.n, ctx);
   std::vector<Prompt> prompts = read_prompts(body, add_special_tokens, ctx);
+  if ((base.do_remote_decode || base.do_remote_prefill) && prompts.size() != 1) {
+    throw bad_request(
+        fmt::format("'kv_transfer_params' is for one prompt; got {} prompts", prompts.size()),
+        "kv_transfer_params");
+  }
   r.model = resolve_model(body, ctx);
   for (Prompt& p : prompts) {
     // The echoed text is that of the tokens kept.

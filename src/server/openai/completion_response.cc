@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/status.h"
+#include "server/openai/request_common.h"
 #include "server/openai/response_common.h"
 
 namespace pagoda::openai {
@@ -69,6 +70,7 @@ void CompletionResponseBuilder::apply(size_t prompt_index, const RequestOutput& 
   if (out.num_prompt_tokens > 0) info.num_tokens = out.num_prompt_tokens;
   info.num_cached = std::max<int64_t>(info.num_cached, out.num_cached_tokens);
   completion_tokens_ += static_cast<int64_t>(out.token_ids.size());
+  if (out.kv_transfer_params) kv_transfer_params_ = out.kv_transfer_params;
   if (!state.started) {
     state.started = true;
     delta.with_prompt_ids = true;
@@ -171,6 +173,8 @@ Json CompletionResponseBuilder::response() const {
   for (size_t i = 0; i < choices_.size(); ++i)
     body["choices"].push_back(choice_json(i, choices_[i], /*whole=*/true));
   body["usage"] = usage_chunk()["usage"];
+  if (kv_transfer_params_)
+    body["kv_transfer_params"] = kv_transfer_params_json(*kv_transfer_params_);
   return body;
 }
 

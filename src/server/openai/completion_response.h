@@ -1,6 +1,7 @@
 #pragma once
 // Engine updates -> /v1/completions "text_completion" bodies and stream chunks.
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,7 @@ class CompletionResponseBuilder {
   std::vector<PromptInfo> prompts_;
   std::vector<Choice> choices_;
   int64_t completion_tokens_ = 0;
+  std::optional<KVTransferParams> kv_transfer_params_;  // a producer's hand-off
 };
 
 }  // namespace pagoda::openai

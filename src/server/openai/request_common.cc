@@ -159,6 +159,77 @@ void read_request_extensions(const Json& body, const ServerContext& ctx, EngineR
     if (salt->empty()) throw bad_request("'cache_salt' must be a non-empty string", "cache_salt");
     request.cache_salt = std::move(*salt);
   }
+  read_kv_transfer_params(body, request);
+}
+
+void read_kv_transfer_params(const Json& body, EngineRequest& request) {
+  const Json* p = find_field(body, "kv_transfer_params");
+  if (p == nullptr) return;
+  const std::string where = "kv_transfer_params";
+  if (!p->is_object()) throw bad_request("'kv_transfer_params' must be an object", where);
+  reject_unknown_keys(*p,
+                      {"do_remote_decode", "do_remote_prefill", "remote_engine_id", "remote_host",
+                       "remote_port", "remote_block_ids", "remote_request_id"},
+                      where);
+  request.do_remote_decode =
+      get_bool(*p, "do_remote_decode", where + ".do_remote_decode").value_or(false);
+  request.do_remote_prefill =
+      get_bool(*p, "do_remote_prefill", where + ".do_remote_prefill").value_or(false);
+  if (request.do_remote_decode && request.do_remote_prefill) {
+    throw bad_request(
+        "'kv_transfer_params': do_remote_decode and do_remote_prefill exclude each other", where);
+  }
+  if (request.do_remote_decode) {
+    const Json* stream = find_field(body, "stream");
+    if (stream != nullptr && stream->is_boolean() && stream->get<bool>()) {
+      throw bad_request(
+          "'kv_transfer_params.do_remote_decode' needs stream false: the hand-off comes back in "
+          "the response body",
+          where + ".do_remote_decode");
+    }
+  }
+  if (!request.do_remote_prefill) return;
+  KVTransferParams& r = request.remote;
+  auto required_string = [&](const char* key) {
+    std::optional<std::string> v = get_string(*p, key, where + "." + key);
+    if (!v || v->empty()) {
+      throw bad_request(fmt::format("'{}.{}' is required (a non-empty string) with "
+                                    "do_remote_prefill",
+                                    where, key),
+                        where + "." + key);
+    }
+    return *v;
+  };
+  r.remote_engine_id = required_string("remote_engine_id");
+  r.remote_host = required_string("remote_host");
+  r.remote_request_id = required_string("remote_request_id");
+  const std::optional<int64_t> port = get_int(*p, "remote_port", where + ".remote_port", 1, 65535);
+  if (!port) {
+    throw bad_request(fmt::format("'{}.remote_port' is required with do_remote_prefill", where),
+                      where + ".remote_port");
+  }
+  r.remote_port = static_cast<int>(*port);
+  const Json* ids = find_field(*p, "remote_block_ids");
+  if (ids == nullptr || !ids->is_array()) {
+    throw bad_request(fmt::format("'{}.remote_block_ids' must be an array of block ids", where),
+                      where + ".remote_block_ids");
+  }
+  for (size_t i = 0; i < ids->size(); ++i) {
+    r.remote_block_ids.push_back(static_cast<int32_t>(
+        as_int((*ids)[i], field_path(where + ".remote_block_ids", i), 0, INT32_MAX)));
+  }
+}
+
+Json kv_transfer_params_json(const KVTransferParams& p) {
+  Json ids = Json::array();
+  for (const int32_t id : p.remote_block_ids) ids.push_back(id);
+  return Json{{"do_remote_decode", false},
+              {"do_remote_prefill", true},
+              {"remote_engine_id", p.remote_engine_id},
+              {"remote_host", p.remote_host},
+              {"remote_port", p.remote_port},
+              {"remote_block_ids", std::move(ids)},
+              {"remote_request_id", p.remote_request_id}};
 }
 
 OutputOptions read_output_options(const Json& body, const ServerContext& ctx) {

@@ -64,6 +64,15 @@ struct StreamOptions {
 /// non-zero priority on a server without priority scheduling is a 400 (vLLM's rule).
 void read_request_extensions(const Json& body, const ServerContext& ctx, EngineRequest& request);
 
+/// vLLM's kv_transfer_params (NixlConnector's keys; part of read_request_extensions):
+/// do_remote_decode (a producer's prefill; stream must be false), or do_remote_prefill with
+/// remote_engine_id, remote_host, remote_port, remote_block_ids and remote_request_id (a
+/// consumer's request). Unknown keys and wrong types are a 400 naming the field.
+void read_kv_transfer_params(const Json& body, EngineRequest& request);
+/// A producer's hand-off as the response's kv_transfer_params: what the consumer's request sends
+/// back (do_remote_prefill true).
+[[nodiscard]] Json kv_transfer_params_json(const KVTransferParams& params);
+
 /// vLLM's output extras of both endpoints: return_token_ids (the prompt's and each choice's token
 /// ids beside the text) and return_tokens_as_token_ids (logprob tokens spelled "token_id:<id>";
 /// the server's --return-tokens-as-token-ids is the default).

@@ -117,6 +117,13 @@ export async function startRouter(backendURLs, extraArgs = []) {
   async (baseURL) => (await fetch(`${baseURL}/metrics`)).status === 200);
 }
 
+/** `pagoda router --prefill URL... --decode URL...` (P/D mode), as startRouter. */
+export async function startPDRouter(prefillURLs, decodeURLs, extraArgs = []) {
+  return launch('router', (port) => ['router', '--prefill', ...prefillURLs, '--decode',
+    ...decodeURLs, '--host', '127.0.0.1', '--port', String(port), ...extraArgs],
+  async (baseURL) => (await fetch(`${baseURL}/metrics`)).status === 200);
+}
+
 function apiKeyHeader(args) {
   const i = args.indexOf('--api-key');
   return i >= 0 ? { Authorization: `Bearer ${args[i + 1]}` } : {};
