@@ -28,9 +28,12 @@ struct ExecutorOptions {
   std::string device = "auto";  // auto, cpu or cuda
   int num_threads = 0;          // CPU threads of the model's pool (0: all cores)
   std::string backend = "uni";  // uni: in-process; mp: a worker process
-  // Draft-model speculation: the draft's directory (empty: none), loaded on the same device with
-  // draft_load, its KV cache of the target's blocks (runtime/draft_proposer.h).
+  // Speculation by a model in the executor: the draft's directory (empty: none), loaded with
+  // draft_load, its KV cache of the target's blocks. draft_method (SpeculativeConfig::method):
+  // draft_model and parallel_draft (runtime/draft_proposer.h) on the target's device; eagle and
+  // eagle3 (runtime/eagle_proposer.h) on the CPU only.
   std::string draft_model_dir;
+  std::string draft_method = "draft_model";
   LoadOptions draft_load;
 };
 
