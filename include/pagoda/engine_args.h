@@ -25,12 +25,14 @@ enum class RequestStage {
 /// Greedy requests keep exactly the tokens plain decoding gives, sampled ones exactly its
 /// distribution (docs/engine.md, "Speculative decoding").
 struct SpeculativeConfig {
-  /// ngram (prompt lookup over the request's own tokens) or draft_model (a smaller model of the
-  /// same vocabulary, `model`, drafting autoregressively in the executor). vLLM's other methods
-  /// (eagle, eagle3, medusa, mlp_speculator, mtp, suffix, ...) are refused by name for now.
+  /// ngram (prompt lookup over the request's own tokens); draft_model (a smaller model of the same
+  /// vocabulary, `model`, drafting autoregressively in the executor); parallel_draft (a small
+  /// Llama with a mask token proposing all k drafts in one forward); eagle / eagle3 (EAGLE-1 /
+  /// EAGLE-3 heads over the target's hidden states, CPU only). vLLM's other methods (medusa,
+  /// mlp_speculator, mtp, suffix, ...) are refused by name.
   std::string method = "ngram";
-  std::string model;     // draft_model: the draft's Hugging Face directory (--load-format applies)
-  std::string revision;  // draft_model: the Hub revision of a `model` given as a repo id
+  std::string model;               // the draft's Hugging Face directory (--load-format applies)
+  std::string revision;            // the Hub revision of a `model` given as a repo id
   int num_speculative_tokens = 0;  // K: drafts per step at most, 1..15 (1 + K rows: a graph)
   int prompt_lookup_min = 5;       // ngram: shortest suffix looked up
   int prompt_lookup_max = 5;       // ngram: longest suffix looked up (tried first)
@@ -38,6 +40,9 @@ struct SpeculativeConfig {
   /// draft_row_cost, the cost of one more row in a step relative to the step; off: always K.
   bool adaptive = true;
   double draft_row_cost = 0.1;
+  /// Benchmarks only: each draft is kept with this probability, whatever the verifier (which still
+  /// runs in full) decided; the outputs then no longer follow the target's distribution.
+  std::optional<double> bench_acceptance_rate;
 };
 
 /// --kv-transfer-config (vLLM's keys): this engine's part in prefill/decode disaggregation

@@ -11,6 +11,7 @@
 
 #include "cli/engine_flags.h"
 #include "core/status.h"
+#include "engine/speculation.h"
 #include "hub/cache.h"
 #include "hub/progress.h"
 
@@ -123,7 +124,7 @@ std::string resolve_model_argument(const std::string& argument, const std::strin
 void resolve_model_sources(EngineArgs& args, const EngineFlags& flags) {
   std::error_code ec;
   // A draft model (speculative_config.model) given as a Hub repo id comes from the same cache.
-  if (args.speculative_config && args.speculative_config->method == "draft_model" &&
+  if (args.speculative_config && drafts_in_executor(args.speculative_config->method) &&
       !fs::exists(args.speculative_config->model, ec)) {
     try {
       args.speculative_config->model = resolve_model_argument(

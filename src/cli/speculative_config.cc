@@ -17,8 +17,11 @@ using nlohmann::json;
 
 // vLLM's methods that pagoda does not run yet (SpeculativeMethod and its MTP model types).
 constexpr std::array kLaterMethods = {
-    "eagle", "eagle3",    "medusa", "mlp_speculator", "suffix",
-    "mtp",   "ngram_gpu", "dflash", "custom_class",   "extract_hidden_states"};
+    "medusa",    "mlp_speculator", "suffix",       "mtp",
+    "ngram_gpu", "dflash",         "custom_class", "extract_hidden_states"};
+
+// The methods whose drafts come from a model directory (engine/speculation.h).
+constexpr std::array kModelMethods = {"draft_model", "parallel_draft", "eagle", "eagle3"};
 
 // vLLM keys that change nothing pagoda does (logging, parallelism of a draft model it would not
 // run, ...); accepted so that a vLLM command line runs.
@@ -64,22 +67,31 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
       method.ends_with("_mtp") || method.starts_with("dflash");
   if (later) {
     throw InvalidArgument(fmt::format(
-        "method '{}'{} is not supported by pagoda yet: only ngram (prompt lookup) and draft_model",
+        "method '{}'{} is not supported by pagoda yet: only ngram (prompt lookup), draft_model, "
+        "parallel_draft, eagle and eagle3",
         method,
         model.empty() || model == "ngram" || model == "[ngram]"
             ? ""
             : fmt::format(" (model {})", model)));
   }
-  if (method != "ngram" && method != "draft_model") {
+  const bool model_method =
+      std::find(kModelMethods.begin(), kModelMethods.end(), method) != kModelMethods.end();
+  if (method != "ngram" && !model_method) {
     throw InvalidArgument(
         fmt::format("unknown method '{}' (vLLM's: ngram, draft_model, eagle, "
-                    "eagle3, medusa, mlp_speculator, mtp, suffix, ...)",
+                    "eagle3, medusa, mlp_speculator, mtp, suffix, ...; pagoda's parallel_draft)",
                     method));
   }
   for (const auto& [key, value] : j.items()) {
-    static constexpr std::array kKnown = {
-        "method",   "model",    "num_speculative_tokens", "prompt_lookup_min", "prompt_lookup_max",
-        "adaptive", "revision", "draft_row_cost"};
+    static constexpr std::array kKnown = {"method",
+                                          "model",
+                                          "num_speculative_tokens",
+                                          "prompt_lookup_min",
+                                          "prompt_lookup_max",
+                                          "adaptive",
+                                          "revision",
+                                          "draft_row_cost",
+                                          "bench_acceptance_rate"};
     if (std::find(kKnown.begin(), kKnown.end(), key) != kKnown.end() ||
         std::find(kAcceptedKeys.begin(), kAcceptedKeys.end(), key) != kAcceptedKeys.end())
       continue;
@@ -95,9 +107,11 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   if (!k)
     throw InvalidArgument(fmt::format("num_speculative_tokens is required with method {}", method));
   c.num_speculative_tokens = *k;
-  if (method == "draft_model") {
-    if (model.empty())
-      throw InvalidArgument("model is required with method draft_model (the draft's directory)");
+  if (model_method) {
+    if (model.empty()) {
+      throw InvalidArgument(
+          fmt::format("model is required with method {} (the draft's directory)", method));
+    }
     for (const char* key : {"prompt_lookup_min", "prompt_lookup_max"}) {
       if (j.contains(key))
         throw InvalidArgument(fmt::format("{} applies to method ngram only", key));
@@ -116,6 +130,11 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   if (j.contains("adaptive")) {
     if (!j["adaptive"].is_boolean()) throw InvalidArgument("adaptive must be true or false");
     c.adaptive = j["adaptive"].get<bool>();
+  }
+  if (j.contains("bench_acceptance_rate")) {
+    if (!j["bench_acceptance_rate"].is_number())
+      throw InvalidArgument("bench_acceptance_rate must be a number");
+    c.bench_acceptance_rate = j["bench_acceptance_rate"].get<double>();
   }
   if (j.contains("draft_row_cost")) {
     if (!j["draft_row_cost"].is_number()) throw InvalidArgument("draft_row_cost must be a number");

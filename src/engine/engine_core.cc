@@ -108,7 +108,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
         "blocks only (set --kv-offloading-size 0)",
         args.tensor_parallel_size));
   }
-  if (args.speculative_config && args.speculative_config->method == "draft_model") {
+  if (args.speculative_config && drafts_in_executor(args.speculative_config->method)) {
     validate_speculative_config(*args.speculative_config);
     const std::string& draft = args.speculative_config->model;
     if (!fs::is_directory(draft)) {
@@ -119,6 +119,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     // names the target's format; dummy weights of their own seed (--seed + 1), so that a dummy
     // draft of the target's shape differs from the target.
     executor_options.draft_model_dir = draft;
+    executor_options.draft_method = args.speculative_config->method;
     executor_options.draft_load = load;
     executor_options.draft_load.seed = args.seed + 1;
     executor_options.draft_load.definition.quantization.clear();  // the draft checkpoint's own
@@ -238,7 +239,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     if (args.speculative_proposer)
       throw InvalidArgument("speculative_config and speculative_proposer exclude each other");
     e.max_spec_tokens = args.speculative_config->num_speculative_tokens;
-    e.draft_model = args.speculative_config->method == "draft_model";
+    e.draft_model = drafts_in_executor(args.speculative_config->method);
   } else if (args.speculative_proposer) {
     e.max_spec_tokens = std::max(args.num_speculative_tokens, 0);
   }

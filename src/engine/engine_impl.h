@@ -204,6 +204,8 @@ struct EngineCore::Impl {
   void record_prompt_logprobs(const scheduler::ScheduledRequest& s, StepResult& result,
                               int32_t first_row);
   /// Samples request i of a completed step: its sampled row, and one more row per draft accepted.
+  void bench_override(const Completion& c, size_t index, int32_t draft, SampledToken& t,
+                      bool& accepted) const;
   void sample_request(const scheduler::SchedulerOutput& out, StepResult& result, size_t i,
                       std::vector<SampledToken>& tokens);
   /// Asks the speculative proposer for the next step's drafts of the requests that just sampled.

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/logging.h"
+#include "core/splitmix64.h"
 #include "core/status.h"
 #include "engine/engine_impl.h"
 
@@ -254,6 +255,7 @@ void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, Ste
           result.row(r.first_row + row), req->prompt_token_ids(), output, {},
           std::span<const float>(r.draft_probs).subspan(static_cast<size_t>(draft) * vocab, vocab),
           drafts[static_cast<size_t>(draft)], accepted);
+      bench_override(c, output.size(), drafts[static_cast<size_t>(draft)], t, accepted);
       output.push_back(t.token);
       tokens.push_back(std::move(t));
       if (!accepted) break;
@@ -271,12 +273,27 @@ void EngineCore::Impl::sample_request(const scheduler::SchedulerOutput& out, Ste
       t = c.sampler.sample(result.row(r.first_row + row), req->prompt_token_ids(), output,
                            c.constraint.allowed(static_cast<size_t>(row - first)));
     }
-    const bool accepted = draft < s.num_spec_tokens && static_cast<size_t>(draft) < drafts.size() &&
-                          t.token == drafts[static_cast<size_t>(draft)];
+    const bool is_draft = draft < s.num_spec_tokens && static_cast<size_t>(draft) < drafts.size();
+    bool accepted = is_draft && t.token == drafts[static_cast<size_t>(draft)];
+    if (is_draft) bench_override(c, output.size(), drafts[static_cast<size_t>(draft)], t, accepted);
     output.push_back(t.token);
     tokens.push_back(std::move(t));
     if (!accepted) break;
   }
+}
+
+// The benchmark switch (SpeculativeConfig::bench_acceptance_rate a): after the verifier has run,
+// the draft is kept with probability a whatever it decided (its token replacing the row's draw),
+// else the row's draw ends the step. The uniform hashes (request id, token index), so runs repeat.
+void EngineCore::Impl::bench_override(const Completion& c, size_t index, int32_t draft,
+                                      SampledToken& t, bool& accepted) const {
+  if (!args.speculative_config || !args.speculative_config->bench_acceptance_rate) return;
+  constexpr uint64_t kSalt = 0x62656e6368ull;  // "bench"
+  const uint64_t bits = splitmix64(splitmix64(std::hash<std::string>{}(c.request->id) ^ kSalt) ^
+                                   static_cast<uint64_t>(index));
+  const double u = static_cast<double>(bits >> 11) * (1.0 / 9007199254740992.0);
+  accepted = u < *args.speculative_config->bench_acceptance_rate;
+  if (accepted) t.token = draft;
 }
 
 void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {

@@ -6,16 +6,26 @@
 
 namespace pagoda {
 
+bool drafts_in_executor(const std::string& method) {
+  return method == "draft_model" || method == "parallel_draft" || method == "eagle" ||
+         method == "eagle3";
+}
+
 void validate_speculative_config(const SpeculativeConfig& c) {
-  if (c.method != "ngram" && c.method != "draft_model") {
+  if (c.method != "ngram" && !drafts_in_executor(c.method)) {
     throw InvalidArgument(fmt::format(
-        "speculative method '{}' is not supported yet (only ngram and draft_model; EAGLE and "
-        "parallel drafters are to come)",
+        "speculative method '{}' is not supported (ngram, draft_model, parallel_draft, eagle, "
+        "eagle3)",
         c.method));
   }
-  if (c.method == "draft_model" && c.model.empty()) {
+  if (drafts_in_executor(c.method) && c.model.empty()) {
     throw InvalidArgument(
-        "speculative_config.model: method draft_model needs the draft's directory");
+        fmt::format("speculative_config.model: method {} needs the draft's directory", c.method));
+  }
+  if (c.bench_acceptance_rate &&
+      !(*c.bench_acceptance_rate >= 0 && *c.bench_acceptance_rate <= 1)) {
+    throw InvalidArgument(
+        fmt::format("bench_acceptance_rate must be in [0, 1], got {}", *c.bench_acceptance_rate));
   }
   // 1 + K rows per sequence must fit a decode graph (up to 16 tokens per sequence).
   if (c.num_speculative_tokens < 1 || c.num_speculative_tokens > 15) {

@@ -14,6 +14,7 @@
 // a = 0.05 gives k = 0. A request at k = 0 verifies one draft every kProbeInterval steps so that
 // its estimate can recover. The estimate starts at kPrior.
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "pagoda/engine_args.h"
@@ -22,6 +23,10 @@ namespace pagoda {
 
 /// Throws InvalidArgument naming the key (vLLM's names) of what the engine cannot do.
 void validate_speculative_config(const SpeculativeConfig& config);
+
+/// Whether a method's drafts come from a model in the executor (draft_model, parallel_draft,
+/// eagle, eagle3): the engine plans placeholders that the executor fills.
+[[nodiscard]] bool drafts_in_executor(const std::string& method);
 
 /// One completion's acceptance estimate and its choice of k.
 class SpeculationLength {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include <spdlog/spdlog.h>
 
@@ -63,6 +64,9 @@ struct LayerWeights {
 struct Workspace {
   int64_t capacity = 0;
   Buffer residual, hidden, normed, qkv, q, k, v, attn, gate_up, gate, up, gathered, final_normed;
+  // EAGLE heads only: eagle_cat [capacity, max(2 hidden, fc.in)] (the concatenated inputs of fc
+  // and of EAGLE-3's attention), eagle_tmp [capacity, hidden].
+  Buffer eagle_cat, eagle_tmp;
 
   void reserve(int64_t tokens, const ModelDefinition& d) {
     if (tokens <= capacity) return;
@@ -91,6 +95,10 @@ struct Workspace {
     up = floats(inter);
     gathered = floats(h);
     final_normed = floats(h);
+    if (d.eagle) {
+      eagle_cat = floats(std::max(2 * h, d.eagle->fc.in));
+      eagle_tmp = floats(h);
+    }
   }
 };
 
@@ -165,13 +173,20 @@ class CpuDecoderModel final : public Model {
 
  private:
   void bind_weights();
+  void bind_eagle();
   /// kv_scales_ from the checkpoint, or 1.0 until the first forward computes them.
   void bind_kv_scales(const KVCacheOptions& kv_cache);
   /// normed = norm(residual (+ hidden, when a sublayer's output is pending)).
   void norm_residual(const NormWeight& w, int64_t T);
-  /// The attention block of layer l: qkv projection, q/k norms, RoPE, cache write, attention;
-  /// leaves the attention output in ws_.attn.
-  void attention(int l, const ForwardBatch& batch);
+  /// The attention block of layer l over its input x [T, qkv.in]: qkv projection, q/k norms,
+  /// RoPE, cache write, attention; leaves the attention output in ws_.attn.
+  void attention(int l, const ForwardBatch& batch, const Tensor& x);
+  /// An EAGLE head's first steps (definition.h, EagleHeadDef), with embed(token) in ws_.normed:
+  /// sets the residual stream x from batch.input_hidden and returns the layer's attention input.
+  [[nodiscard]] Tensor eagle_input(const ForwardBatch& batch);
+  /// Fills logits_ [L, vocab] from the LM head's input [L, hidden]; an EAGLE-3 head's rows of
+  /// draft_vocab_size ids are scattered to their target ids (d2t), the other ids -inf.
+  void lm_head_logits(const Tensor& x);
   /// -tp N: the sum over the ranks of a row-parallel projection's partial output [T, hidden].
   void all_reduce(const Tensor& partial) {
     if (tp_.world > 1) tp_.comm->all_reduce_sum(partial.data, partial.num_elements(), DType::kF32);
@@ -182,10 +197,13 @@ class CpuDecoderModel final : public Model {
   void embed(const ForwardBatch& batch, const Tensor& residual);
   /// logits_ [L, vocab] = final_normed [L, hidden] times the LM head; with -tp N each rank's
   /// [L, vocab_.rows] is all-gathered (the layout in the definition).
-  void lm_head(const Tensor& final_normed, int64_t L);
+  void lm_head(const Tensor& final_normed, int64_t L);  // (not for EAGLE heads: -tp 1 only)
   /// Copies the residual stream (with the pending sublayer output added) to hidden_states_ for
   /// each batch.hidden_layers entry equal to `layer`.
   void keep_hidden(const ForwardBatch& batch, int layer);
+  /// After the last layer: the final norm of every token for the hidden_layers entries equal to
+  /// the layer count (EAGLE-1's input: what the LM head reads).
+  void keep_final_normed(const ForwardBatch& batch);
 
   ModelConfig config_;
   ModelDefinition def_;
@@ -209,12 +227,20 @@ class CpuDecoderModel final : public Model {
   std::vector<float> local_logits_, gathered_logits_;
   std::vector<int32_t> local_ids_;
   std::vector<float> hidden_states_;  // [hidden_layers, T, hidden]
+  // EAGLE heads: fc, EAGLE-3's hidden_norm, and its draft-to-target ids [draft_vocab_size]
+  // (i + d2t[i]; empty when the head predicts the whole vocabulary).
+  std::unique_ptr<CpuLinear> eagle_fc_;
+  std::optional<NormWeight> eagle_hidden_norm_;
+  std::vector<int32_t> draft_to_target_;
+  std::vector<float> head_out_;  // [L, draft_vocab_size] before the scatter
 };
 
 void CpuDecoderModel::bind_weights() {
   const ModelDefinition& d = def_;
   embed_tokens_ = checked_float_tensor(weights_, d.embed_name, Shape{vocab_.rows, d.hidden_size});
-  final_norm_ = norm_weight(weights_, d.final_norm);
+  const bool eagle1 = d.eagle && d.eagle->version == 1;  // no final norm, no first input norm
+  if (!eagle1) final_norm_ = norm_weight(weights_, d.final_norm);
+  if (d.eagle) bind_eagle();
   const LinearMethod& head_method = linear_method(d.lm_head.format);
   // Tied checkpoints usually omit lm_head.weight; some write it anyway.
   const bool head_present = weights_.contains(head_method.tensors(d.lm_head).at(0).name);
@@ -225,7 +251,7 @@ void CpuDecoderModel::bind_weights() {
   }
   for (const LayerDef& l : d.layers) {
     LayerWeights w;
-    w.input_norm = norm_weight(weights_, l.input_norm);
+    if (!eagle1) w.input_norm = norm_weight(weights_, l.input_norm);
     w.pre_mlp_norm = norm_weight(weights_, l.pre_mlp_norm);
     w.post_attention_norm = optional_norm(weights_, l.post_attention_norm);
     w.post_mlp_norm = optional_norm(weights_, l.post_mlp_norm);
@@ -236,6 +262,29 @@ void CpuDecoderModel::bind_weights() {
     w.gate_up = linear_method(l.gate_up.format).bind_cpu(l.gate_up, weights_);
     w.down = linear_method(l.down.format).bind_cpu(l.down, weights_);
     layers_.push_back(std::move(w));
+  }
+}
+
+void CpuDecoderModel::bind_eagle() {
+  const EagleHeadDef& e = *def_.eagle;
+  eagle_fc_ = linear_method(e.fc.format).bind_cpu(e.fc, weights_);
+  eagle_hidden_norm_ = optional_norm(weights_, e.hidden_norm);
+  if (e.d2t_name.empty()) return;
+  // d2t holds offsets: draft id i is target id i + d2t[i] (EAGLE-3's draft vocabularies).
+  const Tensor& t = weights_.get(e.d2t_name);
+  if (t.dtype != DType::kI64 || t.shape != Shape{e.draft_vocab_size}) {
+    throw InvalidArgument(fmt::format("{}: tensor '{}' must be I64 [{}]",
+                                      weights_.source_of(e.d2t_name), e.d2t_name,
+                                      e.draft_vocab_size));
+  }
+  draft_to_target_.resize(static_cast<size_t>(e.draft_vocab_size));
+  for (int64_t i = 0; i < e.draft_vocab_size; ++i) {
+    const int64_t target = i + t.as<int64_t>()[i];
+    if (target < 0 || target >= def_.vocab_size) {
+      throw InvalidArgument(fmt::format("{}: {}[{}] maps draft id {} to {}, outside the vocabulary",
+                                        weights_.source_of(e.d2t_name), e.d2t_name, i, i, target));
+    }
+    draft_to_target_[static_cast<size_t>(i)] = static_cast<int32_t>(target);
   }
 }
 
@@ -281,13 +330,13 @@ void CpuDecoderModel::norm_residual(const NormWeight& w, int64_t T) {
   pending_ = false;
 }
 
-void CpuDecoderModel::attention(int l, const ForwardBatch& batch) {
+void CpuDecoderModel::attention(int l, const ForwardBatch& batch, const Tensor& x) {
   const LayerDef& def = def_.layers[static_cast<size_t>(l)];
   const LayerWeights& w = layers_[static_cast<size_t>(l)];
   const AttentionDef& a = def.attention;
   const int64_t T = batch.num_tokens();
   const Tensor qkv = view2(ws_.qkv, T, def.qkv.out());
-  w.qkv->apply(ctx_, view2(ws_.normed, T, def_.hidden_size), qkv);
+  w.qkv->apply(ctx_, x, qkv);
   // qkv [T, q + 2 kv] -> q [T, heads, head_dim], k and v [T, kv_heads, head_dim].
   copy_columns(qkv, 0, view2(ws_.q, T, a.q_size()));
   copy_columns(qkv, a.q_size(), view2(ws_.k, T, a.kv_size()));
@@ -329,6 +378,75 @@ void CpuDecoderModel::attention(int l, const ForwardBatch& batch) {
   ops::paged_attention(ctx_, p);
 }
 
+Tensor CpuDecoderModel::eagle_input(const ForwardBatch& batch) {
+  const EagleHeadDef& e = *def_.eagle;
+  const int64_t T = batch.num_tokens(), h = def_.hidden_size, width = batch.input_hidden_width;
+  PAGODA_CHECK(width > 0 && batch.input_hidden.size() == static_cast<size_t>(T * width),
+               "EAGLE head: input_hidden of {} floats for {} tokens of width {}",
+               batch.input_hidden.size(), T, width);
+  const Tensor embeds = view2(ws_.normed, T, h);
+  const Tensor residual = view2(ws_.residual, T, h);
+  const float* in = batch.input_hidden.data();
+  if (e.version == 1) {
+    // x = fc([embed | h]): row r of the concatenation is embeds[r] then in[r], [T, 2h].
+    PAGODA_CHECK(width == h, "EAGLE-1 head: input hidden width {} for hidden {}", width, h);
+    const Tensor cat = view2(ws_.eagle_cat, T, 2 * h);
+    for (int64_t r = 0; r < T; ++r) {
+      std::memcpy(cat.as<float>() + r * 2 * h, embeds.as<float>() + r * h,
+                  static_cast<size_t>(h) * sizeof(float));
+      std::memcpy(cat.as<float>() + r * 2 * h + h, in + r * h,
+                  static_cast<size_t>(h) * sizeof(float));
+    }
+    eagle_fc_->apply(ctx_, cat, residual);
+    return residual;  // the layer's input norm is left out
+  }
+  // EAGLE-3: x = fc(three target layers) [T, 3 target hidden], or the head's own output [T, h].
+  if (width == e.fc.in) {
+    eagle_fc_->apply(ctx_, Tensor{const_cast<float*>(in), DType::kF32, Shape{T, width}}, residual);
+  } else {
+    PAGODA_CHECK(width == h, "EAGLE-3 head: input hidden width {} (fc {} or hidden {})", width,
+                 e.fc.in, h);
+    std::memcpy(residual.as<float>(), in, static_cast<size_t>(T * h) * sizeof(float));
+  }
+  // Attention input [T, 2h]: row r is input_norm(embeds[r]) then hidden_norm(x[r]).
+  const Tensor normed_embeds = view2(ws_.eagle_tmp, T, h);
+  const Tensor normed_x = view2(ws_.hidden, T, h);
+  ops::rms_norm(ctx_, embeds, layers_[0].input_norm.tensor, def_.norm_eps, normed_embeds);
+  ops::rms_norm(ctx_, residual, eagle_hidden_norm_->tensor, def_.norm_eps, normed_x);
+  const Tensor cat = view2(ws_.eagle_cat, T, 2 * h);
+  for (int64_t r = 0; r < T; ++r) {
+    std::memcpy(cat.as<float>() + r * 2 * h, normed_embeds.as<float>() + r * h,
+                static_cast<size_t>(h) * sizeof(float));
+    std::memcpy(cat.as<float>() + r * 2 * h + h, normed_x.as<float>() + r * h,
+                static_cast<size_t>(h) * sizeof(float));
+  }
+  return cat;
+}
+
+void CpuDecoderModel::lm_head_logits(const Tensor& x) {
+  const int64_t L = x.shape[0];
+  const int64_t rows = def_.lm_head.out();
+  const bool scatter = !draft_to_target_.empty();
+  std::vector<float>& out_rows = scatter ? head_out_ : logits_;
+  out_rows.resize(static_cast<size_t>(L * rows));
+  const Tensor out{out_rows.data(), DType::kF32, Shape{L, rows}};
+  if (lm_head_) {
+    lm_head_->apply(ctx_, x, out);
+  } else {
+    ops::linear(ctx_, x, lm_head_table_, nullptr, out);
+  }
+  if (!scatter) return;
+  // Example: draft vocabulary 3 with d2t [0, 1, 5] over a vocabulary of 8: draft row (a, b, c)
+  // becomes (a, b, -inf, -inf, -inf, c, -inf, -inf).
+  logits_.assign(static_cast<size_t>(L * def_.vocab_size), -std::numeric_limits<float>::infinity());
+  for (int64_t i = 0; i < L; ++i) {
+    for (int64_t j = 0; j < rows; ++j) {
+      logits_[static_cast<size_t>(i * def_.vocab_size + draft_to_target_[static_cast<size_t>(j)])] =
+          head_out_[static_cast<size_t>(i * rows + j)];
+    }
+  }
+}
+
 void CpuDecoderModel::keep_hidden(const ForwardBatch& batch, int layer) {
   const int64_t T = batch.num_tokens(), h = def_.hidden_size;
   for (size_t i = 0; i < batch.hidden_layers.size(); ++i) {
@@ -337,6 +455,27 @@ void CpuDecoderModel::keep_hidden(const ForwardBatch& batch, int layer) {
     const float* r = ws_.residual.as<float>();
     const float* x = ws_.hidden.as<float>();
     for (int64_t e = 0; e < T * h; ++e) dst[e] = pending_ ? r[e] + x[e] : r[e];
+  }
+}
+
+void CpuDecoderModel::keep_final_normed(const ForwardBatch& batch) {
+  const int64_t T = batch.num_tokens(), h = def_.hidden_size;
+  const auto num_layers = static_cast<int32_t>(def_.layers.size());
+  for (size_t i = 0; i < batch.hidden_layers.size(); ++i) {
+    if (batch.hidden_layers[i] != num_layers) continue;
+    const Tensor dst{hidden_states_.data() + static_cast<int64_t>(i) * T * h, DType::kF32,
+                     Shape{T, h}};
+    const Tensor residual = view2(ws_.residual, T, h);
+    if (pending_) {
+      // add_rms_norm adds into the residual: a copy keeps the stream for the logits rows.
+      const Tensor copy = view2(ws_.final_normed, T, h);
+      std::memcpy(copy.as<float>(), residual.as<float>(),
+                  static_cast<size_t>(T * h) * sizeof(float));
+      ops::add_rms_norm(ctx_, copy, view2(ws_.hidden, T, h), final_norm_.tensor, def_.norm_eps,
+                        dst);
+    } else {
+      ops::rms_norm(ctx_, residual, final_norm_.tensor, def_.norm_eps, dst);
+    }
   }
 }
 
@@ -350,20 +489,28 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
   const int64_t h = d.hidden_size;
   const Tensor residual = view2(ws_.residual, T, h);
   const Tensor hidden = view2(ws_.hidden, T, h);
-  embed(batch, residual);
-  if (d.embed_scale != 1.0f) ops::scale(ctx_, residual, d.embed_scale);
+  // An EAGLE head keeps embed(token) apart (in ws_.normed): its residual stream comes from fc.
+  const Tensor embedded = d.eagle ? view2(ws_.normed, T, h) : residual;
+  embed(batch, embedded);
+  if (d.embed_scale != 1.0f) ops::scale(ctx_, embedded, d.embed_scale);
   pending_ = false;
+  const Tensor eagle_x = d.eagle ? eagle_input(batch) : Tensor{};
+  const auto num_layers = static_cast<int>(d.layers.size());
   for (const int32_t l : batch.hidden_layers) {
-    PAGODA_CHECK(l >= -1 && l < static_cast<int>(d.layers.size()), "hidden layer {} of {}", l,
-                 d.layers.size());
+    // num_layers: the final-normed output (EAGLE-1's input).
+    PAGODA_CHECK(l >= -1 && l <= num_layers, "hidden layer {} of {}", l, num_layers);
   }
   hidden_states_.resize(batch.hidden_layers.size() * static_cast<size_t>(T * h));
   keep_hidden(batch, -1);
   for (size_t l = 0; l < d.layers.size(); ++l) {
     const LayerDef& def = d.layers[l];
     const LayerWeights& w = layers_[l];
-    norm_residual(w.input_norm, T);
-    attention(static_cast<int>(l), batch);
+    if (d.eagle && l == 0) {
+      attention(0, batch, eagle_x);
+    } else {
+      norm_residual(w.input_norm, T);
+      attention(static_cast<int>(l), batch, view2(ws_.normed, T, h));
+    }
     w.o->apply(ctx_, view2(ws_.attn, T, def.attention.q_size()), hidden);
     all_reduce(hidden);
     if (w.post_attention_norm)
@@ -387,6 +534,7 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
     pending_ = true;
     keep_hidden(batch, static_cast<int>(l));
   }
+  keep_final_normed(batch);
   if (calculate_kv_scales_ && std::any_of(batch.slot_mapping.begin(), batch.slot_mapping.end(),
                                           [](int64_t slot) { return slot >= 0; })) {
     calculate_kv_scales_ = false;  // vLLM's rule: once, from the first forward that fills the cache
@@ -406,8 +554,20 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
                 static_cast<size_t>(h) * sizeof(float));
   }
   const Tensor final_normed = view2(ws_.final_normed, L, h);
-  ops::add_rms_norm(ctx_, gathered, gathered_hidden, final_norm_.tensor, d.norm_eps, final_normed);
-  lm_head(final_normed, L);
+  if (d.eagle && d.eagle->version == 1) {
+    // EAGLE-1's output goes to the LM head without a norm: the residual stream after the layer.
+    for (int64_t e = 0; e < L * h; ++e) {
+      final_normed.as<float>()[e] = gathered.as<float>()[e] + gathered_hidden.as<float>()[e];
+    }
+  } else {
+    ops::add_rms_norm(ctx_, gathered, gathered_hidden, final_norm_.tensor, d.norm_eps,
+                      final_normed);
+  }
+  if (d.eagle) {
+    lm_head_logits(final_normed);  // its draft vocabulary scattered to the target's ids
+  } else {
+    lm_head(final_normed, L);  // with -tp N: each rank's columns, gathered
+  }
   if (d.final_softcap > 0) {
     ops::softcap(ctx_, Tensor{logits_.data(), DType::kF32, Shape{L, d.vocab_size}},
                  d.final_softcap);

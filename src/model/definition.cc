@@ -79,10 +79,20 @@ std::vector<TensorSpec> ModelDefinition::tensors() const {
   // one anyway, which backends then use.
   std::vector<TensorSpec> out;
   out.push_back({embed_name, Shape{vocab_size, hidden_size}, ShardDim::kOut});
-  out.push_back({final_norm.name, Shape{final_norm.size}, ShardDim::kNone});
+  const bool eagle1 = eagle && eagle->version == 1;  // no final norm, no first input norm
+  if (!eagle1) out.push_back({final_norm.name, Shape{final_norm.size}, ShardDim::kNone});
   if (!lm_head_tied) add_linear(lm_head, out);
+  if (eagle) {
+    add_linear(eagle->fc, out);
+    add_norm(eagle->hidden_norm, out);
+    if (!eagle->d2t_name.empty()) {
+      // Zero offsets for dummy weights: draft id i is target id i.
+      out.push_back({eagle->d2t_name, Shape{eagle->draft_vocab_size}, ShardDim::kNone, DType::kI64,
+                     DummyFill::kConstant, 0});
+    }
+  }
   for (const LayerDef& l : layers) {
-    add_norm(l.input_norm, out);
+    if (!eagle1) add_norm(l.input_norm, out);
     add_norm(l.post_attention_norm, out);
     add_norm(l.pre_mlp_norm, out);
     add_norm(l.post_mlp_norm, out);

@@ -195,6 +195,28 @@ struct LayerDef {
   std::optional<NormDef> post_mlp_norm;  // of the MLP output, before the residual add
 };
 
+/// An EAGLE draft head (model/arch/eagle.cc): one decoder layer whose input comes from the target's
+/// hidden states, predicting the target's next tokens. Worked shapes for a target of hidden 4096
+/// (Llama-3.1-8B) and T tokens:
+///  - EAGLE-1: x = fc(concat(embed(token) [T, 4096], h [T, 4096])) [T, 4096], h the target's
+///    final-normed hidden state; the layer without its input norm; output g = the residual stream
+///    after the layer (no final norm), logits = the target's lm_head(g).
+///  - EAGLE-3: x = fc(concat(h_a, h_b, h_c) [T, 3 * 4096]) [T, 4096] from three target layers (or
+///    x = g, the head's own previous output, when drafting further); the layer's attention input
+///    is concat(input_norm(embed(token)), hidden_norm(x)) [T, 8192] and x its residual; output g =
+///    the residual stream after the layer, logits = lm_head(norm(g)) over draft_vocab_size tokens,
+///    draft id i meaning target id i + d2t[i].
+struct EagleHeadDef {
+  int version = 1;  // 1 or 3
+  LinearDef fc;     // [hidden, 2 hidden] (EAGLE-1) or [hidden, 3 target hidden] (EAGLE-3)
+  std::optional<NormDef> hidden_norm;  // EAGLE-3: midlayer.hidden_norm
+  int64_t draft_vocab_size = 0;        // lm_head's rows (EAGLE-3 may be < vocab_size)
+  std::string d2t_name;                // EAGLE-3 with draft_vocab_size < vocab_size: [draft_vocab]
+  /// The target's hidden states the head reads (StepPlan::hidden_layers' convention): EAGLE-1 the
+  /// final-normed output (the target's layer count), EAGLE-3 three residual streams.
+  std::vector<int32_t> target_layers;
+};
+
 /// A whole model: the weight table and the composition of its blocks.
 struct ModelDefinition {
   std::string architecture;
@@ -217,6 +239,8 @@ struct ModelDefinition {
   /// makes it fp8, as vLLM's resolve_kv_cache_dtype_string does; nullopt: the backend's dtype
   /// (compressed-tensors' kv_cache_scheme alone does not change auto in vLLM either).
   std::optional<DType> auto_kv_cache_dtype;
+  /// An EAGLE draft head: forward() then needs ForwardBatch::input_hidden.
+  std::optional<EagleHeadDef> eagle;
 
   /// Every checkpoint tensor, in a fixed order (dummy weights draw tensor i from its index).
   [[nodiscard]] std::vector<TensorSpec> tensors() const;

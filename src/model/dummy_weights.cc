@@ -63,6 +63,9 @@ Buffer quantized_dummy(const TensorSpec& spec, uint64_t tensor_seed, ThreadPool&
           buffer.as<int32_t>()[i] =
               raw ? static_cast<int32_t>(static_cast<uint32_t>(bits)) : static_cast<int32_t>(v);
           break;
+        case DType::kI64:
+          buffer.as<int64_t>()[i] = raw ? static_cast<int64_t>(bits) : static_cast<int64_t>(v);
+          break;
         default:
           PAGODA_CHECK(false, "dummy weights cannot draw {} ({})", spec.name, dtype_name(dtype));
       }

@@ -20,8 +20,12 @@ struct ForwardBatch {
       slot_mapping;  // [num_tokens], cache slot for each token's K/V (-1: skip)
   std::span<const int32_t> logits_indices;  // rows whose next-token logits are wanted
   // Layers whose output hidden states Model::hidden_states() returns for every token (-1: the
-  // embeddings, l: the residual stream after layer l).
+  // embeddings, l: the residual stream after layer l, the layer count: the final-normed output).
   std::span<const int32_t> hidden_layers = {};
+  // EAGLE heads only (ModelDefinition::eagle): each token's input hidden state, [num_tokens,
+  // input_hidden_width] fp32 (the target's, or the head's own previous output).
+  std::span<const float> input_hidden = {};
+  int64_t input_hidden_width = 0;
 
   [[nodiscard]] int64_t num_tokens() const { return static_cast<int64_t>(token_ids.size()); }
   [[nodiscard]] int num_seqs() const { return static_cast<int>(seq_lens.size()); }

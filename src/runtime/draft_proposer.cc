@@ -68,7 +68,7 @@ int32_t DraftProposer::draw(std::span<float> logits, const RowDraw& d, uint64_t 
 }
 
 void DraftProposer::add(Pass& pass, const std::vector<int32_t>& table, int32_t first_position,
-                        std::span<const int32_t> tokens, bool row) const {
+                        std::span<const int32_t> tokens, int rows) const {
   for (size_t j = 0; j < tokens.size(); ++j) {
     const int32_t p = first_position + static_cast<int32_t>(j);
     const auto block = static_cast<size_t>(p / block_size_);
@@ -78,7 +78,7 @@ void DraftProposer::add(Pass& pass, const std::vector<int32_t>& table, int32_t f
     pass.positions.push_back(p);
     pass.slots.push_back(int64_t{table[block]} * block_size_ + p % block_size_);
   }
-  if (row) pass.rows.push_back(static_cast<int32_t>(pass.ids.size()) - 1);
+  for (int r = rows; r >= 1; --r) pass.rows.push_back(static_cast<int32_t>(pass.ids.size()) - r);
   pass.query_start.push_back(static_cast<int32_t>(pass.ids.size()));
   pass.seq_lens.push_back(first_position + static_cast<int32_t>(tokens.size()));
   // Padded to max_blocks by run(): remember the table's length in front of its entries.
@@ -138,8 +138,15 @@ void DraftProposer::propose(StepPlan& plan,
     const size_t real = s.tokens.size() - static_cast<size_t>(s.num_spec);
     tokens.insert(tokens.end(), s.tokens.begin(),
                   s.tokens.begin() + static_cast<std::ptrdiff_t>(real));
-    add(first, tables.at(s.id), st.computed, tokens, s.propose);
-    st.computed += static_cast<int32_t>(tokens.size());
+    const auto known = static_cast<int32_t>(tokens.size());
+    int rows = s.propose ? 1 : 0;
+    if (mask_token_ && s.propose) {
+      // Parallel drafting: k - 1 masks after t, a row for t and for each mask.
+      tokens.insert(tokens.end(), static_cast<size_t>(s.num_spec - 1), *mask_token_);
+      rows = s.num_spec;
+    }
+    add(first, tables.at(s.id), st.computed, tokens, rows);
+    st.computed += known;
     st.drafts.clear();
     if (s.propose) active.push_back({i, st.computed - 1, s.num_spec});
   }
@@ -156,6 +163,29 @@ void DraftProposer::propose(StepPlan& plan,
   }
   // Pass j (1-based) draws draft j of each sequence that still needs one; pass 1 is the catch-up.
   std::span<float> logits = run(first);
+  if (mask_token_) {
+    // Every draft from the one pass: sequence a's rows are its k consecutive rows.
+    size_t rows = 0;
+    for (const Active& a : active) rows += static_cast<size_t>(a.k);
+    PAGODA_CHECK(logits.size() == rows * vocab, "draft: {} logits for {} rows", logits.size(),
+                 rows);
+    size_t row = 0;
+    for (const Active& a : active) {
+      PlannedSequence& s = plan.seqs[a.i];
+      SequenceResult& r = results[a.i];
+      for (size_t d = 0; d < static_cast<size_t>(a.k); ++d, ++row) {
+        std::span<float> q;
+        if (!r.draft_probs.empty()) q = std::span(r.draft_probs).subspan(d * vocab, vocab);
+        r.drafts[d] =
+            draw(logits.subspan(row * vocab, vocab), s.draft_draw, s.draft_draw.counter + d, q);
+        s.tokens[s.tokens.size() - static_cast<size_t>(s.num_spec) + d] = r.drafts[d];
+      }
+      SeqState& st = seqs_.at(s.id);
+      st.drafts_start = a.t_position + 1;
+      st.drafts = r.drafts;
+    }
+    return;
+  }
   std::vector<size_t> in_pass;  // indices into active, in row order
   for (size_t a = 0; a < active.size(); ++a) in_pass.push_back(a);
   for (int32_t j = 1;; ++j) {

@@ -20,6 +20,14 @@
 // counts 22 as invalid (computed = min(23, 22)) and recomputes it from t'. If it accepts all
 // three, t' is at 24 and the draft's next catch-up pass computes d3 (23) and t' (24).
 //
+// A parallel drafter (mask_token set; DFlash / PARD-style) proposes all k drafts in that one
+// pass: after t it reads k - 1 mask tokens at positions n + 1 .. n + k - 1, and the rows of t and
+// of each mask are q1 .. qk. Its checkpoint is a small Llama of the target's vocabulary trained to
+// predict the token at mask position j; config.json's mask_token_id names the mask token. Worked
+// example, k = 3, t at 20: one pass computes t (20), M (21), M (22) and draws d1, d2, d3 from rows
+// 20, 21, 22. The drafts are never computed as inputs; the next catch-up computes the accepted ones
+// (mask KV past the verified tokens is overwritten then).
+//
 // KV validity. The draft's own record per sequence, `computed`, is the positions whose draft KV
 // holds the sequence's verified tokens; a plan with fewer computed tokens (rejected drafts,
 // preemption) lowers it, a fresh sequence (new or resumed, PlannedSequence::fresh) starts at
@@ -38,6 +46,7 @@
 // sets acceptance). Its random numbers hash (seed, counter + j) with a salt of their own,
 // independent of the target's draws.
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -50,7 +59,9 @@ namespace pagoda {
 class DraftProposer {
  public:
   /// `draft`'s KV cache must have the target's blocks (init_kv_cache with the same counts).
-  DraftProposer(Model& draft, int block_size) : draft_(draft), block_size_(block_size) {}
+  /// mask_token: a parallel drafter's mask token id (one pass proposes all k drafts).
+  DraftProposer(Model& draft, int block_size, std::optional<int32_t> mask_token = std::nullopt)
+      : draft_(draft), block_size_(block_size), mask_token_(mask_token) {}
 
   /// Runs the draft over the plan (tables: each sequence's block table, already updated for this
   /// step), fills the placeholders of the sequences with PlannedSequence::propose and writes their
@@ -83,12 +94,14 @@ class DraftProposer {
     std::vector<int64_t> slots;
     int max_blocks = 1;
   };
+  // Adds a sequence's tokens with a logits row for each of the last `rows` of them.
   void add(Pass& pass, const std::vector<int32_t>& table, int32_t first_position,
-           std::span<const int32_t> tokens, bool row) const;
+           std::span<const int32_t> tokens, int rows) const;
   [[nodiscard]] std::span<float> run(Pass& pass);
 
   Model& draft_;
   int block_size_;
+  std::optional<int32_t> mask_token_;
   std::unordered_map<uint64_t, SeqState> seqs_;
 };
 

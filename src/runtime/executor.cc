@@ -4,12 +4,33 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "model/config_reader.h"
+#include "model/eagle_head.h"
 #include "model/rope.h"
 #include "runtime/device_model.h"
 #include "runtime/in_process_executor.h"
 #include "runtime/process_executor.h"
 
 namespace pagoda {
+namespace {
+
+// A parallel drafter's mask token: config.json's mask_token_id; a dummy draft without one
+// (--load-format dummy of any Llama config) uses the last id of the vocabulary.
+int32_t parallel_mask_token(const Model& draft, const ExecutorOptions& options) {
+  const ModelConfig& c = draft.config();
+  const ConfigReader reader(*c.json, c.source);
+  const bool dummy = options.draft_load.format == LoadFormat::kDummy;
+  if (!reader.has("mask_token_id") && !dummy) {
+    reader.fail("mask_token_id", "is missing (a parallel drafter's mask token)");
+  }
+  const int64_t id = reader.optional_int("mask_token_id", c.vocab_size - 1, 0);
+  if (id >= c.vocab_size) {
+    reader.fail("mask_token_id", fmt::format("is {}, past the vocabulary of {}", id, c.vocab_size));
+  }
+  return static_cast<int32_t>(id);
+}
+
+}  // namespace
 
 InProcessExecutor::InProcessExecutor(const ExecutorOptions& options)
     : pool_(options.num_threads),
@@ -18,10 +39,23 @@ InProcessExecutor::InProcessExecutor(const ExecutorOptions& options)
   info_.on_device = model_->device_memory().has_value();
   info_.vocab_size = model_->config().vocab_size;
   if (options.draft_model_dir.empty()) return;
+  const std::string& method = options.draft_method;
+  const bool eagle = method == "eagle" || method == "eagle3";
+  if (!eagle && method != "draft_model" && method != "parallel_draft") {
+    throw InvalidArgument(fmt::format("speculative_config.method '{}' has no draft model", method));
+  }
+  if (eagle && info_.on_device) {
+    throw InvalidArgument(fmt::format(
+        "speculative_config.method {}: EAGLE heads run on the CPU only for now (--device cpu)",
+        method));
+  }
   // The draft model (draft-model speculation): errors name the configuration key.
   try {
-    draft_ =
-        load_model_on_device(options.draft_model_dir, options.draft_load, options.device, pool_);
+    draft_ = eagle ? load_eagle_head(options.draft_model_dir,
+                                     {method == "eagle" ? 1 : 3, options.model_dir},
+                                     options.draft_load, pool_)
+                   : load_model_on_device(options.draft_model_dir, options.draft_load,
+                                          options.device, pool_);
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("speculative_config.model: {}", e.what()));
   } catch (const NotFound& e) {
@@ -33,6 +67,7 @@ InProcessExecutor::InProcessExecutor(const ExecutorOptions& options)
         "(a draft model must share the target's vocabulary)",
         options.draft_model_dir, draft_->config().vocab_size, info_.vocab_size));
   }
+  if (method == "parallel_draft") mask_token_ = parallel_mask_token(*draft_, options);
   info_.draft_kv_spec = draft_->kv_cache_spec();
   info_.draft_context = rope_context_length(draft_->config().rope);
 }
@@ -41,7 +76,8 @@ double InProcessExecutor::profile_run(int64_t max_tokens, int max_num_seqs, int6
                                       int block_size) {
   double seconds =
       pagoda::profile_run(*model_, max_tokens, max_num_seqs, max_model_len, block_size);
-  if (draft_) {
+  // An EAGLE head (CPU only) needs the target's hidden states for a forward: no profile run.
+  if (draft_ && !draft_->definition().eagle) {
     draft_->init_kv_cache(2, block_size);
     seconds += pagoda::profile_run(*draft_, max_tokens, max_num_seqs, max_model_len, block_size);
   }
@@ -52,7 +88,7 @@ void InProcessExecutor::init_kv_cache(int64_t num_blocks, int block_size) {
   PAGODA_CHECK(!runner_ || !runner_->in_flight(), "init_kv_cache while a step is in flight");
   model_->init_kv_cache(num_blocks, block_size);
   if (draft_) draft_->init_kv_cache(num_blocks, block_size);
-  runner_ = std::make_unique<ModelRunner>(*model_, block_size, draft_.get());
+  runner_ = std::make_unique<ModelRunner>(*model_, block_size, draft_.get(), mask_token_);
 }
 
 int InProcessExecutor::capture_graphs(int max_num_seqs) {

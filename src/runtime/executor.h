@@ -32,9 +32,12 @@ struct ExecutorOptions {
   // --tensor-parallel-size: worker processes (backend mp), each holding one rank's slices of
   // the model (model/tensor_parallel.h); CPU only so far.
   int tensor_parallel_size = 1;
-  // Draft-model speculation: the draft's directory (empty: none), loaded on the same device with
-  // draft_load, its KV cache of the target's blocks (runtime/draft_proposer.h).
+  // Speculation by a model in the executor: the draft's directory (empty: none), loaded with
+  // draft_load, its KV cache of the target's blocks. draft_method (SpeculativeConfig::method):
+  // draft_model and parallel_draft (runtime/draft_proposer.h) on the target's device; eagle and
+  // eagle3 (runtime/eagle_proposer.h) on the CPU only.
   std::string draft_model_dir;
+  std::string draft_method = "draft_model";
   LoadOptions draft_load;
 };
 

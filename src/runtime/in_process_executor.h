@@ -46,7 +46,8 @@ class InProcessExecutor final : public Executor {
  private:
   ThreadPool pool_;
   std::unique_ptr<Model> model_;
-  std::unique_ptr<Model> draft_;         // draft-model speculation, or null
+  std::unique_ptr<Model> draft_;         // draft model, parallel drafter or EAGLE head; or null
+  std::optional<int32_t> mask_token_;    // a parallel drafter's mask token id
   std::unique_ptr<ModelRunner> runner_;  // from init_kv_cache on
   ExecutorInfo info_;
 };

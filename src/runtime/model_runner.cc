@@ -45,9 +45,15 @@ DeviceDraw RowDraw::view() const {
   return d;
 }
 
-ModelRunner::ModelRunner(Model& model, int block_size, Model* draft)
+ModelRunner::ModelRunner(Model& model, int block_size, Model* draft,
+                         std::optional<int32_t> mask_token)
     : model_(model), block_size_(block_size) {
-  if (draft != nullptr) drafter_.emplace(*draft, block_size);
+  if (draft == nullptr) return;
+  if (draft->definition().eagle) {
+    eagle_.emplace(*draft, block_size, model.config().hidden_size);
+  } else {
+    drafter_.emplace(*draft, block_size, mask_token);
+  }
 }
 
 std::span<const int32_t> ModelRunner::block_table(uint64_t id) const {
@@ -66,9 +72,10 @@ void ModelRunner::launch(StepPlan plan) {
                      s.rows.size() <= s.tokens.size(),
                  "sequence {}: {} tokens ({} drafts) with {} rows from position {}", s.id,
                  s.tokens.size(), s.num_spec, s.rows.size(), s.num_computed);
-    PAGODA_CHECK(!s.propose || (drafter_ && s.num_spec > 0),
+    const bool drafts = drafter_ || eagle_;
+    PAGODA_CHECK(!s.propose || (drafts && s.num_spec > 0),
                  "sequence {}: draft-model drafts asked for {}", s.id,
-                 drafter_ ? "without drafts" : "but there is no draft model");
+                 drafts ? "without drafts" : "but there is no draft model");
     PAGODA_CHECK(s.block_table_start >= 0 && static_cast<size_t>(s.block_table_start) <= held,
                  "sequence {}: block table kept to {} of the {} blocks held", s.id,
                  s.block_table_start, held);
@@ -80,10 +87,12 @@ void ModelRunner::launch(StepPlan plan) {
   for (const uint64_t id : plan.finished) {
     tables_.erase(id);
     if (drafter_) drafter_->forget(id);
+    if (eagle_) eagle_->forget(id);
   }
   if (!plan.block_copies.empty()) {
     model_.copy_kv_blocks(plan.block_copies);
     if (drafter_) drafter_->copy_blocks(plan.block_copies);
+    if (eagle_) eagle_->copy_blocks(plan.block_copies);
   }
 
   ids_.clear();
@@ -107,6 +116,7 @@ void ModelRunner::launch(StepPlan plan) {
   }
   // The draft model sees the step's tokens and fills the placeholders of proposing sequences.
   if (drafter_) drafter_->propose(plan, tables_, out.seqs);
+  if (eagle_) eagle_->propose(plan, tables_, out.seqs);
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const PlannedSequence& s = plan.seqs[i];
     const std::vector<int32_t>& table = tables_.at(s.id);
@@ -135,6 +145,11 @@ void ModelRunner::launch(StepPlan plan) {
   }
   max_blocks_ = max_blocks;
   hidden_layers_.assign(plan.hidden_layers.begin(), plan.hidden_layers.end());
+  plan_hidden_layers_ = hidden_layers_.size();
+  if (eagle_) {
+    const std::vector<int32_t>& layers = eagle_->target_layers();
+    hidden_layers_.insert(hidden_layers_.end(), layers.begin(), layers.end());
+  }
   plan_ = std::move(plan);  // draws_ view its rows until wait()
   pending_ = std::move(out);
   // Late rows (StepPlan::fill_late): filled once the forward pass is queued, then viewed again
@@ -191,7 +206,11 @@ StepResult ModelRunner::wait() {
       r.logprobs[j] = std::move(logprobs[row]);
     }
   }
-  out.hidden_states = model_.hidden_states();
+  // [hidden_layers_, T, hidden]: the plan's layers first, then the EAGLE head's.
+  const std::span<float> hidden = model_.hidden_states();
+  const size_t per_layer = ids_.size() * static_cast<size_t>(model_.config().hidden_size);
+  if (eagle_) eagle_->observe(plan_, hidden.subspan(plan_hidden_layers_ * per_layer));
+  out.hidden_states = hidden.first(plan_hidden_layers_ * per_layer);
   return out;
 }
 

@@ -11,6 +11,7 @@
 
 #include "model/model.h"
 #include "runtime/draft_proposer.h"
+#include "runtime/eagle_proposer.h"
 #include "runtime/step.h"
 
 namespace pagoda {
@@ -18,9 +19,11 @@ namespace pagoda {
 /// Runs the steps of one model whose KV cache is initialised. Not thread-safe.
 class ModelRunner {
  public:
-  /// draft: the draft model of draft-model speculation (runtime/draft_proposer.h), its KV cache
-  /// of the target's block count, or null.
-  ModelRunner(Model& model, int block_size, Model* draft = nullptr);
+  /// draft: the draft model of draft-model speculation (runtime/draft_proposer.h; with
+  /// mask_token, a parallel drafter), or an EAGLE head (runtime/eagle_proposer.h, when its
+  /// definition has one), its KV cache of the target's block count; or null.
+  ModelRunner(Model& model, int block_size, Model* draft = nullptr,
+              std::optional<int32_t> mask_token = std::nullopt);
 
   [[nodiscard]] StepResult execute(StepPlan plan) {
     launch(std::move(plan));
@@ -45,6 +48,7 @@ class ModelRunner {
   Model& model_;
   int block_size_;
   std::optional<DraftProposer> drafter_;
+  std::optional<EagleProposer> eagle_;
   bool in_flight_ = false;
   bool synchronous_ = false;  // the model computes in wait() (Model::start_step returned false)
   StepResult pending_;
@@ -54,7 +58,8 @@ class ModelRunner {
   // row each give ids [a5, a6, b9], positions [5, 6, 9], query_start [0, 2, 3], seq_lens [7, 10],
   // logits rows [1, 2].
   std::vector<int32_t> ids_, positions_, query_start_, seq_lens_, tables_flat_, logits_rows_;
-  std::vector<int32_t> hidden_layers_;
+  std::vector<int32_t> hidden_layers_;  // the plan's, then the EAGLE head's target layers
+  size_t plan_hidden_layers_ = 0;       // of hidden_layers_, the plan's
   std::vector<int64_t> slots_;
   StepPlan plan_;                  // the step in flight (its rows back draws_)
   std::vector<DeviceDraw> draws_;  // [logits rows]: views of plan_'s RowDraws

@@ -59,9 +59,10 @@ struct PlannedSequence {
   // The sequence starts here (new, or resumed after preemption): KV before num_computed comes
   // from the prefix cache, so the executor's draft model trusts its own layers there too.
   bool fresh = false;
-  // Draft-model speculation (runtime/draft_proposer.h): the trailing num_spec tokens are
-  // placeholders that the executor's draft model replaces with its proposals before the target
-  // computes them; draft_draw says how the draft draws them (draft j with counter + j).
+  // Speculation by a model in the executor (runtime/draft_proposer.h, eagle_proposer.h): the
+  // trailing num_spec tokens are placeholders that the executor's draft model, parallel drafter
+  // or EAGLE head replaces with its proposals before the target computes them; draft_draw says
+  // how it draws them (draft j with counter + j).
   bool propose = false;
   RowDraw draft_draw;
 };
@@ -71,8 +72,9 @@ struct StepPlan {
   std::vector<PlannedSequence> seqs;
   std::vector<std::pair<int32_t, int32_t>> block_copies;  // (src, dst): copy-on-write, done first
   std::vector<uint64_t> finished;  // sequences the executor may forget (their tables)
-  // Layers whose output hidden states come back for every new token (EAGLE's inputs): layer l is
-  // the residual stream after layer l, -1 the embeddings.
+  // Layers whose output hidden states come back for every new token: layer l is the residual
+  // stream after layer l, -1 the embeddings, the layer count the final-normed output (CPU). An
+  // EAGLE head's layers are added by the runner itself (runtime/eagle_proposer.h).
   std::vector<int32_t> hidden_layers;
   // Fills the rows' structured-output masks (RowDraw::allowed) late: the in-process runner calls
   // it once the forward pass is queued on the device and before the sampler reads the rows, so

@@ -183,6 +183,21 @@ void WeightStore::add_file(const std::string& path) {
   files_.push_back(std::move(file));
 }
 
+void WeightStore::take_from(WeightStore&& other,
+                            const std::vector<std::pair<std::string, std::string>>& names) {
+  for (const auto& [from, to] : names) {
+    const Tensor& t = other.get(from);  // InvalidArgument naming other's checkpoint
+    const auto [it, inserted] = index_.emplace(to, Entry{t, other.source_of(from)});
+    if (!inserted) {
+      throw InvalidArgument(
+          fmt::format("{}: tensor '{}' is already in {}", other.description_, to, description_));
+    }
+  }
+  for (auto& f : other.files_) files_.push_back(std::move(f));
+  for (auto& b : other.owned_) owned_.push_back(std::move(b));
+  other.index_.clear();
+}
+
 void WeightStore::add_owned(const std::string& name, DType dtype, const Shape& shape,
                             Buffer buffer) {
   PAGODA_CHECK(buffer.size() >= static_cast<size_t>(shape.num_elements()) * dtype_size(dtype));

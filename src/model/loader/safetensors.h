@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/mapped_file.h"
@@ -39,6 +40,11 @@ class WeightStore {
 
   /// Adds one file's tensors; a name present twice is an error naming both files.
   void add_file(const std::string& path);
+  /// Adds other's tensors `names` (name in other -> name here), keeping other's files mapped and
+  /// its buffers alive for as long as this store lives (an EAGLE head's shared embedding and LM
+  /// head from the target's checkpoint). InvalidArgument for a missing or already present name.
+  void take_from(WeightStore&& other,
+                 const std::vector<std::pair<std::string, std::string>>& names);
   /// Adds a tensor that the store owns (dummy weights, converted tensors), replacing any of that
   /// name (a tensor-parallel rank's slice).
   void add_owned(const std::string& name, DType dtype, const Shape& shape, Buffer buffer);

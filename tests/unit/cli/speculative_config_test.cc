@@ -1,5 +1,6 @@
 // --speculative-config as vLLM takes it: the ngram keys and their defaults, and refusals that
 // name the key or the method.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "cli/speculative_config.h"
@@ -54,6 +55,33 @@ TEST(SpeculativeConfigFlag, DraftModel) {
   }
 }
 
+TEST(SpeculativeConfigFlag, EagleAndParallelDrafters) {
+  for (const char* method : {"eagle", "eagle3", "parallel_draft"}) {
+    const SpeculativeConfig c = parse_speculative_config(fmt::format(
+        R"({{"method": "{}", "model": "/h", "num_speculative_tokens": 4,
+            "bench_acceptance_rate": 0.7}})",
+        method));
+    EXPECT_EQ(c.method, method);
+    EXPECT_EQ(c.model, "/h");
+    EXPECT_EQ(c.num_speculative_tokens, 4);
+    ASSERT_TRUE(c.bench_acceptance_rate.has_value());
+    EXPECT_EQ(*c.bench_acceptance_rate, 0.7);
+    EXPECT_NE(error_of(fmt::format(R"({{"method": "{}", "num_speculative_tokens": 3}})", method))
+                  .find(fmt::format("model is required with method {}", method)),
+              std::string::npos);
+  }
+  EXPECT_FALSE(parse_speculative_config(R"({"method": "ngram", "num_speculative_tokens": 2})")
+                   .bench_acceptance_rate.has_value());
+  EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 2,
+                         "bench_acceptance_rate": 1.5})")
+                .find("bench_acceptance_rate must be in [0, 1], got 1.5"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 2,
+                         "bench_acceptance_rate": "high"})")
+                .find("bench_acceptance_rate must be a number"),
+            std::string::npos);
+}
+
 TEST(SpeculativeConfigFlag, RefusalsNameWhatIsWrong) {
   EXPECT_EQ(error_of("{"), error_of("{")) << "stable";
   EXPECT_NE(error_of("{").find("not valid JSON"), std::string::npos);
@@ -61,8 +89,8 @@ TEST(SpeculativeConfigFlag, RefusalsNameWhatIsWrong) {
   EXPECT_NE(error_of("{}").find("method is required"), std::string::npos);
   EXPECT_NE(error_of(R"({"method": "ngram"})").find("num_speculative_tokens is required"),
             std::string::npos);
-  EXPECT_NE(error_of(R"({"method": "eagle3", "model": "/m", "num_speculative_tokens": 3})")
-                .find("method 'eagle3' (model /m) is not supported by pagoda yet"),
+  EXPECT_NE(error_of(R"({"method": "medusa", "model": "/m", "num_speculative_tokens": 3})")
+                .find("method 'medusa' (model /m) is not supported by pagoda yet"),
             std::string::npos);
   EXPECT_NE(error_of(R"({"method": "draft_model", "num_speculative_tokens": 3})")
                 .find("model is required with method draft_model"),

@@ -110,8 +110,11 @@ TEST(SpeculativeConfig, ChecksNameTheKey) {
     return std::string("accepted");
   };
   SpeculativeConfig bad = c;
-  bad.method = "eagle3";
-  EXPECT_NE(message(bad).find("method 'eagle3' is not supported yet"), std::string::npos);
+  bad.method = "medusa";
+  EXPECT_NE(message(bad).find("method 'medusa' is not supported"), std::string::npos);
+  bad.method = "eagle3";  // a head directory is needed
+  EXPECT_NE(message(bad).find("speculative_config.model: method eagle3 needs the draft's"),
+            std::string::npos);
   bad = c;
   bad.num_speculative_tokens = 16;
   EXPECT_NE(message(bad).find("num_speculative_tokens must be in [1, 15]"), std::string::npos);

@@ -215,12 +215,12 @@ TEST(SpeculativeEngine, WorkerProcessEqualsInProcess) {
 
 TEST(SpeculativeEngine, RefusesMethodsNotImplemented) {
   EngineArgs args = spec_engine();
-  args.speculative_config->method = "eagle";
+  args.speculative_config->method = "medusa";
   try {
     EngineCore engine(args);
-    ADD_FAILURE() << "eagle accepted";
+    ADD_FAILURE() << "medusa accepted";
   } catch (const InvalidArgument& e) {
-    EXPECT_NE(std::string(e.what()).find("'eagle' is not supported yet"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("'medusa' is not supported"), std::string::npos);
   }
 }
 

@@ -1,0 +1,99 @@
+#pragma once
+// EagleProposer: EAGLE-1 / EAGLE-3 speculative decoding on the executor's side. The head
+// (model/eagle_head.h) runs in the same executor with its own paged KV cache of the target's block
+// ids, and proposes each speculating sequence's k drafts just before the target verifies them.
+//
+// How it works. The head at position p reads the token at p + 1 and the target's hidden state at
+// p (EAGLE-1: the final-normed output; EAGLE-3: three layers' residual streams), and predicts the
+// token at p + 2. So it lags the target by one token: the hidden states of a step's tokens come
+// back after the target's forward (observe()), and the head computes those positions in the next
+// step, once the token after each is known. Each step, before the target's forward pass:
+//  1. Catch-up pass: one head forward over the positions [computed, n) of every sequence (n: the
+//     step's num_computed, all verified), each with its token p + 1 (the last one is the step's
+//     first token) and the target's hidden state at p, kept since observe(). A sequence that
+//     proposes gets the row at n - 1: d1, and the head's output g at n - 1.
+//  2. Pass j = 2..k feeds d(j-1) at position n + j - 2 with the head's previous output g instead
+//     of a target hidden state (EAGLE's feature extrapolation), giving d(j).
+//  3. The drafts replace the plan's placeholders; the step result carries them (and q for
+//     sampled draws, as DraftProposer::draw draws).
+// Worked example, k = 3, t sampled at position 20, the head's KV valid to 18: the catch-up
+// computes position 19 (token t, target hidden h19) and draws d1 (for position 21); pass 2
+// computes position 20 (d1, g19) and draws d2; pass 3 computes 21 (d2, g20) and draws d3. The
+// target computes 20..23 (t d1 d2 d3). If it keeps d1 only, the next step has n = 22: the head
+// counts its KV valid to 19 and recomputes 20 and 21 from the target's hidden states h20, h21.
+//
+// KV validity. `computed` per sequence: the head's KV of positions [0, computed) holds verified
+// inputs. The head's KV never enters the prefix cache as its own: a sequence that starts with
+// cached blocks (PlannedSequence::fresh) has no target hidden states for them, so the head trusts
+// whatever its layer holds there (the KV of an earlier sequence with the same tokens, written one
+// step after the block's; stale otherwise) and catches up from num_computed. Only acceptance
+// depends on it: verification keeps the target's distribution whatever the drafts are.
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/step.h"
+
+namespace pagoda {
+
+class EagleProposer {
+ public:
+  /// `head` (ModelDefinition::eagle set) has a KV cache of the target's blocks; target_hidden is
+  /// the target's hidden size.
+  EagleProposer(Model& head, int block_size, int64_t target_hidden);
+
+  /// The target's hidden layers the head reads (StepPlan::hidden_layers' convention).
+  [[nodiscard]] const std::vector<int32_t>& target_layers() const { return target_layers_; }
+
+  /// Runs the head over the plan (tables: each sequence's block table, already updated), fills
+  /// the placeholders of the sequences with PlannedSequence::propose and writes their drafts (and
+  /// q) into results [plan.seqs.size()].
+  void propose(StepPlan& plan, const std::unordered_map<uint64_t, std::vector<int32_t>>& tables,
+               std::span<SequenceResult> results);
+  /// The target computed `plan` (its drafts filled in): hidden [target_layers().size(), T,
+  /// target_hidden] fp32, T the plan's tokens in order.
+  void observe(const StepPlan& plan, std::span<const float> hidden);
+  /// The sequence is gone.
+  void forget(uint64_t id) { seqs_.erase(id); }
+  /// Copies the head's KV blocks (copy-on-write of forks), as the target's.
+  void copy_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) {
+    head_.copy_kv_blocks(src_dst);
+  }
+
+ private:
+  struct SeqState {
+    int32_t computed = 0;         // positions [0, computed) hold the head's KV of verified inputs
+    std::vector<int32_t> tokens;  // [pending]: the target's tokens at computed, computed + 1, ...
+    std::vector<float> hidden;    // [pending, width_]: the target's hidden states there
+  };
+  // One head forward's inputs. Example: sequences A (positions 7, 8 with tokens a8, a9) and B
+  // (position 3, token b4), a row for each: ids [a8, a9, b4], positions [7, 8, 3], query_start
+  // [0, 2, 3], seq_lens [9, 4], rows [1, 2], hidden [3, width] in the same order.
+  struct Pass {
+    std::vector<int32_t> ids, positions, query_start{0}, seq_lens, flat_tables, rows;
+    std::vector<std::vector<int32_t>> tables;  // [seqs]: padded to max_blocks by run()
+    std::vector<int64_t> slots;
+    std::vector<float> hidden;
+    int max_blocks = 1;
+  };
+  void add_token(Pass& pass, const std::vector<int32_t>& table, int32_t position, int32_t token,
+                 std::span<const float> hidden) const;
+  static void end_sequence(Pass& pass, const std::vector<int32_t>& table, int32_t end);
+  // Runs a pass whose hidden rows have `width` floats; returns the logits of its rows and leaves
+  // the head's outputs of those rows in outputs_ [rows, hidden].
+  [[nodiscard]] std::span<float> run(Pass& pass, int64_t width);
+
+  Model& head_;
+  int block_size_;
+  int64_t hidden_;  // the head's hidden size (its outputs g)
+  int64_t width_;   // per token of the target: layers x target hidden
+  int64_t target_hidden_;
+  std::vector<int32_t> target_layers_;
+  std::vector<float> outputs_;  // [rows of the last pass, hidden_]
+  std::unordered_map<uint64_t, SeqState> seqs_;
+};
+
+}  // namespace pagoda
