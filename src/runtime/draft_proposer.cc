@@ -22,6 +22,16 @@ double draft_uniform(uint64_t seed, uint64_t counter) {
 
 }  // namespace
 
+void DraftProposer::place_draft(std::span<float> row_logits, size_t d, PlannedSequence& s,
+                                SequenceResult& r) {
+  const size_t vocab = row_logits.size();
+  std::span<float> q;
+  if (!r.draft_probs.empty()) q = std::span(r.draft_probs).subspan(d * vocab, vocab);
+  const int32_t token = draw(row_logits, s.draft_draw, s.draft_draw.counter + d, q);
+  r.drafts[d] = token;
+  s.tokens[s.tokens.size() - static_cast<size_t>(s.num_spec) + d] = token;
+}
+
 int32_t DraftProposer::draw(std::span<float> logits, const RowDraw& d, uint64_t counter,
                             std::span<float> q) {
   PAGODA_CHECK(d.temperature >= 0, "a draft draw needs a temperature >= 0, got {}", d.temperature);
@@ -195,13 +205,7 @@ void DraftProposer::propose(StepPlan& plan,
       const Active& a = active[in_pass[row]];
       PlannedSequence& s = plan.seqs[a.i];
       SequenceResult& r = results[a.i];
-      const auto d = static_cast<size_t>(j - 1);
-      std::span<float> q;
-      if (!r.draft_probs.empty()) q = std::span(r.draft_probs).subspan(d * vocab, vocab);
-      const int32_t token =
-          draw(logits.subspan(row * vocab, vocab), s.draft_draw, s.draft_draw.counter + d, q);
-      r.drafts[d] = token;
-      s.tokens[s.tokens.size() - static_cast<size_t>(s.num_spec) + d] = token;
+      place_draft(logits.subspan(row * vocab, vocab), static_cast<size_t>(j - 1), s, r);
     }
     if (j >= max_k) break;
     Pass pass;

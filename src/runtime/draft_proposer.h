@@ -79,6 +79,12 @@ class DraftProposer {
   /// [vocab] receives the distribution when sampled (left untouched when greedy).
   [[nodiscard]] static int32_t draw(std::span<float> logits, const RowDraw& d, uint64_t counter,
                                     std::span<float> q);
+  /// Draft d (0-based) of a sequence from its row of draft logits [vocab]: drawn with the
+  /// sequence's draft draw (counter + d), kept in r.drafts[d] and in the plan's speculative token
+  /// slot d of s.tokens (the last s.num_spec tokens); q is the d-th [vocab] of r.draft_probs when
+  /// the draw is sampled.
+  static void place_draft(std::span<float> row_logits, size_t d, PlannedSequence& s,
+                          SequenceResult& r);
 
  private:
   struct SeqState {

@@ -142,13 +142,8 @@ void EagleProposer::propose(StepPlan& plan,
       const Active& a = active[in_pass[row]];
       PlannedSequence& s = plan.seqs[a.i];
       SequenceResult& r = results[a.i];
-      const auto d = static_cast<size_t>(j - 1);
-      std::span<float> q;
-      if (!r.draft_probs.empty()) q = std::span(r.draft_probs).subspan(d * vocab, vocab);
-      const int32_t token = DraftProposer::draw(logits.subspan(row * vocab, vocab), s.draft_draw,
-                                                s.draft_draw.counter + d, q);
-      r.drafts[d] = token;
-      s.tokens[s.tokens.size() - static_cast<size_t>(s.num_spec) + d] = token;
+      DraftProposer::place_draft(logits.subspan(row * vocab, vocab), static_cast<size_t>(j - 1), s,
+                                 r);
     }
     if (j >= max_k) break;
     // Draft j, the token at n + j, is the input of position n + j - 1, with the head's output of

@@ -120,6 +120,24 @@ __device__ int block_argmax(float best, int best_i, Shared& s) {
   return best_i;
 }
 
+/// Tokens c .. c + 7's maximum, which replaces (best, best_i) when it beats it: the eight's first
+/// index of it is looked up only then (tiles come in token order, so a strict > keeps the first
+/// maximum of the row).
+__device__ __forceinline__ float track_first_max(const float (&x)[kVec], int c, int vocab,
+                                                 float& best, int& best_i) {
+  float top = x[0];
+#pragma unroll
+  for (int j = 1; j < kVec; ++j) top = fmaxf(top, x[j]);
+  if (c < vocab && (best_i < 0 || top > best)) {
+    int first = kVec - 1;
+#pragma unroll
+    for (int j = kVec - 2; j >= 0; --j) first = x[j] == top ? j : first;
+    best = top;
+    best_i = c + first;
+  }
+  return top;
+}
+
 /// Everything the row's first pass learns: the maximum, its first index, and this thread's own
 /// maximum (kth_bound's input).
 struct RowStats {
@@ -133,18 +151,7 @@ __device__ RowStats row_stats(const RowReader& r, Shared& s, Team& t) {
   float best = -INFINITY;
   int best_i = -1;
   for_each_row_tile(r, t, [&](const int c, float(&x)[kVec]) {
-    // The eight's maximum first; its first index only when it beats the best so far (tiles come
-    // in token order, so a strict > keeps the first maximum).
-    float top = x[0];
-#pragma unroll
-    for (int j = 1; j < kVec; ++j) top = fmaxf(top, x[j]);
-    if (c < r.vocab && (best_i < 0 || top > best)) {
-      int first = kVec - 1;
-#pragma unroll
-      for (int j = kVec - 2; j >= 0; --j) first = x[j] == top ? j : first;
-      best = top;
-      best_i = c + first;
-    }
+    (void)track_first_max(x, c, r.vocab, best, best_i);
   });
   RowStats out;
   out.mine = best;
@@ -230,16 +237,7 @@ __device__ RowStats row_stats_chunks(const RowReader& r, float scale, Shared& s,
   int best_i = -1;
   int count = 0;
   for_each_row_tile(r, t, [&](const int c, float(&x)[kVec]) {
-    float top = x[0];
-#pragma unroll
-    for (int j = 1; j < kVec; ++j) top = fmaxf(top, x[j]);
-    if (c < r.vocab && (best_i < 0 || top > best)) {
-      int first = kVec - 1;
-#pragma unroll
-      for (int j = kVec - 2; j >= 0; --j) first = x[j] == top ? j : first;
-      best = top;
-      best_i = c + first;
-    }
+    const float top = track_first_max(x, c, r.vocab, best, best_i);
     const float chunk_max = warp_max(top);
     const float sum = warp_sum_in_order(lane_exp2_sum(x, chunk_max, scale));
     if (lane_id() == 0) table[c >> 8] = ChunkLse{chunk_max, sum};
