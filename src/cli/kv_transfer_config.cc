@@ -8,6 +8,7 @@
 #include <boost/asio/ip/address.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli/json_flag.h"
 #include "core/status.h"
 
 namespace pagoda::cli {
@@ -77,13 +78,7 @@ void parse_extra(const json& extra, KVTransferConfig& c) {
 }  // namespace
 
 KVTransferConfig parse_kv_transfer_config(std::string_view text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw InvalidArgument(fmt::format("not valid JSON ({})", e.what()));
-  }
-  if (!j.is_object()) throw InvalidArgument("must be a JSON object");
+  json j = parse_json_object(text);
   KVTransferConfig c;
   bool has_connector = false;
   for (const auto& [key, value] : j.items()) {

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/json_flag.h"
 #include "core/status.h"
 #include "engine/speculation.h"
 
@@ -42,13 +43,7 @@ std::optional<int> int_field(const json& j, const char* key) {
 }  // namespace
 
 SpeculativeConfig parse_speculative_config(std::string_view text) {
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw InvalidArgument(fmt::format("not valid JSON ({})", e.what()));
-  }
-  if (!j.is_object()) throw InvalidArgument("must be a JSON object");
+  json j = parse_json_object(text);
   std::string method, model;
   if (j.contains("method") && !j["method"].is_null()) {
     if (!j["method"].is_string()) throw InvalidArgument("method must be a string");

@@ -22,6 +22,16 @@ double draft_uniform(uint64_t seed, uint64_t counter) {
 
 }  // namespace
 
+void DraftProposer::size_results(const PlannedSequence& s, int32_t k, size_t vocab,
+                                 SequenceResult& r) {
+  r.drafts.assign(static_cast<size_t>(k), 0);
+  if (s.draft_draw.temperature > 0) {
+    r.draft_probs.assign(static_cast<size_t>(k) * vocab, 0.0f);
+  } else {
+    r.draft_probs.clear();
+  }
+}
+
 void DraftProposer::place_draft(std::span<float> row_logits, size_t d, PlannedSequence& s,
                                 SequenceResult& r) {
   const size_t vocab = row_logits.size();
@@ -163,13 +173,7 @@ void DraftProposer::propose(StepPlan& plan,
   int32_t max_k = 0;
   for (const Active& a : active) {
     max_k = std::max(max_k, a.k);
-    SequenceResult& r = results[a.i];
-    r.drafts.assign(static_cast<size_t>(a.k), 0);
-    if (plan.seqs[a.i].draft_draw.temperature > 0) {
-      r.draft_probs.assign(static_cast<size_t>(a.k) * vocab, 0.0f);
-    } else {
-      r.draft_probs.clear();
-    }
+    size_results(plan.seqs[a.i], a.k, vocab, results[a.i]);
   }
   // Pass j (1-based) draws draft j of each sequence that still needs one; pass 1 is the catch-up.
   std::span<float> logits = run(first);

@@ -85,6 +85,8 @@ class DraftProposer {
   /// the draw is sampled.
   static void place_draft(std::span<float> row_logits, size_t d, PlannedSequence& s,
                           SequenceResult& r);
+  /// Room for k drafts of s in r (and their [k, vocab] distributions when s's draft draw samples).
+  static void size_results(const PlannedSequence& s, int32_t k, size_t vocab, SequenceResult& r);
 
  private:
   struct SeqState {

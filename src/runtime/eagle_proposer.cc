@@ -122,13 +122,7 @@ void EagleProposer::propose(StepPlan& plan,
   int32_t max_k = 0;
   for (const Active& a : active) {
     max_k = std::max(max_k, a.k);
-    SequenceResult& r = results[a.i];
-    r.drafts.assign(static_cast<size_t>(a.k), 0);
-    if (plan.seqs[a.i].draft_draw.temperature > 0) {
-      r.draft_probs.assign(static_cast<size_t>(a.k) * vocab, 0.0f);
-    } else {
-      r.draft_probs.clear();
-    }
+    DraftProposer::size_results(plan.seqs[a.i], a.k, vocab, results[a.i]);
   }
   if (first.ids.empty()) return;
   // Pass j (1-based) draws draft j of each sequence that still needs one; pass 1 is the catch-up.
