@@ -381,13 +381,22 @@ int run_serve(const ServeOptions& o) {
                o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host, port,
                so.api_key.empty() ? "" : " (API key required)");
 
-  wait_for_signal();
+  // A fatal engine error (a tensor-parallel rank that exited) ends the server like a signal,
+  // with status 1 and the error named.
+  std::string fatal;
+  wait_for_signal_or(
+      [&] {
+        fatal = engine->fatal_error();
+        return !fatal.empty();
+      },
+      std::chrono::milliseconds(200));
+  if (!fatal.empty()) spdlog::error("{}", fatal);
   spdlog::info("shutting down: up to {:g} s for requests in flight", o.shutdown_timeout);
   server.shutdown(grace);
   stats_logger.reset();
   engine->shutdown();
   spdlog::info("stopped");
-  return 0;
+  return fatal.empty() ? 0 : 1;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "cli/signals.h"
 
+#include <poll.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -40,6 +41,19 @@ void install_signal_handlers() {
 void wait_for_signal() {
   char byte = 0;
   while (::read(g_signal_pipe[0], &byte, 1) < 0 && errno == EINTR) {
+  }
+}
+
+bool wait_for_signal_or(const std::function<bool()>& stop, std::chrono::milliseconds every) {
+  for (;;) {
+    pollfd p{g_signal_pipe[0], POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(every.count()));
+    if (ready > 0) {
+      wait_for_signal();  // the byte is there: reads it at once
+      return true;
+    }
+    if (ready < 0 && errno != EINTR) throw Internal("poll() failed on the signal pipe");
+    if (stop()) return false;
   }
 }
 

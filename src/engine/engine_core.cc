@@ -293,6 +293,10 @@ uint64_t EngineCore::kv_transfer_fingerprint() const {
   return impl_->kv_connector ? impl_->kv_connector->fingerprint() : 0;
 }
 
+std::string EngineCore::fatal_error() const {
+  return impl_->executor ? impl_->executor->failure() : std::string{};
+}
+
 EngineStats EngineCore::stats() const {
   EngineStats s;
   {

@@ -166,6 +166,9 @@ class EngineCore {
   /// --scheduling-policy priority: requests may set a priority (under fcfs only 0, as vLLM).
   [[nodiscard]] bool priority_scheduling() const { return priority_scheduling_; }
   [[nodiscard]] EngineStats stats() const;
+  /// Empty while the engine can serve; else why it never will again (a tensor-parallel rank that
+  /// exited, named): `serve` then stops and /health answers 503. Any thread may ask.
+  [[nodiscard]] std::string fatal_error() const;
   /// --kv-transfer-config: the producer's transfer port (the ephemeral one chosen for port 0);
   /// 0 without a producer role.
   [[nodiscard]] int kv_transfer_port() const;

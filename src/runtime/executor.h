@@ -59,6 +59,9 @@ class Executor {
 
   [[nodiscard]] virtual const ModelConfig& config() const = 0;
   [[nodiscard]] virtual const ExecutorInfo& info() const = 0;
+  /// Empty while the executor can run steps; else why it cannot any more (a tensor-parallel rank
+  /// that exited, naming it). Any thread may ask.
+  [[nodiscard]] virtual std::string failure() const { return {}; }
   /// Free and total bytes of the device (nullopt on the CPU).
   [[nodiscard]] virtual std::optional<std::pair<size_t, size_t>> device_memory() = 0;
   /// vLLM's profile run (runtime/device_model.h): the largest step at its peak memory. Seconds.

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <csignal>
 #include <cstring>
+#include <mutex>
+#include <string>
 #include <thread>
 
 #include "core/logging.h"
@@ -256,7 +258,7 @@ class ProcessExecutor final : public Executor {
 
   ~ProcessExecutor() override {
     try {
-      if (in_flight_ && failure_.empty()) (void)wait();
+      if (in_flight_ && failure().empty()) (void)wait();
     } catch (const std::exception& e) {
       spdlog::debug("worker shutdown: {}", e.what());
     }
@@ -394,7 +396,34 @@ class ProcessExecutor final : public Executor {
   }
 
   void throw_if_failed() const {
-    if (!failure_.empty()) throw Internal(failure_);
+    if (std::string f = failure(); !f.empty()) throw Internal(f);
+  }
+
+  /// Also notices a rank that exited between steps (an idle engine sends it nothing): waitid
+  /// with WNOWAIT looks at a child's exit without reaping it, so rank_exited can still wait.
+  [[nodiscard]] std::string failure() const override {
+    std::lock_guard lock(failure_mutex_);
+    if (failure_.empty() && world() > 1) {
+      for (size_t r = 0; r < workers_.size(); ++r) {
+        siginfo_t info{};
+        const pid_t pid = workers_[r].pid;
+        if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+            info.si_pid == pid) {
+          const std::string how = info.si_code == CLD_EXITED
+                                      ? fmt::format(", exit status {}", info.si_status)
+                                      : fmt::format(", killed by signal {}", info.si_status);
+          failure_ = fmt::format(
+              "tensor-parallel rank {} (pid {}) exited{}; the engine cannot go on", r, pid, how);
+          break;
+        }
+      }
+    }
+    return failure_;
+  }
+  /// The group's failure: the first one set stays.
+  void fail(std::string why) {
+    std::lock_guard lock(failure_mutex_);
+    if (failure_.empty()) failure_ = std::move(why);
   }
 
   void send_all(Msg type, const std::string& payload) {
@@ -420,11 +449,9 @@ class ProcessExecutor final : public Executor {
                                 : fmt::format(", exit status {}", WEXITSTATUS(status));
     }
     if (world() == 1) throw Internal("the worker process exited (its socket closed)");
-    if (failure_.empty()) {
-      failure_ = fmt::format("tensor-parallel rank {} (pid {}) exited{}; the engine cannot go on",
-                             r, w.pid, how);
-    }
-    throw Internal(failure_);
+    fail(fmt::format("tensor-parallel rank {} (pid {}) exited{}; the engine cannot go on", r, w.pid,
+                     how));
+    throw Internal(failure());
   }
 
   /// Each rank's reply, which must be `want`; returns rank 0's. A rank's error is rethrown (the
@@ -459,7 +486,7 @@ class ProcessExecutor final : public Executor {
       try {
         rethrow(error);
       } catch (const std::exception& e) {
-        failure_ = fmt::format("tensor-parallel rank {}: {}", error_rank, e.what());
+        fail(fmt::format("tensor-parallel rank {}: {}", error_rank, e.what()));
         throw;
       }
     }
@@ -487,8 +514,9 @@ class ProcessExecutor final : public Executor {
   ExecutorInfo info_;
   std::vector<Worker> workers_;  // [tensor_parallel_size], by rank
   char* shared_;
-  std::shared_ptr<ShmGroup> group_;  // null with one rank
-  std::string failure_;              // several ranks: the group's failure, empty while none
+  std::shared_ptr<ShmGroup> group_;   // null with one rank
+  mutable std::mutex failure_mutex_;  // failure_ is read by other threads (serve's watch)
+  mutable std::string failure_;       // several ranks: the group's failure, empty while none
   bool in_flight_ = false;
 };
 

@@ -526,6 +526,7 @@ void Server::Impl::add_routes() {
   });
   auto health = [this](http::HttpRequest, auto responder) {
     if (stopping.load()) throw Unavailable("the server is shutting down");
+    if (std::string fatal = engine.fatal_error(); !fatal.empty()) throw Unavailable(fatal);
     (void)engine.stats();  // answers only while the engine's state is readable
     responder->send({200, "text/plain", "", {}});
   };

@@ -23,6 +23,7 @@
 
 #include "core/mapped_file.h"
 #include "core/status.h"
+#include "engine/engine_core.h"
 #include "golden_check.h"
 #include "model/config.h"
 #include "pagoda/llm.h"
@@ -166,6 +167,7 @@ TEST(TensorParallel, ADeadRankEndsTheEngineNamingIt) {
   p.max_tokens = 4;
   const std::vector<PromptInput> prompt = {{std::nullopt, {1, 15, 43, 9}}};
   ASSERT_EQ(llm.generate(prompt, p).at(0).outputs.at(0).error, "");
+  EXPECT_EQ(llm.engine().fatal_error(), "");
   const std::vector<pid_t> ranks = child_pids();
   ASSERT_EQ(ranks.size(), 2u);
   const pid_t victim = ranks.back();
@@ -176,6 +178,8 @@ TEST(TensorParallel, ADeadRankEndsTheEngineNamingIt) {
     EXPECT_NE(out.error.find("tensor-parallel rank"), std::string::npos) << out.error;
     EXPECT_NE(out.error.find(want), std::string::npos) << out.error;
   }
+  // What `serve` watches: it stops with this message (status 1), and /health answers 503 with it.
+  EXPECT_NE(llm.engine().fatal_error().find(want), std::string::npos) << llm.engine().fatal_error();
 }
 
 }  // namespace
