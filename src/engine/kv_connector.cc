@@ -26,10 +26,16 @@ KVLayoutInfo kv_layout_info(const EngineArgs& args, const ModelConfig& config,
   KVLayoutInfo info;
   info.block_size = args.block_size;
   info.block_bytes = spec.block_bytes(args.block_size);
+  // The weights themselves by a sample (dummy weights by their seed): a fine-tune of the same
+  // shape under the same directory name must not take the base model's KV.
+  const std::string sample =
+      args.load_format == "dummy"
+          ? fmt::format("dummy:{}", args.seed)
+          : fmt::format("{:016x}", kv_transfer::checkpoint_sample(args.model));
   info.description = fmt::format(
-      "model={} arch={} vocab={} hidden={} layers={} kv_heads={} head_dim={} weights={} "
+      "model={} sample={} arch={} vocab={} hidden={} layers={} kv_heads={} head_dim={} weights={} "
       "quantization={} kv_dtype={} kv_layout={} block_size={} block_bytes={}",
-      name, config.architecture, config.vocab_size, config.hidden_size, spec.num_layers,
+      name, sample, config.architecture, config.vocab_size, config.hidden_size, spec.num_layers,
       spec.num_kv_heads, spec.head_dim, args.dtype, args.quantization,
       kv::kv_cache_dtype_name(spec.dtype),
       spec.layout == kv::KVLayout::kTokenMajor ? "token_major" : "head_major", args.block_size,

@@ -2,6 +2,10 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+
 namespace pagoda::kv_transfer {
 
 uint64_t block_checksum(std::span<const std::byte> bytes) {
@@ -10,6 +14,40 @@ uint64_t block_checksum(std::span<const std::byte> bytes) {
 
 uint64_t layout_fingerprint(std::string_view description) {
   return XXH3_64bits(description.data(), description.size());
+}
+
+uint64_t checkpoint_sample(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().extension() == ".safetensors")
+      files.push_back(entry.path());
+  }
+  if (files.empty()) return 0;
+  std::sort(files.begin(), files.end());
+  constexpr std::streamoff kSpan = 1 << 20;
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  std::vector<char> buffer;
+  for (const fs::path& f : files) {
+    const std::string name = f.filename().string();
+    const auto size = static_cast<std::streamoff>(fs::file_size(f, ec));
+    XXH3_64bits_update(state, name.data(), name.size());
+    XXH3_64bits_update(state, &size, sizeof size);
+    std::ifstream in(f, std::ios::binary);
+    // Example: a 5 MiB file contributes bytes [0, 1 MiB) and [4 MiB, 5 MiB); a 1.5 MiB one
+    // [0, 1 MiB) and [0.5 MiB, 1.5 MiB).
+    for (const std::streamoff at : {std::streamoff{0}, std::max<std::streamoff>(0, size - kSpan)}) {
+      buffer.resize(static_cast<size_t>(std::min(kSpan, size)));
+      in.seekg(at);
+      in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+      XXH3_64bits_update(state, buffer.data(), static_cast<size_t>(in.gcount()));
+    }
+  }
+  const uint64_t h = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  return h;
 }
 
 void ExportedKV::compute_checksums() {

@@ -27,6 +27,12 @@ namespace pagoda::kv_transfer {
 /// `description` (model, architecture, KV dtype and layout, block size; the engine writes it).
 [[nodiscard]] uint64_t layout_fingerprint(std::string_view description);
 
+/// A sample of a checkpoint's weights for the layout description: two checkpoints of one shape
+/// under one directory name (a base model and its fine-tune) differ here. XXH3-64 over each
+/// *.safetensors file of `dir` in name order: its name, its size, and its first and last MiB (the
+/// header and both ends of the data), so 2 MiB read per file, at start-up. 0 when there is none.
+[[nodiscard]] uint64_t checkpoint_sample(const std::string& dir);
+
 /// The exported prompt KV of one request.
 struct ExportedKV {
   uint64_t fingerprint = 0;  // layout_fingerprint of the producer

@@ -258,7 +258,7 @@ class ProcessExecutor final : public Executor {
 
   ~ProcessExecutor() override {
     try {
-      if (in_flight_ && failure().empty()) (void)wait();
+      if (in_flight_ && recorded_failure().empty()) (void)wait();
     } catch (const std::exception& e) {
       spdlog::debug("worker shutdown: {}", e.what());
     }
@@ -396,28 +396,31 @@ class ProcessExecutor final : public Executor {
   }
 
   void throw_if_failed() const {
-    if (std::string f = failure(); !f.empty()) throw Internal(f);
+    if (std::string f = recorded_failure(); !f.empty()) throw Internal(f);
   }
 
   /// Also notices a rank that exited between steps (an idle engine sends it nothing): waitid
-  /// with WNOWAIT looks at a child's exit without reaping it, so rank_exited can still wait.
+  /// with WNOWAIT looks at a child's exit without reaping it. That finding is reported, not
+  /// recorded: the engine's own calls read a dying rank's error message first (a rank that fails
+  /// to load reports why, then exits), and record that.
   [[nodiscard]] std::string failure() const override {
-    std::lock_guard lock(failure_mutex_);
-    if (failure_.empty() && world() > 1) {
-      for (size_t r = 0; r < workers_.size(); ++r) {
-        siginfo_t info{};
-        const pid_t pid = workers_[r].pid;
-        if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
-            info.si_pid == pid) {
-          const std::string how = info.si_code == CLD_EXITED
-                                      ? fmt::format(", exit status {}", info.si_status)
-                                      : fmt::format(", killed by signal {}", info.si_status);
-          failure_ = fmt::format(
-              "tensor-parallel rank {} (pid {}) exited{}; the engine cannot go on", r, pid, how);
-          break;
-        }
+    if (std::string f = recorded_failure(); !f.empty() || world() == 1) return f;
+    for (size_t r = 0; r < workers_.size(); ++r) {
+      siginfo_t info{};
+      const pid_t pid = workers_[r].pid;
+      if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+          info.si_pid == pid) {
+        const std::string how = info.si_code == CLD_EXITED
+                                    ? fmt::format(", exit status {}", info.si_status)
+                                    : fmt::format(", killed by signal {}", info.si_status);
+        return fmt::format("tensor-parallel rank {} (pid {}) exited{}; the engine cannot go on", r,
+                           pid, how);
       }
     }
+    return {};
+  }
+  [[nodiscard]] std::string recorded_failure() const {
+    std::lock_guard lock(failure_mutex_);
     return failure_;
   }
   /// The group's failure: the first one set stays.
@@ -451,7 +454,7 @@ class ProcessExecutor final : public Executor {
     if (world() == 1) throw Internal("the worker process exited (its socket closed)");
     fail(fmt::format("tensor-parallel rank {} (pid {}) exited{}; the engine cannot go on", r, w.pid,
                      how));
-    throw Internal(failure());
+    throw Internal(recorded_failure());
   }
 
   /// Each rank's reply, which must be `want`; returns rank 0's. A rank's error is rethrown (the
@@ -516,7 +519,7 @@ class ProcessExecutor final : public Executor {
   char* shared_;
   std::shared_ptr<ShmGroup> group_;   // null with one rank
   mutable std::mutex failure_mutex_;  // failure_ is read by other threads (serve's watch)
-  mutable std::string failure_;       // several ranks: the group's failure, empty while none
+  std::string failure_;               // several ranks: the group's failure, empty while none
   bool in_flight_ = false;
 };
 

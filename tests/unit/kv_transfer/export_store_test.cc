@@ -1,6 +1,11 @@
 // KVExportStore: one pull per entry, fingerprints checked before an entry is given out, the keep
-// timeout freeing what was not pulled, and the counters.
+// timeout freeing what was not pulled, and the counters; the checkpoint sample of the layout
+// fingerprint.
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
 
 #include "kv_transfer/export_store.h"
 
@@ -65,6 +70,39 @@ TEST(KVExportStore, ChecksumsAreXxh3OfEachBlock) {
   EXPECT_EQ(kv->checksums[1], block_checksum(kv->block(1)));
   EXPECT_NE(kv->checksums[0], kv->checksums[1]);  // different bytes
   EXPECT_NE(layout_fingerprint("a"), layout_fingerprint("b"));
+}
+
+/// A directory holding model.safetensors of `bytes` (and a config.json, which is not sampled).
+std::filesystem::path checkpoint(const std::string& name, const std::vector<char>& bytes) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("pagoda_sample_" + std::to_string(::getpid()) + "_" + name);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.safetensors", std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(dir / "config.json") << name;
+  return dir;
+}
+
+TEST(CheckpointSample, SeesBothEndsOfEveryWeightFile) {
+  std::vector<char> base(3 << 20);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = static_cast<char>(i * 31 + 7);
+  std::vector<char> head = base, tail = base, middle = base;
+  head[100] ^= 1;                  // in the first MiB
+  tail[tail.size() - 5] ^= 1;      // in the last MiB
+  middle[middle.size() / 2] ^= 1;  // between them: not read
+  const auto a = checkpoint("a", base), b = checkpoint("b", base);
+  const auto h = checkpoint("h", head), t = checkpoint("t", tail), m = checkpoint("m", middle);
+  const auto none = std::filesystem::temp_directory_path() /
+                    ("pagoda_sample_" + std::to_string(::getpid()) + "_none");
+  std::filesystem::create_directories(none);
+  const uint64_t s = checkpoint_sample(a.string());
+  EXPECT_NE(s, 0u);
+  EXPECT_EQ(checkpoint_sample(b.string()), s);  // the same weights elsewhere
+  EXPECT_NE(checkpoint_sample(h.string()), s);
+  EXPECT_NE(checkpoint_sample(t.string()), s);
+  EXPECT_EQ(checkpoint_sample(m.string()), s);  // a sample: the middle is not read
+  EXPECT_EQ(checkpoint_sample(none.string()), 0u);
+  for (const auto& d : {a, b, h, t, m, none}) std::filesystem::remove_all(d);
 }
 
 }  // namespace
