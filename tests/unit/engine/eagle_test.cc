@@ -23,6 +23,7 @@ namespace pagoda {
 namespace {
 
 using engine_test::expect_identical;
+using engine_test::expect_speculation_same_in_process_and_worker;
 using engine_test::kStories;
 using engine_test::print_speculation;
 using engine_test::run_alone;
@@ -133,15 +134,7 @@ TEST(EagleDrafters, WorkerProcessEqualsInProcess) {
   rs.push_back(draft_test::text_request("Once upon a time", p));
   for (const Drafter& d : drafters()) {
     SCOPED_TRACE(d.method);
-    std::vector<CompletionOutput> out[2];
-    for (int mp = 0; mp < 2; ++mp) {
-      EngineArgs args = spec_engine(d.method, d.dir, 3, true);
-      args.distributed_executor_backend = mp == 1 ? "mp" : "uni";
-      EngineCore engine(args);
-      out[mp] = run_alone(engine, rs);
-      EXPECT_GT(engine.stats().spec_decode_num_drafts, 0);
-    }
-    expect_identical(out[0], out[1]);
+    expect_speculation_same_in_process_and_worker(spec_engine(d.method, d.dir, 3, true), rs);
   }
 }
 

@@ -167,6 +167,20 @@ inline void expect_identical(const std::vector<CompletionOutput>& a,
   }
 }
 
+/// The requests run alone on an in-process engine and on one with a worker process (the
+/// speculating args given): their outputs are identical, and both engines drafted.
+inline void expect_speculation_same_in_process_and_worker(EngineArgs args,
+                                                          const std::vector<EngineRequest>& rs) {
+  std::vector<CompletionOutput> out[2];
+  for (int mp = 0; mp < 2; ++mp) {
+    args.distributed_executor_backend = mp == 1 ? "mp" : "uni";
+    EngineCore engine(args);
+    out[mp] = run_alone(engine, rs);
+    EXPECT_GT(engine.stats().spec_decode_num_drafts, 0);
+  }
+  expect_identical(out[0], out[1]);
+}
+
 /// One line of a speculative run's counters against plain decoding's steps.
 inline void print_speculation(const char* what, const EngineStats& s, int64_t plain_steps) {
   std::printf(
