@@ -240,6 +240,14 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
       throw InvalidArgument("speculative_config and speculative_proposer exclude each other");
     e.max_spec_tokens = args.speculative_config->num_speculative_tokens;
     e.draft_model = drafts_in_executor(args.speculative_config->method);
+    e.greedy_drafts = e.draft_model && on_device;
+    // Measured costs on a device only: there every draft is one-hot (n-gram, greedy_drafts) and
+    // each row's draw is keyed by (seed, token index), so a length chosen from timings never
+    // changes a seeded request's tokens. The host's min(1, p / q) verification draws from the
+    // request's stream per draft, so there the length follows the fixed prior 1 + c k and runs
+    // repeat exactly.
+    if (args.speculative_config->adaptive && on_device)
+      e.spec_costs.emplace(e.max_spec_tokens, args.speculative_config->draft_row_cost);
   } else if (args.speculative_proposer) {
     e.max_spec_tokens = std::max(args.num_speculative_tokens, 0);
   }
@@ -277,6 +285,10 @@ void EngineCore::shutdown() {
   }
   impl_->wake.notify_all();
   impl_->thread.join();
+  if (impl_->spec_costs) {
+    const std::string costs = impl_->spec_costs->describe();
+    if (!costs.empty()) spdlog::info("speculation: measured decode step costs: {}", costs);
+  }
 }
 
 const ModelConfig& EngineCore::model_config() const { return impl_->config(); }
@@ -571,13 +583,18 @@ void EngineCore::Impl::launch_step() {
         RowDraw draw = RowDraw::from(device_draw(c, *r));
         // Draft-model drafts (placeholders now; constrained requests draft by jump-forward): the
         // executor's draft model draws them with this draw. A sampled draft comes with its q, so
-        // its rows come back as logits and are verified on the host with min(1, p / q).
+        // its rows come back as logits and are verified on the host with min(1, p / q). Greedy
+        // drafts (greedy_drafts) are one-hot: the rows keep their draws (sample_request).
         if (draft_model && s.num_spec_tokens > 0 && !c.constraint.decoding) {
           PAGODA_CHECK(draw.temperature >= 0, "request {}: draft-model drafts without a draw",
                        a.id);
           plan.seqs[i].propose = true;
           plan.seqs[i].draft_draw = draw;
-          if (draw.temperature > 0) draw = RowDraw{};
+          if (greedy_drafts) {
+            plan.seqs[i].draft_draw.temperature = 0;
+          } else if (draw.temperature > 0) {
+            draw = RowDraw{};
+          }
         }
         // Row j's draw must see drafts 0..j-1 in its history. A device draw is built from the
         // completion's output alone, so a request whose draws read their history and that
@@ -608,6 +625,16 @@ void EngineCore::Impl::launch_step() {
   completing_decode_step = std::all_of(out.scheduled.begin(), out.scheduled.end(),
                                        [](const auto& s) { return s.num_new_tokens == 1; });
   const auto launch_start = std::chrono::steady_clock::now();
+  in_flight_cost = StepCost{};
+  if (spec_costs) {
+    in_flight_cost.decode = std::all_of(out.scheduled.begin(), out.scheduled.end(), [](auto& s) {
+      return s.samples && s.num_new_tokens == 1 + s.num_spec_tokens;
+    });
+    in_flight_cost.batch = static_cast<int>(out.scheduled.size());
+    for (const auto& s : out.scheduled)
+      in_flight_cost.k = std::max(in_flight_cost.k, s.num_spec_tokens);
+    in_flight_cost.launched = launch_start;
+  }
   // The host KV tier's copies: the blocks this schedule evicted out, its host hits in.
   if (host_transfer) host_transfer->before_launch();
   // Received prompt blocks in (after the host tier's saves have read any block they reuse).

@@ -24,6 +24,7 @@
 #include "engine/kv_connector.h"
 #include "engine/ngram_proposer.h"
 #include "engine/speculation.h"
+#include "engine/speculation_costs.h"
 #include "engine/step_planner.h"
 #include "engine/stop_checker.h"
 #include "kv/kv_cache_manager.h"
@@ -158,7 +159,22 @@ struct EngineCore::Impl {
   IterationTokens iteration_tokens;
   int max_spec_tokens = 0;   // K: speculative_config's num_speculative_tokens (or the hook's)
   bool draft_model = false;  // speculative_config's method is draft_model (the executor drafts)
+  // The executor's draft model drafts greedily (its argmax: q one-hot), as vLLM V1's drafters do:
+  // on a device executor, where the drafts are then drawn on the device and the target's rows
+  // stay device draws (no [rows, vocab] logits to the host). Elsewhere a sampled request's drafts
+  // are sampled from q and verified with min(1, p / q) on the host.
+  bool greedy_drafts = false;
   SpeculationCounters spec_counters;
+  // Adaptive speculation length: measured decode-step costs (speculative_config.adaptive).
+  std::optional<SpeculationCosts> spec_costs;
+  // The step in flight, when decode-shaped (every request computes its last token and its
+  // drafts): its batch, longest draft run and launch time, timed into spec_costs on completion.
+  struct StepCost {
+    bool decode = false;
+    int batch = 0;
+    int k = 0;
+    std::chrono::steady_clock::time_point launched;
+  } in_flight_cost;
   std::thread thread;
   // Structured outputs: made on the first constrained request (the token bytes of a 128k
   // vocabulary take ~0.1 s), shared by every request after it; thread-safe.

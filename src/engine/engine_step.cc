@@ -37,8 +37,12 @@ void EngineCore::Impl::complete_step() {
   in_flight.reset();
   const auto wait_start = std::chrono::steady_clock::now();
   StepResult result = executor->wait();
-  times.device_wait_seconds +=
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - wait_start).count();
+  const auto done = std::chrono::steady_clock::now();
+  times.device_wait_seconds += std::chrono::duration<double>(done - wait_start).count();
+  if (spec_costs && in_flight_cost.decode) {
+    spec_costs->observe(in_flight_cost.batch, in_flight_cost.k,
+                        std::chrono::duration<double>(done - in_flight_cost.launched).count());
+  }
   ++num_steps;
   // Rows of requests that finished while the step ran (an emitted EOS or stop string, an abort)
   // are dropped: their completions are gone and the scheduler no longer runs them.
@@ -297,6 +301,10 @@ void EngineCore::Impl::bench_override(const Completion& c, size_t index, int32_t
 }
 
 void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
+  // The requests that may draft now, with their room (drafts past max_tokens would be computed
+  // for nothing: the step keeps at most max_tokens - output tokens, one of them the draw after
+  // the drafts).
+  std::vector<std::pair<scheduler::Request*, int>> eligible;
   for (const scheduler::ScheduledRequest& s : out.scheduled) {
     scheduler::Request* r = scheduler->get_mutable(s.id);
     if (r == nullptr || !s.samples || !live_completion(s.id)) continue;
@@ -305,8 +313,6 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
     Completion& c = completions.at(s.id);
     const SamplingParams& p = c.request->params;
     if (p.n > 1 || p.prompt_logprobs) continue;
-    // Drafts past max_tokens would be computed for nothing: the step keeps at most
-    // max_tokens - output tokens, one of them the draw after the drafts.
     const int room = r->max_tokens() - r->num_output_tokens() - 1;
     if (room <= 0) continue;
     if (c.constraint.decoding) {
@@ -320,25 +326,44 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
       }
       continue;
     }
-    if (max_spec_tokens <= 0) continue;
+    if (max_spec_tokens > 0) eligible.emplace_back(r, room);
+  }
+  if (eligible.empty()) return;
+  // Adaptive length with measured costs (engine/speculation_costs.h): the batch's length caps
+  // each request's own choice (a probe excepted), made with the same relative costs.
+  int batch_k = max_spec_tokens;
+  std::vector<double> relative_cost;
+  if (spec_costs) {
+    std::vector<std::pair<double, int>> estimates;
+    for (const auto& [r, room] : eligible)
+      estimates.emplace_back(completions.at(r->id()).spec_length.acceptance(), room);
+    const int batch = static_cast<int>(out.scheduled.size());
+    batch_k = spec_costs->choose(batch, estimates);
+    for (int k = 0; k <= max_spec_tokens; ++k)
+      relative_cost.push_back(spec_costs->relative_cost(batch, k));
+  }
+  for (const auto& [r, room] : eligible) {
+    Completion& c = completions.at(r->id());
+    int k = max_spec_tokens;
+    if (args.speculative_config) {
+      const SpeculativeConfig& config = *args.speculative_config;
+      k = relative_cost.empty()
+              ? c.spec_length.choose(max_spec_tokens, config.adaptive, config.draft_row_cost)
+              : c.spec_length.choose(max_spec_tokens, config.adaptive, relative_cost);
+      if (!c.spec_length.probed()) k = std::min(k, batch_k);
+    }
+    k = std::min(k, room);
+    if (k <= 0) continue;
     std::vector<int32_t> drafts;
     if (args.speculative_proposer) {
       drafts = args.speculative_proposer(r->all_token_ids());
-      if (drafts.size() > static_cast<size_t>(max_spec_tokens))
-        drafts.resize(static_cast<size_t>(max_spec_tokens));
+      if (drafts.size() > static_cast<size_t>(k)) drafts.resize(static_cast<size_t>(k));
     } else if (draft_model) {
       // k placeholders: the executor's draft model proposes them in the next step, just before
       // the target verifies them (runtime/draft_proposer.h).
-      const SpeculativeConfig& config = *args.speculative_config;
-      const int k = std::min(
-          room, c.spec_length.choose(max_spec_tokens, config.adaptive, config.draft_row_cost));
-      if (k <= 0) continue;
       drafts.assign(static_cast<size_t>(k), 0);
     } else {
       const SpeculativeConfig& config = *args.speculative_config;
-      const int k = std::min(
-          room, c.spec_length.choose(max_spec_tokens, config.adaptive, config.draft_row_cost));
-      if (k <= 0) continue;
       if (!c.ngram) c.ngram.emplace(config.prompt_lookup_min, config.prompt_lookup_max);
       drafts = c.ngram->propose(r->all_token_ids(), k);
     }

@@ -1,6 +1,8 @@
 #include "engine/speculation.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/status.h"
 
@@ -53,11 +55,26 @@ double SpeculationLength::tokens_per_cost(double a, int k, double c) {
 }
 
 int SpeculationLength::choose(int max_k, bool adaptive, double draft_row_cost) {
+  std::vector<double> relative_cost(static_cast<size_t>(std::max(max_k, 0)) + 1);
+  for (size_t k = 0; k < relative_cost.size(); ++k)
+    relative_cost[k] = 1 + draft_row_cost * static_cast<double>(k);
+  return choose(max_k, adaptive, relative_cost);
+}
+
+int SpeculationLength::choose(int max_k, bool adaptive, std::span<const double> relative_cost) {
+  probed_ = false;
   if (!adaptive) return max_k;
+  PAGODA_CHECK(relative_cost.size() > static_cast<size_t>(std::max(max_k, 0)),
+               "choose: {} costs for lengths 0..{}", relative_cost.size(), max_k);
+  auto value = [&](int k) {
+    double tokens = 0, term = 1;  // 1 + a + ... + a^k
+    for (int i = 0; i <= k; ++i, term *= acceptance_) tokens += term;
+    return tokens / relative_cost[static_cast<size_t>(k)];
+  };
   int best = 0;
-  double best_value = tokens_per_cost(acceptance_, 0, draft_row_cost);
+  double best_value = value(0);
   for (int k = 1; k <= max_k; ++k) {
-    const double v = tokens_per_cost(acceptance_, k, draft_row_cost);
+    const double v = value(k);
     if (v > best_value * (1 + 1e-9)) {  // a tie keeps the shorter length
       best = k;
       best_value = v;
@@ -65,6 +82,7 @@ int SpeculationLength::choose(int max_k, bool adaptive, double draft_row_cost) {
   }
   if (best == 0 && max_k > 0 && ++idle_steps_ >= kProbeInterval) {
     idle_steps_ = 0;
+    probed_ = true;
     return 1;  // a probe
   }
   return best;

@@ -14,6 +14,7 @@
 // a = 0.05 gives k = 0. A request at k = 0 verifies one draft every kProbeInterval steps so that
 // its estimate can recover. The estimate starts at kPrior.
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ class SpeculationLength {
   /// The number of drafts to ask for now, in 0..max_k (always max_k unless adaptive). Counts the
   /// steps at 0 towards the next probe.
   [[nodiscard]] int choose(int max_k, bool adaptive, double draft_row_cost);
+  /// choose() with each length's cost relative to no drafts: relative_cost [max_k + 1]
+  /// (engine/speculation_costs.h measures them), in place of 1 + c k.
+  [[nodiscard]] int choose(int max_k, bool adaptive, std::span<const double> relative_cost);
+  /// Whether the last choose() returned a probe (1 draft at an estimate that chose 0).
+  [[nodiscard]] bool probed() const { return probed_; }
   /// A step verified `drafts` drafts and kept the first `accepted` of them.
   void observe(int drafts, int accepted);
   [[nodiscard]] double acceptance() const { return acceptance_; }
@@ -48,6 +54,7 @@ class SpeculationLength {
  private:
   double acceptance_ = kPrior;
   int idle_steps_ = 0;
+  bool probed_ = false;
 };
 
 /// vLLM's spec_decode counters, summed over the engine's steps.

@@ -32,12 +32,25 @@ void DraftProposer::size_results(const PlannedSequence& s, int32_t k, size_t voc
   }
 }
 
-void DraftProposer::place_draft(std::span<float> row_logits, size_t d, PlannedSequence& s,
-                                SequenceResult& r) {
-  const size_t vocab = row_logits.size();
-  std::span<float> q;
-  if (!r.draft_probs.empty()) q = std::span(r.draft_probs).subspan(d * vocab, vocab);
-  const int32_t token = draw(row_logits, s.draft_draw, s.draft_draw.counter + d, q);
+DeviceDraw DraftProposer::device_draw(const RowDraw& d) {
+  DeviceDraw out;
+  if (d.temperature != 0) return out;  // sampled: its logits come back for q
+  out.temperature = 0;
+  out.logit_bias = d.logit_bias;
+  out.masked = d.masked;
+  return out;
+}
+
+void DraftProposer::place_draft(std::span<float> row_logits, int32_t drawn, size_t d,
+                                PlannedSequence& s, SequenceResult& r) {
+  int32_t token = drawn;
+  if (token < 0) {
+    PAGODA_CHECK(!row_logits.empty(), "draft {}: neither drawn nor logits", d);
+    const size_t vocab = row_logits.size();
+    std::span<float> q;
+    if (!r.draft_probs.empty()) q = std::span(r.draft_probs).subspan(d * vocab, vocab);
+    token = draw(row_logits, s.draft_draw, s.draft_draw.counter + d, q);
+  }
   r.drafts[d] = token;
   s.tokens[s.tokens.size() - static_cast<size_t>(s.num_spec) + d] = token;
 }
@@ -88,7 +101,7 @@ int32_t DraftProposer::draw(std::span<float> logits, const RowDraw& d, uint64_t 
 }
 
 void DraftProposer::add(Pass& pass, const std::vector<int32_t>& table, int32_t first_position,
-                        std::span<const int32_t> tokens, int rows) const {
+                        std::span<const int32_t> tokens, int rows, const RowDraw& draw) const {
   for (size_t j = 0; j < tokens.size(); ++j) {
     const int32_t p = first_position + static_cast<int32_t>(j);
     const auto block = static_cast<size_t>(p / block_size_);
@@ -98,7 +111,10 @@ void DraftProposer::add(Pass& pass, const std::vector<int32_t>& table, int32_t f
     pass.positions.push_back(p);
     pass.slots.push_back(int64_t{table[block]} * block_size_ + p % block_size_);
   }
-  for (int r = rows; r >= 1; --r) pass.rows.push_back(static_cast<int32_t>(pass.ids.size()) - r);
+  for (int r = rows; r >= 1; --r) {
+    pass.rows.push_back(static_cast<int32_t>(pass.ids.size()) - r);
+    pass.draws.push_back(device_draw(draw));
+  }
   pass.query_start.push_back(static_cast<int32_t>(pass.ids.size()));
   pass.seq_lens.push_back(first_position + static_cast<int32_t>(tokens.size()));
   // Padded to max_blocks by run(): remember the table's length in front of its entries.
@@ -121,7 +137,17 @@ std::span<float> DraftProposer::run(Pass& pass) {
   }
   const ForwardBatch batch{pass.ids, pass.positions,  pass.query_start, pass.seq_lens,
                            flat,     pass.max_blocks, pass.slots,       pass.rows};
-  return draft_.forward(batch);
+  pass.drawn.assign(pass.rows.size(), -1);
+  std::vector<DrawnLogprobs> unused(pass.rows.size());
+  const std::span<float> logits = draft_.forward_sample(batch, pass.draws, pass.drawn, unused);
+  const size_t vocab = static_cast<size_t>(draft_.config().vocab_size);
+  PAGODA_CHECK(logits.empty() || logits.size() == pass.rows.size() * vocab,
+               "draft: {} logits for {} rows", logits.size(), pass.rows.size());
+  for (size_t row = 0; row < pass.drawn.size(); ++row) {
+    PAGODA_CHECK(pass.drawn[row] >= 0 || !logits.empty(),
+                 "draft: row {} neither drawn nor returned", row);
+  }
+  return logits;
 }
 
 void DraftProposer::propose(StepPlan& plan,
@@ -137,7 +163,10 @@ void DraftProposer::propose(StepPlan& plan,
     int32_t k;
   };
   std::vector<Active> active;
-  Pass first;
+  // Each sequence's catch-up tokens and its number of rows (the last ones).
+  std::vector<std::vector<int32_t>> catch_up(plan.seqs.size());
+  std::vector<int> rows_of(plan.seqs.size(), 0);
+  std::vector<int32_t> start_of(plan.seqs.size(), 0);
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const PlannedSequence& s = plan.seqs[i];
     PAGODA_CHECK(!s.propose || s.num_spec > 0, "sequence {}: propose without drafts", s.id);
@@ -147,7 +176,7 @@ void DraftProposer::propose(StepPlan& plan,
     st.computed = std::min(st.computed, s.num_computed);
     // Accepted drafts the draft has not computed (the last of k accepted), then the step's tokens
     // that are not drafts.
-    std::vector<int32_t> tokens;
+    std::vector<int32_t>& tokens = catch_up[i];
     for (int32_t p = st.computed; p < s.num_computed; ++p) {
       const int32_t at = p - st.drafts_start;
       PAGODA_CHECK(at >= 0 && static_cast<size_t>(at) < st.drafts.size(),
@@ -159,16 +188,32 @@ void DraftProposer::propose(StepPlan& plan,
     tokens.insert(tokens.end(), s.tokens.begin(),
                   s.tokens.begin() + static_cast<std::ptrdiff_t>(real));
     const auto known = static_cast<int32_t>(tokens.size());
-    int rows = s.propose ? 1 : 0;
+    rows_of[i] = s.propose ? 1 : 0;
     if (mask_token_ && s.propose) {
       // Parallel drafting: k - 1 masks after t, a row for t and for each mask.
       tokens.insert(tokens.end(), static_cast<size_t>(s.num_spec - 1), *mask_token_);
-      rows = s.num_spec;
+      rows_of[i] = s.num_spec;
     }
-    add(first, tables.at(s.id), st.computed, tokens, rows);
+    start_of[i] = st.computed;
     st.computed += known;
     st.drafts.clear();
     if (s.propose) active.push_back({i, st.computed - 1, s.num_spec});
+  }
+  // A decode-shaped catch-up (every sequence proposes with the same few tokens: 1 after a
+  // rejection, 2 after k accepted drafts) asks for a row per token, so that a device model
+  // replays its decode graph for the pass; only the last row's draw is used.
+  // Example: two sequences with tokens [d4 t] and [u t'] run 4 rows; rows 1 and 3 give d1.
+  bool uniform = !mask_token_ && !plan.seqs.empty();
+  for (size_t i = 0; i < plan.seqs.size() && uniform; ++i) {
+    uniform =
+        plan.seqs[i].propose && catch_up[i].size() == catch_up[0].size() && catch_up[i].size() <= 2;
+  }
+  Pass first;
+  std::vector<size_t> last_row;  // [active]: the row of each active sequence's draw in `first`
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    const int rows = uniform ? static_cast<int>(catch_up[i].size()) : rows_of[i];
+    add(first, tables.at(plan.seqs[i].id), start_of[i], catch_up[i], rows, plan.seqs[i].draft_draw);
+    if (plan.seqs[i].propose) last_row.push_back(first.rows.size() - 1);
   }
   int32_t max_k = 0;
   for (const Active& a : active) {
@@ -181,19 +226,14 @@ void DraftProposer::propose(StepPlan& plan,
     // Every draft from the one pass: sequence a's rows are its k consecutive rows.
     size_t rows = 0;
     for (const Active& a : active) rows += static_cast<size_t>(a.k);
-    PAGODA_CHECK(logits.size() == rows * vocab, "draft: {} logits for {} rows", logits.size(),
-                 rows);
+    PAGODA_CHECK(first.drawn.size() == rows, "draft: {} rows for {} drafts", first.drawn.size(),
+                 rows);  // never uniform: one row per draft
     size_t row = 0;
     for (const Active& a : active) {
       PlannedSequence& s = plan.seqs[a.i];
       SequenceResult& r = results[a.i];
-      for (size_t d = 0; d < static_cast<size_t>(a.k); ++d, ++row) {
-        std::span<float> q;
-        if (!r.draft_probs.empty()) q = std::span(r.draft_probs).subspan(d * vocab, vocab);
-        r.drafts[d] =
-            draw(logits.subspan(row * vocab, vocab), s.draft_draw, s.draft_draw.counter + d, q);
-        s.tokens[s.tokens.size() - static_cast<size_t>(s.num_spec) + d] = r.drafts[d];
-      }
+      for (size_t d = 0; d < static_cast<size_t>(a.k); ++d, ++row)
+        place_draft(row_of(logits, row, vocab), first.drawn[row], d, s, r);
       SeqState& st = seqs_.at(s.id);
       st.drafts_start = a.t_position + 1;
       st.drafts = r.drafts;
@@ -202,28 +242,34 @@ void DraftProposer::propose(StepPlan& plan,
   }
   std::vector<size_t> in_pass;  // indices into active, in row order
   for (size_t a = 0; a < active.size(); ++a) in_pass.push_back(a);
+  const Pass* last = &first;
+  Pass pass;
   for (int32_t j = 1;; ++j) {
-    PAGODA_CHECK(logits.size() == in_pass.size() * vocab, "draft: {} logits for {} rows",
-                 logits.size(), in_pass.size());
-    for (size_t row = 0; row < in_pass.size(); ++row) {
-      const Active& a = active[in_pass[row]];
+    // Pass 1's rows are last_row; later passes have one row per sequence, in in_pass order.
+    PAGODA_CHECK(j == 1 || last->drawn.size() == in_pass.size(), "draft: {} rows for {} sequences",
+                 last->drawn.size(), in_pass.size());
+    for (size_t at = 0; at < in_pass.size(); ++at) {
+      const Active& a = active[in_pass[at]];
       PlannedSequence& s = plan.seqs[a.i];
       SequenceResult& r = results[a.i];
-      place_draft(logits.subspan(row * vocab, vocab), static_cast<size_t>(j - 1), s, r);
+      const size_t row = j == 1 ? last_row[in_pass[at]] : at;
+      place_draft(row_of(logits, row, vocab), last->drawn[row], static_cast<size_t>(j - 1), s, r);
     }
     if (j >= max_k) break;
-    Pass pass;
+    pass = Pass{};
     std::vector<size_t> next;
     for (const size_t a : in_pass) {
       const Active& act = active[a];
       if (act.k <= j) continue;
       const int32_t token = results[act.i].drafts[static_cast<size_t>(j - 1)];
-      add(pass, tables.at(plan.seqs[act.i].id), act.t_position + j, std::span(&token, 1), true);
+      add(pass, tables.at(plan.seqs[act.i].id), act.t_position + j, std::span(&token, 1), 1,
+          plan.seqs[act.i].draft_draw);
       ++seqs_.at(plan.seqs[act.i].id).computed;
       next.push_back(a);
     }
     in_pass = std::move(next);
     logits = run(pass);
+    last = &pass;
   }
   for (const Active& a : active) {
     SeqState& st = seqs_.at(plan.seqs[a.i].id);

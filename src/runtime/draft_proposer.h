@@ -79,12 +79,16 @@ class DraftProposer {
   /// [vocab] receives the distribution when sampled (left untouched when greedy).
   [[nodiscard]] static int32_t draw(std::span<float> logits, const RowDraw& d, uint64_t counter,
                                     std::span<float> q);
-  /// Draft d (0-based) of a sequence from its row of draft logits [vocab]: drawn with the
-  /// sequence's draft draw (counter + d), kept in r.drafts[d] and in the plan's speculative token
-  /// slot d of s.tokens (the last s.num_spec tokens); q is the d-th [vocab] of r.draft_probs when
-  /// the draw is sampled.
-  static void place_draft(std::span<float> row_logits, size_t d, PlannedSequence& s,
+  /// Draft d (0-based) of a sequence: `drawn` when the model drew it on its device (>= 0), else
+  /// drawn from its row of draft logits [vocab] with the sequence's draft draw (counter + d);
+  /// kept in r.drafts[d] and in the plan's speculative token slot d of s.tokens (the last
+  /// s.num_spec tokens); q is the d-th [vocab] of r.draft_probs when the draw is sampled.
+  static void place_draft(std::span<float> row_logits, int32_t drawn, size_t d, PlannedSequence& s,
                           SequenceResult& r);
+  /// How a row of draft logits is drawn where the model runs: a greedy draft draw as a device
+  /// draw (argmax after logit_bias and the masked tokens; no penalties, as draw()); a sampled one
+  /// returns its logits (q is computed on the host). Views `d`'s lists.
+  [[nodiscard]] static DeviceDraw device_draw(const RowDraw& d);
   /// Room for k drafts of s in r (and their [k, vocab] distributions when s's draft draw samples).
   static void size_results(const PlannedSequence& s, int32_t k, size_t vocab, SequenceResult& r);
 
@@ -100,12 +104,21 @@ class DraftProposer {
   struct Pass {
     std::vector<int32_t> ids, positions, query_start{0}, seq_lens, tables, rows;
     std::vector<int64_t> slots;
+    std::vector<DeviceDraw> draws;  // [rows]: each row's draw (device_draw of its draft draw)
+    std::vector<int32_t> drawn;     // [rows]: after run(), a token drawn on the device, else -1
     int max_blocks = 1;
   };
-  // Adds a sequence's tokens with a logits row for each of the last `rows` of them.
+  // Adds a sequence's tokens with a logits row for each of the last `rows` of them, drawn with
+  // `draw`.
   void add(Pass& pass, const std::vector<int32_t>& table, int32_t first_position,
-           std::span<const int32_t> tokens, int rows) const;
+           std::span<const int32_t> tokens, int rows, const RowDraw& draw) const;
+  // Runs the pass: the logits of the rows not drawn on the device (all rows' span; those rows
+  // only are valid, or empty when every row was drawn), pass.drawn the others' tokens.
   [[nodiscard]] std::span<float> run(Pass& pass);
+  // Row `row` of a pass's logits (empty when the pass returned none).
+  [[nodiscard]] static std::span<float> row_of(std::span<float> logits, size_t row, size_t vocab) {
+    return logits.empty() ? logits : logits.subspan(row * vocab, vocab);
+  }
 
   Model& draft_;
   int block_size_;

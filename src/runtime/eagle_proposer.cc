@@ -136,8 +136,8 @@ void EagleProposer::propose(StepPlan& plan,
       const Active& a = active[in_pass[row]];
       PlannedSequence& s = plan.seqs[a.i];
       SequenceResult& r = results[a.i];
-      DraftProposer::place_draft(logits.subspan(row * vocab, vocab), static_cast<size_t>(j - 1), s,
-                                 r);
+      DraftProposer::place_draft(logits.subspan(row * vocab, vocab), -1, static_cast<size_t>(j - 1),
+                                 s, r);
     }
     if (j >= max_k) break;
     // Draft j, the token at n + j, is the input of position n + j - 1, with the head's output of

@@ -8,6 +8,7 @@
 #include "core/status.h"
 #include "engine/ngram_proposer.h"
 #include "engine/speculation.h"
+#include "engine/speculation_costs.h"
 
 namespace pagoda {
 namespace {
@@ -83,6 +84,66 @@ TEST(SpeculationLength, ChoosesTheMostTokensPerCost) {
   EXPECT_EQ(probes, 4);
   // A free row (cost 0) makes every draft worth it while a > 0.
   EXPECT_EQ(s.choose(4, true, 0.0), 4);
+}
+
+// The measured costs (speculation_costs.h) on the header's worked example, at a = 0, at a large
+// batch whose verification rows cost nearly a step each, and their exploration.
+// Each key's first kSkipped samples are dropped: observe past them.
+void observe(SpeculationCosts& costs, int batch, int k, double seconds) {
+  for (int i = 0; i <= SpeculationCosts::kSkipped; ++i) costs.observe(batch, k, seconds);
+}
+
+TEST(SpeculationCosts, ChoosesFromMeasuredCosts) {
+  SpeculationCosts costs(4, 0.1);
+  // Nothing measured: the prior 1 + 0.1 k.
+  EXPECT_DOUBLE_EQ(costs.relative_cost(1, 3), 1.3);
+  const std::vector<std::pair<double, int>> good{{0.8, 100}};
+  EXPECT_EQ(costs.choose(1, good), 4);
+  // The worked example: t(1, 0) = 4.2 ms, t(1, 4) = 6.5 ms.
+  observe(costs, 1, 0, 4.2e-3);
+  observe(costs, 1, 4, 6.5e-3);
+  EXPECT_TRUE(costs.measured(1, 4));
+  EXPECT_FALSE(costs.measured(1, 2));
+  EXPECT_NEAR(costs.relative_cost(1, 2), 5.35 / 4.2, 1e-9);
+  EXPECT_NEAR(costs.relative_cost(1, 4), 6.5 / 4.2, 1e-9);
+  EXPECT_EQ(costs.choose(1, good), 4);
+  // Only k = 2 measured beyond 0: k = 4 extrapolates its slope.
+  SpeculationCosts slope(4, 0.1);
+  observe(slope, 1, 0, 1.0);
+  observe(slope, 1, 2, 1.5);
+  EXPECT_NEAR(slope.relative_cost(1, 4), 2.0, 1e-12);
+  EXPECT_NEAR(slope.relative_cost(1, 1), 1.25, 1e-12);
+  // Room caps a request's drafts: with room 1 the longer lengths gain nothing over k = 1.
+  EXPECT_EQ(costs.choose(1, std::vector<std::pair<double, int>>{{0.8, 1}}), 1);
+  // a = 0: no length pays.
+  EXPECT_EQ(costs.choose(1, std::vector<std::pair<double, int>>{{0.0, 100}}), 0);
+  // Batch 128 (bucket 128): each draft run costs most of a step; the requests expect 3.36
+  // tokens at k = 4 but pay 1 + 0.9 k: nothing pays (2.44 / 2.8 < 1 at k = 2, ...).
+  for (int k = 0; k <= 4; ++k) observe(costs, 100, k, 6e-3 * (1 + 0.9 * k));
+  std::vector<std::pair<double, int>> batch(100, {0.8, 100});
+  EXPECT_EQ(costs.choose(100, batch), 0);
+  // Buckets: 65..128 share one, 1 has its own.
+  EXPECT_TRUE(costs.measured(128, 3));
+  EXPECT_FALSE(costs.measured(129, 3));
+  // Exploration: every kExploreInterval choices at a positive best, its neighbour once.
+  SpeculationCosts explore(4, 0.1);
+  int other = 0;
+  for (int i = 0; i < 2 * SpeculationCosts::kExploreInterval; ++i)
+    other += explore.choose(1, good) != 4;
+  EXPECT_EQ(other, 2);
+  // The first samples of a key and outliers are dropped.
+  SpeculationCosts noisy(4, 0.1);
+  noisy.observe(1, 0, 1.0);  // skipped (a graph capture)
+  noisy.observe(1, 0, 1.0);  // skipped
+  EXPECT_FALSE(noisy.measured(1, 0));
+  noisy.observe(1, 0, 4e-3);
+  noisy.observe(1, 0, 50e-3);  // outlier
+  EXPECT_TRUE(noisy.measured(1, 0));
+  observe(noisy, 1, 1, 5e-3);
+  EXPECT_NEAR(noisy.relative_cost(1, 1), 1.25, 1e-12);
+  EXPECT_NE(noisy.describe().find("batch <= 1: k=0 4.000 ms (n 1), k=1 5.000 ms (n 1)"),
+            std::string::npos)
+      << noisy.describe();
 }
 
 TEST(SpeculationCounters, CountsPerPosition) {
