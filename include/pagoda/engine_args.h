@@ -36,8 +36,14 @@ struct SpeculativeConfig {
   int num_speculative_tokens = 0;  // K: drafts per step at most, 1..15 (1 + K rows: a graph)
   int prompt_lookup_min = 5;       // ngram: shortest suffix looked up
   int prompt_lookup_max = 5;       // ngram: longest suffix looked up (tried first)
+  /// vLLM's: the draft's weight format (e.g. "fp8": quantized at load, as --quantization does
+  /// for the target); empty: what the draft checkpoint's config.json says.
+  std::string quantization;
+  /// vLLM's: the draft's passes run eagerly (no decode graphs for the draft).
+  bool enforce_eager = false;
   /// pagoda's: choose each request's k in 0..K from its acceptance rate (an EWMA), weighing
-  /// draft_row_cost, the cost of one more row in a step relative to the step; off: always K.
+  /// draft_row_cost, the cost of one more row in a step relative to the step (on a GPU, the
+  /// measured costs of decode steps: engine/speculation_costs.h); off: always K.
   bool adaptive = true;
   double draft_row_cost = 0.1;
   /// Benchmarks only: each draft is kept with this probability, whatever the verifier (which still

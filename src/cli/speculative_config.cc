@@ -26,11 +26,8 @@ constexpr std::array kModelMethods = {"draft_model", "parallel_draft", "eagle", 
 
 // vLLM keys that change nothing pagoda does (logging, parallelism of a draft model it would not
 // run, ...); accepted so that a vLLM command line runs.
-constexpr std::array kAcceptedKeys = {"disable_log_stats",
-                                      "disable_logprobs",
-                                      "enforce_eager",
-                                      "disable_padded_drafter_batch",
-                                      "draft_tensor_parallel_size",
+constexpr std::array kAcceptedKeys = {"disable_log_stats", "disable_logprobs",
+                                      "disable_padded_drafter_batch", "draft_tensor_parallel_size",
                                       "code_revision"};
 
 std::optional<int> int_field(const json& j, const char* key) {
@@ -86,7 +83,9 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
                                           "adaptive",
                                           "revision",
                                           "draft_row_cost",
-                                          "bench_acceptance_rate"};
+                                          "bench_acceptance_rate",
+                                          "quantization",
+                                          "enforce_eager"};
     if (std::find(kKnown.begin(), kKnown.end(), key) != kKnown.end() ||
         std::find(kAcceptedKeys.begin(), kAcceptedKeys.end(), key) != kAcceptedKeys.end())
       continue;
@@ -125,6 +124,17 @@ SpeculativeConfig parse_speculative_config(std::string_view text) {
   if (j.contains("adaptive")) {
     if (!j["adaptive"].is_boolean()) throw InvalidArgument("adaptive must be true or false");
     c.adaptive = j["adaptive"].get<bool>();
+  }
+  if (j.contains("quantization") && !j["quantization"].is_null()) {
+    if (!j["quantization"].is_string()) throw InvalidArgument("quantization must be a string");
+    if (!model_method)
+      throw InvalidArgument(fmt::format("quantization applies to a draft model, not {}", method));
+    c.quantization = j["quantization"].get<std::string>();
+  }
+  if (j.contains("enforce_eager") && !j["enforce_eager"].is_null()) {
+    if (!j["enforce_eager"].is_boolean())
+      throw InvalidArgument("enforce_eager must be true or false");
+    c.enforce_eager = j["enforce_eager"].get<bool>();
   }
   if (j.contains("bench_acceptance_rate")) {
     if (!j["bench_acceptance_rate"].is_number())

@@ -116,13 +116,17 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
           fmt::format("speculative_config.model '{}' is not a model directory", draft));
     }
     // The target's load options (dtype, --load-format, CPU matmuls) but --quantization, which
-    // names the target's format; dummy weights of their own seed (--seed + 1), so that a dummy
-    // draft of the target's shape differs from the target.
+    // names the target's format (speculative_config.quantization names the draft's); dummy weights
+    // of their own seed (--seed + 1), so that a dummy draft of the target's shape differs from the
+    // target.
     executor_options.draft_model_dir = draft;
     executor_options.draft_method = args.speculative_config->method;
     executor_options.draft_load = load;
     executor_options.draft_load.seed = args.seed + 1;
-    executor_options.draft_load.definition.quantization.clear();  // the draft checkpoint's own
+    // The draft checkpoint's own format, or speculative_config's quantization (vLLM's key).
+    executor_options.draft_load.definition.quantization = args.speculative_config->quantization;
+    if (args.speculative_config->enforce_eager)
+      executor_options.draft_load.runtime.cuda_graphs = false;
   }
   e.executor = make_executor(executor_options);
   e.pool = std::make_unique<ThreadPool>(args.num_threads);

@@ -80,7 +80,7 @@ int SpeculationLength::choose(int max_k, bool adaptive, std::span<const double> 
       best_value = v;
     }
   }
-  if (best == 0 && max_k > 0 && ++idle_steps_ >= kProbeInterval) {
+  if (best == 0 && max_k > 0 && ++idle_steps_ >= probe_interval_) {
     idle_steps_ = 0;
     probed_ = true;
     return 1;  // a probe
@@ -93,6 +93,12 @@ void SpeculationLength::observe(int drafts, int accepted) {
   // drafts after it were never judged.
   for (int i = 0; i < accepted; ++i) acceptance_ += kWeight * (1 - acceptance_);
   if (accepted < drafts) acceptance_ -= kWeight * acceptance_;
+  // The last choice (this verification's) was a probe: back off while probes fail.
+  if (accepted > 0) {
+    probe_interval_ = kProbeInterval;
+  } else if (probed_) {
+    probe_interval_ = std::min(2 * probe_interval_, kMaxProbeInterval);
+  }
 }
 
 void SpeculationCounters::add(int drafts, int accepted) {

@@ -12,7 +12,8 @@
 // 0..K with the most tokens per cost. Example, c = 0.1, K = 4: a = 0.8 gives tokens per cost
 // 1, 1.636, 2.033, 2.271, 2.401 for k = 0..4: k = 4; a = 0.3 gives 1, 1.182, 1.158, ...: k = 1;
 // a = 0.05 gives k = 0. A request at k = 0 verifies one draft every kProbeInterval steps so that
-// its estimate can recover. The estimate starts at kPrior.
+// its estimate can recover; a probe rejected doubles that interval (up to kMaxProbeInterval), an
+// accepted draft restores it. The estimate starts at kPrior.
 #include <cstdint>
 #include <span>
 #include <string>
@@ -35,6 +36,7 @@ class SpeculationLength {
   static constexpr double kPrior = 0.5;
   static constexpr double kWeight = 0.1;  // of each observed draft in the EWMA
   static constexpr int kProbeInterval = 8;
+  static constexpr int kMaxProbeInterval = 64;
 
   /// The number of drafts to ask for now, in 0..max_k (always max_k unless adaptive). Counts the
   /// steps at 0 towards the next probe.
@@ -54,6 +56,7 @@ class SpeculationLength {
  private:
   double acceptance_ = kPrior;
   int idle_steps_ = 0;
+  int probe_interval_ = kProbeInterval;
   bool probed_ = false;
 };
 

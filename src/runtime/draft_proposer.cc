@@ -1,8 +1,11 @@
 #include "runtime/draft_proposer.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <limits>
+#include <map>
 
 #include "core/splitmix64.h"
 #include "core/status.h"
@@ -163,27 +166,32 @@ void DraftProposer::propose(StepPlan& plan,
     int32_t k;
   };
   std::vector<Active> active;
-  // Each sequence's catch-up tokens and its number of rows (the last ones).
+  // Each sequence's catch-up tokens and its number of rows (the last ones); a sequence that
+  // lags (a one-token decode step without drafts) runs no draft pass at all.
   std::vector<std::vector<int32_t>> catch_up(plan.seqs.size());
   std::vector<int> rows_of(plan.seqs.size(), 0);
   std::vector<int32_t> start_of(plan.seqs.size(), 0);
+  std::vector<bool> runs(plan.seqs.size(), false);
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const PlannedSequence& s = plan.seqs[i];
     PAGODA_CHECK(!s.propose || s.num_spec > 0, "sequence {}: propose without drafts", s.id);
     const auto [it, inserted] = seqs_.try_emplace(s.id);
     SeqState& st = it->second;
-    if (inserted || s.fresh) st = SeqState{s.num_computed, 0, {}};
+    if (inserted || s.fresh) st = SeqState{s.num_computed, s.num_computed, {}};
     st.computed = std::min(st.computed, s.num_computed);
-    // Accepted drafts the draft has not computed (the last of k accepted), then the step's tokens
-    // that are not drafts.
+    // The history keeps the verified tokens: drop what this plan recomputes (rejected drafts).
+    PAGODA_CHECK(s.num_computed >= st.history_start &&
+                     s.num_computed <= st.history_start + static_cast<int32_t>(st.history.size()),
+                 "sequence {}: a plan from position {} with the draft's history [{}, {})", s.id,
+                 s.num_computed, st.history_start,
+                 st.history_start + static_cast<int32_t>(st.history.size()));
+    st.history.resize(static_cast<size_t>(s.num_computed - st.history_start));
+    runs[i] = s.propose || s.tokens.size() > static_cast<size_t>(s.num_spec) + 1;
+    if (!runs[i]) continue;
+    // Verified tokens the draft has not computed (accepted drafts, the steps it lagged), then
+    // the step's tokens that are not drafts.
     std::vector<int32_t>& tokens = catch_up[i];
-    for (int32_t p = st.computed; p < s.num_computed; ++p) {
-      const int32_t at = p - st.drafts_start;
-      PAGODA_CHECK(at >= 0 && static_cast<size_t>(at) < st.drafts.size(),
-                   "sequence {}: the draft model has KV to position {} and no token for {}", s.id,
-                   st.computed, p);
-      tokens.push_back(st.drafts[static_cast<size_t>(at)]);
-    }
+    tokens.assign(st.history.begin() + (st.computed - st.history_start), st.history.end());
     const size_t real = s.tokens.size() - static_cast<size_t>(s.num_spec);
     tokens.insert(tokens.end(), s.tokens.begin(),
                   s.tokens.begin() + static_cast<std::ptrdiff_t>(real));
@@ -196,25 +204,34 @@ void DraftProposer::propose(StepPlan& plan,
     }
     start_of[i] = st.computed;
     st.computed += known;
-    st.drafts.clear();
     if (s.propose) active.push_back({i, st.computed - 1, s.num_spec});
   }
-  // A decode-shaped catch-up (every sequence proposes with the same few tokens: 1 after a
-  // rejection, 2 after k accepted drafts) asks for a row per token, so that a device model
-  // replays its decode graph for the pass; only the last row's draw is used.
+  // A decode-shaped catch-up (every sequence in the pass proposes with the same few tokens: 1
+  // after a rejection, 2 after k accepted drafts) asks for a row per token, so that a device
+  // model replays its decode graph for the pass; only the last row's draw is used.
   // Example: two sequences with tokens [d4 t] and [u t'] run 4 rows; rows 1 and 3 give d1.
-  bool uniform = !mask_token_ && !plan.seqs.empty();
+  size_t width = 0;
+  bool uniform = !mask_token_;
   for (size_t i = 0; i < plan.seqs.size() && uniform; ++i) {
-    uniform =
-        plan.seqs[i].propose && catch_up[i].size() == catch_up[0].size() && catch_up[i].size() <= 2;
+    if (!runs[i]) continue;
+    if (width == 0) width = catch_up[i].size();
+    uniform = plan.seqs[i].propose && catch_up[i].size() == width && width <= 2;
   }
   Pass first;
   std::vector<size_t> last_row;  // [active]: the row of each active sequence's draw in `first`
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    if (!runs[i]) continue;
     const int rows = uniform ? static_cast<int>(catch_up[i].size()) : rows_of[i];
     add(first, tables.at(plan.seqs[i].id), start_of[i], catch_up[i], rows, plan.seqs[i].draft_draw);
     if (plan.seqs[i].propose) last_row.push_back(first.rows.size() - 1);
   }
+  // Every sequence's history gets this step's tokens once the drafts are placed.
+  auto remember = [&] {
+    for (const PlannedSequence& s : plan.seqs) {
+      std::vector<int32_t>& history = seqs_.at(s.id).history;
+      history.insert(history.end(), s.tokens.begin(), s.tokens.end());
+    }
+  };
   int32_t max_k = 0;
   for (const Active& a : active) {
     max_k = std::max(max_k, a.k);
@@ -234,10 +251,8 @@ void DraftProposer::propose(StepPlan& plan,
       SequenceResult& r = results[a.i];
       for (size_t d = 0; d < static_cast<size_t>(a.k); ++d, ++row)
         place_draft(row_of(logits, row, vocab), first.drawn[row], d, s, r);
-      SeqState& st = seqs_.at(s.id);
-      st.drafts_start = a.t_position + 1;
-      st.drafts = r.drafts;
     }
+    remember();
     return;
   }
   std::vector<size_t> in_pass;  // indices into active, in row order
@@ -271,11 +286,7 @@ void DraftProposer::propose(StepPlan& plan,
     logits = run(pass);
     last = &pass;
   }
-  for (const Active& a : active) {
-    SeqState& st = seqs_.at(plan.seqs[a.i].id);
-    st.drafts_start = a.t_position + 1;
-    st.drafts = results[a.i].drafts;
-  }
+  remember();
 }
 
 }  // namespace pagoda

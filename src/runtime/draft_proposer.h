@@ -5,11 +5,14 @@
 // sequence's k drafts just before the target verifies them in the same step.
 //
 // How it works. Each step, before the target's forward pass:
-//  1. Catch-up pass: one draft forward over every sequence of the plan with the tokens the target
+//  1. Catch-up pass: one draft forward over the sequences of the plan with the tokens the target
 //     computes this step that are not drafts (prompt chunks, the last sampled token t), preceded
-//     by the accepted drafts the draft itself has not computed yet (at most one: the last draft,
-//     when all k were accepted). So the draft sees every token the target sees, at the same
-//     positions. A sequence that proposes gets its last row: q1, the draft's distribution after t.
+//     by the verified tokens the draft itself has not computed yet (the last draft, when all k
+//     were accepted; the tokens of the steps it lagged). So the draft sees every token the
+//     target sees, at the same positions. A sequence that proposes gets its last row: q1, the
+//     draft's distribution after t. A sequence in a one-token decode step without drafts (the
+//     adaptive length chose 0) lags: no draft pass for it, its token kept in its history until
+//     it proposes again, so a request that stopped speculating costs no draft passes.
 //  2. Draft j = 1..k is drawn from q_j; passes 2..k feed d_(j-1) at position n + j - 1 (t at n)
 //     for the sequences that still need drafts, each giving q_j.
 //  3. The drafts replace the plan's placeholders; the step result carries them (and q for
@@ -35,7 +38,10 @@
 // a block in the step that first computes its last known token; the catch-up pass writes the
 // draft's KV of every known token in that same step (before any attention reads it, as the
 // target does), so a hashed block never holds a draft's KV of an unverified token. Drafts'
-// own KV (positions after t) lies past the known tokens, in blocks not yet hashed.
+// own KV (positions after t) lies past the known tokens, in blocks not yet hashed. Prompt
+// chunks never lag; a block of generated tokens hashed while its sequence lagged holds no draft
+// KV for them, so a later prefix hit on it drafts from stale draft KV there: fewer drafts
+// accepted, never other output (the target verifies every draft).
 //
 // q. A greedy draw (temperature 0) takes the argmax of the draft's logits after logit_bias and the
 // masked tokens (q is one-hot). A sampled one draws from softmax(logits / T) after logit_bias and
@@ -93,10 +99,12 @@ class DraftProposer {
   static void size_results(const PlannedSequence& s, int32_t k, size_t vocab, SequenceResult& r);
 
  private:
+  // Example: computed 20, history_start 12, history [h12 .. h23] (12 tokens): positions 20..23
+  // are verified tokens the draft has not computed (it lagged, or they were accepted drafts).
   struct SeqState {
-    int32_t computed = 0;         // positions [0, computed) hold the draft's KV of verified tokens
-    int32_t drafts_start = 0;     // position of drafts[0]
-    std::vector<int32_t> drafts;  // the last drafts proposed (accepted ones may lag one behind)
+    int32_t computed = 0;          // positions [0, computed) hold the draft's KV of verified tokens
+    int32_t history_start = 0;     // position of history[0] (a fresh sequence's num_computed)
+    std::vector<int32_t> history;  // tokens at history_start.. (verified, then the last step's)
   };
   // One forward's inputs, rebuilt per pass.
   // Example: sequences A (tokens [a7, a8] at 7, 8) and B ([b3] at 3), rows for both: ids

@@ -52,7 +52,21 @@ TEST(SpeculativeConfigFlag, DraftModel) {
     EXPECT_EQ(c.method, "draft_model");
     EXPECT_EQ(c.model, "/d");
     EXPECT_EQ(c.num_speculative_tokens, 3);
+    EXPECT_TRUE(c.quantization.empty());
+    EXPECT_FALSE(c.enforce_eager);
   }
+  // vLLM's keys for the draft's weight format and its eager passes.
+  const SpeculativeConfig c = parse_speculative_config(
+      R"({"model": "/d", "num_speculative_tokens": 3, "quantization": "fp8",
+          "enforce_eager": true})");
+  EXPECT_EQ(c.quantization, "fp8");
+  EXPECT_TRUE(c.enforce_eager);
+  EXPECT_NE(error_of(R"({"method": "ngram", "num_speculative_tokens": 3, "quantization": "fp8"})")
+                .find("quantization applies to a draft model"),
+            std::string::npos);
+  EXPECT_NE(error_of(R"({"model": "/d", "num_speculative_tokens": 3, "enforce_eager": 1})")
+                .find("enforce_eager must be true or false"),
+            std::string::npos);
 }
 
 TEST(SpeculativeConfigFlag, EagleAndParallelDrafters) {

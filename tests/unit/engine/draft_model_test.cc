@@ -158,6 +158,34 @@ TEST(DraftModel, DummyWeightsApplyToTheDraft) {
   EXPECT_LT(s.spec_decode_num_accepted_tokens, s.spec_decode_num_draft_tokens);
 }
 
+TEST(DraftModel, QuantizedDraftKeepsGreedyOutputs) {
+  // speculative_config.quantization (vLLM's key): the draft quantized at load (FP8 per channel);
+  // it drafts differently, the target's greedy tokens stay plain decoding's bit for bit. A
+  // method the draft cannot take fails at start-up naming it.
+  const std::vector<EngineRequest> rs = greedy_requests();
+  std::vector<CompletionOutput> plain;
+  {
+    EngineCore engine(small_engine(512));
+    plain = run_alone(engine, rs);
+  }
+  EngineArgs args = draft_engine(kStories, 3, false);
+  args.speculative_config->quantization = "fp8";
+  args.speculative_config->enforce_eager = true;
+  {
+    EngineCore engine(args);
+    expect_identical(plain, run_alone(engine, rs));
+    print_speculation("fp8 draft", engine.stats(), 0);
+    EXPECT_GT(engine.stats().spec_decode_num_accepted_tokens, 0);
+  }
+  args.speculative_config->quantization = "no-such-method";
+  try {
+    EngineCore engine(args);
+    ADD_FAILURE() << "a draft quantization method that does not exist was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("no-such-method"), std::string::npos) << e.what();
+  }
+}
+
 TEST(DraftModel, StopStringsMaxTokensAndSeveralCompletions) {
   std::vector<EngineRequest> rs;
   for (int max_tokens : {1, 2, 3, 5, 9}) {

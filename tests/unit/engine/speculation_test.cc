@@ -82,6 +82,20 @@ TEST(SpeculationLength, ChoosesTheMostTokensPerCost) {
   int probes = 0;
   for (int i = 0; i < 4 * SpeculationLength::kProbeInterval; ++i) probes += s.choose(4, true, 0.1);
   EXPECT_EQ(probes, 4);
+  // Rejected probes back off: 8, 16, 32, 64, 64 steps apart; an accepted draft restores 8.
+  std::vector<int> gaps;
+  for (int i = 0, last = 0; i < 8 + 16 + 32 + 64 + 64; ++i) {
+    if (s.choose(4, true, 0.1) == 1) {
+      gaps.push_back(i - last);
+      last = i;
+      s.observe(1, 0);
+    }
+  }
+  EXPECT_EQ(gaps, (std::vector<int>{7, 16, 32, 64, 64}));
+  s.observe(1, 1);
+  int until = 0;
+  while (s.choose(4, true, 0.1) != 1) ++until;
+  EXPECT_LE(until, SpeculationLength::kProbeInterval);
   // A free row (cost 0) makes every draft worth it while a > 0.
   EXPECT_EQ(s.choose(4, true, 0.0), 4);
 }
