@@ -329,7 +329,10 @@ QuantConfig parse_compressed_tensors(const json& q, const std::string& src) {
                               : "";
     if (f != "dense") r.fail("sparsity_config", "(sparse weights) is not supported");
   }
-  if (r.has("transform_config")) r.fail("transform_config", "(rotations) is not supported");
+  // compressed-tensors 0.10 and later write "transform_config": {} (and "sparsity_config": {})
+  // into every checkpoint; only a non-empty one asks for something (rotations).
+  if (r.has("transform_config") && !q.at("transform_config").empty())
+    r.fail("transform_config", "(rotations) is not supported");
   if (!r.has("config_groups") || !q.at("config_groups").is_object())
     r.fail("config_groups", "is missing or not an object");
   const std::string format = r.optional_string("format", "");

@@ -62,16 +62,24 @@ json ct_args(int bits, const std::string& type, const std::string& strategy, boo
               {"symmetric", true},     {"type", type}};
 }
 
+/// llm-compressor's quantization_config; compressed-tensors 0.10 and later also write empty
+/// sparsity_config and transform_config objects, and null scale_dtype / zp_dtype.
 json ct_config(const json& weights, const json& inputs, const std::string& format) {
   json group{{"targets", {"Linear"}}, {"weights", weights}, {"output_activations", nullptr}};
   group["input_activations"] = inputs;
+  for (json* args : {&group["weights"], &group["input_activations"]}) {
+    if (args->is_object()) (*args)["scale_dtype"] = (*args)["zp_dtype"] = nullptr;
+  }
   return json{{"config_groups", {{"group_0", group}}},
               {"format", format},
               {"global_compression_ratio", 1.5},
               {"ignore", {"lm_head"}},
               {"kv_cache_scheme", nullptr},
               {"quant_method", "compressed-tensors"},
-              {"quantization_status", "compressed"}};
+              {"quantization_status", "compressed"},
+              {"sparsity_config", json::object()},
+              {"transform_config", json::object()},
+              {"version", "0.12.2"}};
 }
 
 json gptq_config(int bits, int group, bool desc_act, bool sym) {
@@ -263,6 +271,10 @@ TEST(QuantConfig, WhatCannotBeHonouredIsAnErrorNamingTheMethod) {
   e = error_of(ct_config(ct_args(4, "float", "tensor_group", false, 16),
                          ct_args(4, "float", "tensor_group", true, 16), "nvfp4-pack-quantized"));
   EXPECT_HAS(e, "FP4 activations (W4A4)");
+  // A transform_config that asks for rotations (an empty one asks for nothing).
+  json rotated = ct_config(ct_args(8, "float", "channel", false), nullptr, "float-quantized");
+  rotated["transform_config"] = {{"config_groups", {{"R1", {{"type", "hadamard"}}}}}};
+  EXPECT_HAS(error_of(rotated), "field 'transform_config' (rotations) is not supported");
   json q = ct_config(ct_args(8, "float", "channel", false), nullptr, "float-quantized");
   q["kv_cache_scheme"] = ct_args(8, "int", "tensor", false);
   EXPECT_HAS(error_of(q), "field 'kv_cache_scheme' is int 8-bit tensor static");
