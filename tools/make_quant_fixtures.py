@@ -126,7 +126,9 @@ def int8_dynamic_per_token(x):
     xf = x.float()
     amax = xf.abs().amax(dim=-1, keepdim=True)
     safe = torch.where(amax > 0, amax, torch.ones_like(amax))
-    q = torch.round(xf * (127.0 / safe)).clamp(-128, 127)
+    # 127 / max|x| as one fp32 division: torch evaluates `127.0 / tensor` as reciprocal * 127,
+    # which differs in the last bit for a quarter of the rows and flips roundings.
+    q = torch.round(xf * (torch.full_like(safe, 127.0) / safe)).clamp(-128, 127)
     q = torch.where(amax > 0, q, torch.zeros_like(q))
     return (q * (amax / 127.0)).to(x.dtype)
 

@@ -28,13 +28,17 @@ struct QuantFixture {
 /// Max |log-probability - transformers'| on the CPU. Weight-only formats: 1e-3, as the dense tiny
 /// goldens (the dequantized weights are exact, only the fp32 summation order differs).
 inline constexpr double kWeightOnly = 1e-3;
-/// W8A8 and the FP8 KV cache: the emulation rounds the same fp32 values the same way, so the error
-/// is the weight-only one unless a summation-order difference (~1e-7 relative) moves one
-/// activation across an FP8 / INT8 rounding boundary, a whole step (1/16 of its magnitude in e4m3,
-/// max|x| / 127 in int8) that moves a log-probability by up to ~1e-2 in these unit-gain fixtures.
-inline constexpr double kW8A8 = 5e-2;
-
-inline double cpu_bound(const QuantFixture& f) { return f.w8a8 ? kW8A8 : kWeightOnly; }
+/// W8A8 (and the FP8 KV cache): the emulation rounds the same fp32 values by the engine's rules.
+/// But the fp32 summation orders differ by about an ulp, and an activation that this moves across
+/// a rounding boundary changes by a whole step (1/16 of itself in e4m3, max|x| / 127 in int8).
+/// Measured against the tool's emulation in a plain-torch Llama of these shapes (golden-format
+/// prompts of 6 and 40 tokens, 24 steps, teacher-forced): FP8 static + KV cache 2.3e-6 (no flip),
+/// FP8 dynamic 3.1e-2 (flips in decode), INT8 1.9e-2; 1-ulp noise before each quantization moved
+/// top-10 log-probabilities of 48-token prompts by up to 0.12 (FP8) and 0.055 (INT8). 0.25 is twice
+/// the largest. Skipping the activation quantization altogether moves them by about as much (0.25
+/// FP8, 0.07 INT8), so the goldens hold the layouts and scales, the unit tests (quant_model_test,
+/// quant_test) the activation rules.
+inline constexpr double kW8A8 = 0.25;
 
 inline const QuantFixture kQuantFixtures[] = {
     {"ct-fp8-dynamic",
