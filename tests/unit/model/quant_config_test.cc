@@ -139,6 +139,21 @@ TEST(QuantConfig, CompressedTensorsFp8Int8AndFp4Schemes) {
   EXPECT_EQ(d.layers[0].qkv.quant.group_size, 16);
   d = define(ct_config(ct_args(4, "float", "group", false, 32), nullptr, "mxfp4-pack-quantized"));
   EXPECT_EQ(d.layers[0].down.format, WeightFormat::kMxfp4);
+  // compressed-tensors 0.12 and later name the scales' dtype: the ones each format is read in.
+  json q =
+      ct_config(ct_args(4, "float", "tensor_group", false, 16), nullptr, "nvfp4-pack-quantized");
+  q["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.float8_e4m3fn";
+  q["config_groups"]["group_0"]["weights"]["zp_dtype"] = "torch.float8_e4m3fn";
+  EXPECT_EQ(define(q).layers[0].qkv.format, WeightFormat::kNvfp4);
+  q = ct_config(ct_args(4, "float", "group", false, 32), nullptr, "mxfp4-pack-quantized");
+  q["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.uint8";
+  EXPECT_EQ(define(q).layers[0].qkv.format, WeightFormat::kMxfp4);
+  q = ct_config(ct_args(8, "float", "channel", false), ct_args(8, "float", "token", true),
+                "float-quantized");
+  q["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.bfloat16";
+  q["kv_cache_scheme"] = ct_args(8, "float", "tensor", false);
+  q["kv_cache_scheme"]["scale_dtype"] = "torch.float32";
+  EXPECT_EQ(define(q).layers[0].qkv.format, WeightFormat::kFp8);
 }
 
 TEST(QuantConfig, CompressedTensorsTargetsIgnoreAndKvCacheScheme) {
@@ -271,6 +286,19 @@ TEST(QuantConfig, WhatCannotBeHonouredIsAnErrorNamingTheMethod) {
   e = error_of(ct_config(ct_args(4, "float", "tensor_group", false, 16),
                          ct_args(4, "float", "tensor_group", true, 16), "nvfp4-pack-quantized"));
   EXPECT_HAS(e, "FP4 activations (W4A4)");
+  // Scales in a dtype the format is not read in.
+  json odd =
+      ct_config(ct_args(4, "float", "tensor_group", false, 16), nullptr, "nvfp4-pack-quantized");
+  odd["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.bfloat16";
+  EXPECT_HAS(error_of(odd), "weight scale_dtype bfloat16");
+  odd = ct_config(ct_args(8, "int", "channel", false), ct_args(8, "int", "token", true),
+                  "int-quantized");
+  odd["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.float8_e4m3fn";
+  EXPECT_HAS(error_of(odd), "weight scale_dtype float8_e4m3fn");
+  odd = ct_config(ct_args(8, "float", "channel", false), nullptr, "float-quantized");
+  odd["kv_cache_scheme"] = ct_args(8, "float", "tensor", false);
+  odd["kv_cache_scheme"]["scale_dtype"] = "torch.float8_e4m3fn";
+  EXPECT_HAS(error_of(odd), "scale_dtype float8_e4m3fn: only static per-tensor FP8");
   // A transform_config that asks for rotations (an empty one asks for nothing).
   json rotated = ct_config(ct_args(8, "float", "channel", false), nullptr, "float-quantized");
   rotated["transform_config"] = {{"config_groups", {{"R1", {{"type", "hadamard"}}}}}};
