@@ -9,6 +9,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <regex>
 
 #include <fmt/format.h>
