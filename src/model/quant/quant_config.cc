@@ -9,6 +9,7 @@
 #include <fnmatch.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <regex>
 
 #include <fmt/format.h>
@@ -181,6 +182,9 @@ struct Args {
   int64_t group_size = 0;
   std::vector<int64_t> block;
   std::string dynamic;  // "true", "false", "local"
+  /// scale_dtype without "torch.": compressed-tensors 0.12 and later name the dtype of the scales
+  /// they wrote ("float8_e4m3fn" for NVFP4, "uint8" for MXFP4); empty when null or absent.
+  std::string scale_dtype;
 };
 
 Args parse_args(const json& a, const std::string& src) {
@@ -208,9 +212,11 @@ Args parse_args(const json& a, const std::string& src) {
     out.dynamic = r.optional_string("dynamic", "false");
   }
   if (r.has("actorder") && out.type != "int") r.fail("actorder", "applies to int weights only");
-  for (const char* key : {"scale_dtype", "zp_dtype"}) {
-    if (r.has(key)) r.fail(key, "is not supported (scales in the checkpoint's dtype)");
-  }
+  out.scale_dtype = r.optional_string("scale_dtype", "");
+  if (out.scale_dtype.rfind("torch.", 0) == 0) out.scale_dtype = out.scale_dtype.substr(6);
+  // zp_dtype names the dtype of zero points; the schemes read here are symmetric (asymmetric ones
+  // are refused below), so it describes nothing that is loaded.
+  (void)r.optional_string("zp_dtype", "");
   return out;
 }
 
@@ -219,6 +225,7 @@ std::string describe(const Args& a) {
   if (a.group_size > 0) d += fmt::format(" (group size {})", a.group_size);
   d += a.dynamic == "false" ? " static" : " dynamic";
   if (!a.symmetric) d += " asymmetric";
+  if (!a.scale_dtype.empty()) d += ", scale_dtype " + a.scale_dtype;
   return d;
 }
 
@@ -246,6 +253,25 @@ QuantScheme ct_scheme(const json& group, const std::string& top_format, const st
                     what, why));
   };
   if (w.dynamic != "false") refuse("dynamic weight scales");
+  // The scale dtypes the format's tensors are read in (model/quant/*_methods.cc): fp32, bf16 or
+  // f16 for 8-bit weights and every activation scale, float8_e4m3fn for NVFP4's block scales,
+  // e8m0 bits in uint8 for MXFP4's.
+  auto check_scale_dtype = [&](const Args& a, const char* what,
+                               std::initializer_list<const char*> allowed) {
+    if (a.scale_dtype.empty()) return;
+    for (const char* d : allowed)
+      if (a.scale_dtype == d) return;
+    refuse(fmt::format("{} scale_dtype {}", what, a.scale_dtype));
+  };
+  const std::initializer_list<const char*> float_dtypes = {"float32", "bfloat16", "float16"};
+  if (!(w.type == "float" && w.bits == 4)) {
+    check_scale_dtype(w, "weight", float_dtypes);
+  } else if (w.group_size == 16) {
+    check_scale_dtype(w, "weight", {"float8_e4m3fn"});
+  } else {
+    check_scale_dtype(w, "weight", {"uint8", "float8_e8m0fnu"});
+  }
+  if (in && in->bits == 8) check_scale_dtype(*in, "input activation", float_dtypes);
   if (w.type == "float" && w.bits == 8) {
     if (format != "float-quantized" && format != "naive-quantized")
       refuse("FP8 weights are stored float-quantized");
@@ -329,7 +355,10 @@ QuantConfig parse_compressed_tensors(const json& q, const std::string& src) {
                               : "";
     if (f != "dense") r.fail("sparsity_config", "(sparse weights) is not supported");
   }
-  if (r.has("transform_config")) r.fail("transform_config", "(rotations) is not supported");
+  // compressed-tensors 0.10 and later write "transform_config": {} (and "sparsity_config": {})
+  // into every checkpoint; only a non-empty one asks for something (rotations).
+  if (r.has("transform_config") && !q.at("transform_config").empty())
+    r.fail("transform_config", "(rotations) is not supported");
   if (!r.has("config_groups") || !q.at("config_groups").is_object())
     r.fail("config_groups", "is missing or not an object");
   const std::string format = r.optional_string("format", "");
@@ -343,8 +372,10 @@ QuantConfig parse_compressed_tensors(const json& q, const std::string& src) {
     // llm-compressor's FP8 KV cache: one static scale per layer for K and one for V
     // (self_attn.k_scale / v_scale); vLLM reads no other kind.
     const Args kv = parse_args(q.at("kv_cache_scheme"), src + ".kv_cache_scheme");
+    const bool float_scales = kv.scale_dtype.empty() || kv.scale_dtype == "float32" ||
+                              kv.scale_dtype == "bfloat16" || kv.scale_dtype == "float16";
     if (kv.type != "float" || kv.bits != 8 || kv.strategy != "tensor" || kv.dynamic != "false" ||
-        !kv.symmetric) {
+        !kv.symmetric || !float_scales) {
       r.fail("kv_cache_scheme", fmt::format("is {}: only static per-tensor FP8 (float 8-bit) is "
                                             "supported",
                                             describe(kv)));

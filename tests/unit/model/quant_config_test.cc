@@ -62,16 +62,24 @@ json ct_args(int bits, const std::string& type, const std::string& strategy, boo
               {"symmetric", true},     {"type", type}};
 }
 
+/// llm-compressor's quantization_config; compressed-tensors 0.10 and later also write empty
+/// sparsity_config and transform_config objects, and null scale_dtype / zp_dtype.
 json ct_config(const json& weights, const json& inputs, const std::string& format) {
   json group{{"targets", {"Linear"}}, {"weights", weights}, {"output_activations", nullptr}};
   group["input_activations"] = inputs;
+  for (json* args : {&group["weights"], &group["input_activations"]}) {
+    if (args->is_object()) (*args)["scale_dtype"] = (*args)["zp_dtype"] = nullptr;
+  }
   return json{{"config_groups", {{"group_0", group}}},
               {"format", format},
               {"global_compression_ratio", 1.5},
               {"ignore", {"lm_head"}},
               {"kv_cache_scheme", nullptr},
               {"quant_method", "compressed-tensors"},
-              {"quantization_status", "compressed"}};
+              {"quantization_status", "compressed"},
+              {"sparsity_config", json::object()},
+              {"transform_config", json::object()},
+              {"version", "0.12.2"}};
 }
 
 json gptq_config(int bits, int group, bool desc_act, bool sym) {
@@ -131,6 +139,21 @@ TEST(QuantConfig, CompressedTensorsFp8Int8AndFp4Schemes) {
   EXPECT_EQ(d.layers[0].qkv.quant.group_size, 16);
   d = define(ct_config(ct_args(4, "float", "group", false, 32), nullptr, "mxfp4-pack-quantized"));
   EXPECT_EQ(d.layers[0].down.format, WeightFormat::kMxfp4);
+  // compressed-tensors 0.12 and later name the scales' dtype: the ones each format is read in.
+  json q =
+      ct_config(ct_args(4, "float", "tensor_group", false, 16), nullptr, "nvfp4-pack-quantized");
+  q["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.float8_e4m3fn";
+  q["config_groups"]["group_0"]["weights"]["zp_dtype"] = "torch.float8_e4m3fn";
+  EXPECT_EQ(define(q).layers[0].qkv.format, WeightFormat::kNvfp4);
+  q = ct_config(ct_args(4, "float", "group", false, 32), nullptr, "mxfp4-pack-quantized");
+  q["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.uint8";
+  EXPECT_EQ(define(q).layers[0].qkv.format, WeightFormat::kMxfp4);
+  q = ct_config(ct_args(8, "float", "channel", false), ct_args(8, "float", "token", true),
+                "float-quantized");
+  q["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.bfloat16";
+  q["kv_cache_scheme"] = ct_args(8, "float", "tensor", false);
+  q["kv_cache_scheme"]["scale_dtype"] = "torch.float32";
+  EXPECT_EQ(define(q).layers[0].qkv.format, WeightFormat::kFp8);
 }
 
 TEST(QuantConfig, CompressedTensorsTargetsIgnoreAndKvCacheScheme) {
@@ -263,6 +286,23 @@ TEST(QuantConfig, WhatCannotBeHonouredIsAnErrorNamingTheMethod) {
   e = error_of(ct_config(ct_args(4, "float", "tensor_group", false, 16),
                          ct_args(4, "float", "tensor_group", true, 16), "nvfp4-pack-quantized"));
   EXPECT_HAS(e, "FP4 activations (W4A4)");
+  // Scales in a dtype the format is not read in.
+  json odd =
+      ct_config(ct_args(4, "float", "tensor_group", false, 16), nullptr, "nvfp4-pack-quantized");
+  odd["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.bfloat16";
+  EXPECT_HAS(error_of(odd), "weight scale_dtype bfloat16");
+  odd = ct_config(ct_args(8, "int", "channel", false), ct_args(8, "int", "token", true),
+                  "int-quantized");
+  odd["config_groups"]["group_0"]["weights"]["scale_dtype"] = "torch.float8_e4m3fn";
+  EXPECT_HAS(error_of(odd), "weight scale_dtype float8_e4m3fn");
+  odd = ct_config(ct_args(8, "float", "channel", false), nullptr, "float-quantized");
+  odd["kv_cache_scheme"] = ct_args(8, "float", "tensor", false);
+  odd["kv_cache_scheme"]["scale_dtype"] = "torch.float8_e4m3fn";
+  EXPECT_HAS(error_of(odd), "scale_dtype float8_e4m3fn: only static per-tensor FP8");
+  // A transform_config that asks for rotations (an empty one asks for nothing).
+  json rotated = ct_config(ct_args(8, "float", "channel", false), nullptr, "float-quantized");
+  rotated["transform_config"] = {{"config_groups", {{"R1", {{"type", "hadamard"}}}}}};
+  EXPECT_HAS(error_of(rotated), "field 'transform_config' (rotations) is not supported");
   json q = ct_config(ct_args(8, "float", "channel", false), nullptr, "float-quantized");
   q["kv_cache_scheme"] = ct_args(8, "int", "tensor", false);
   EXPECT_HAS(error_of(q), "field 'kv_cache_scheme' is int 8-bit tensor static");
