@@ -57,17 +57,33 @@ uint32_t w4_meta(float scale, int32_t zero, bool* exact) {
   return static_cast<uint32_t>(h) | (static_cast<uint32_t>(zero) << 16);
 }
 
+int64_t repack_w4_meta(const float* scales, const int32_t* zeros, int64_t rows, int64_t row0,
+                       W4Layout* out) {
+  PAGODA_CHECK(row0 >= 0 && row0 + rows <= out->n, "meta of {} rows at row {} into {}", rows, row0,
+               out->n);
+  const int64_t groups = out->groups();
+  int64_t inexact = 0;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t j = 0; j < rows; ++j) {
+      bool exact = true;
+      out->meta[static_cast<size_t>((row0 + j) * groups + g)] =
+          w4_meta(scales[g * rows + j], zeros[g * rows + j], &exact);
+      inexact += exact ? 0 : 1;
+    }
+  }
+  return inexact;
+}
+
 int64_t repack_w4(const GptqWeight& w, int64_t row0, W4Layout* out) {
   PAGODA_CHECK(w.bits == 4 && w.k == out->k && row0 >= 0 && row0 + w.n <= out->n,
                "GPTQ repack of {} bits, [{}, {}] at row {} into [{}, {}]", w.bits, w.n, w.k, row0,
                out->n, out->k);
   const int64_t n = w.n, k = w.k, G = out->group_size;
   const bool permuted = !out->perm.empty();
-  int64_t inexact = 0;
   for (int64_t i = 0; i < k; ++i) {
     const int64_t l = permuted ? out->perm[static_cast<size_t>(i)] : i;
-    PAGODA_CHECK(w.g_idx[l] == i / G, "g_idx[{}] = {} disagrees with the permutation (group {})",
-                 l, w.g_idx[l], i / G);
+    PAGODA_CHECK(w.g_idx[l] == i / G, "g_idx[{}] = {} disagrees with the permutation (group {})", l,
+                 w.g_idx[l], i / G);
   }
   // Tiles of kTileRows rows keep the rows' words being filled in cache.
   for (int64_t j0 = 0; j0 < n; j0 += kTileRows) {
@@ -82,25 +98,15 @@ int64_t repack_w4(const GptqWeight& w, int64_t row0, W4Layout* out) {
         put_code(out, row0 + j, i, static_cast<uint32_t>(word_row[j]) >> shift);
     }
   }
-  const int64_t groups = k / G;
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t j = 0; j < n; ++j) {
-      bool exact = true;
-      out->meta[static_cast<size_t>((row0 + j) * groups + g)] =
-          w4_meta(w.scales[g * n + j], w.zeros[g * n + j], &exact);
-      inexact += exact ? 0 : 1;
-    }
-  }
-  return inexact;
+  return repack_w4_meta(w.scales, w.zeros, n, row0, out);
 }
 
 int64_t repack_w4(const AwqWeight& w, int64_t row0, W4Layout* out) {
-  PAGODA_CHECK(w.k == out->k && w.group_size == out->group_size && out->perm.empty() &&
-                   row0 >= 0 && row0 + w.n <= out->n && w.n % 8 == 0,
+  PAGODA_CHECK(w.k == out->k && w.group_size == out->group_size && out->perm.empty() && row0 >= 0 &&
+                   row0 + w.n <= out->n && w.n % 8 == 0,
                "AWQ repack of [{}, {}] group {} at row {} into [{}, {}] group {}", w.n, w.k,
                w.group_size, row0, out->n, out->k, out->group_size);
   const int64_t n = w.n, k = w.k, words = n / 8;
-  int64_t inexact = 0;
   for (int64_t j0 = 0; j0 < n; j0 += kTileRows) {
     const int64_t j1 = std::min(n, j0 + kTileRows);
     for (int64_t l = 0; l < k; ++l) {
@@ -111,16 +117,7 @@ int64_t repack_w4(const AwqWeight& w, int64_t row0, W4Layout* out) {
       }
     }
   }
-  const int64_t groups = k / w.group_size;
-  for (int64_t g = 0; g < groups; ++g) {
-    for (int64_t j = 0; j < n; ++j) {
-      bool exact = true;
-      out->meta[static_cast<size_t>((row0 + j) * groups + g)] =
-          w4_meta(w.scales[g * n + j], w.zeros[g * n + j], &exact);
-      inexact += exact ? 0 : 1;
-    }
-  }
-  return inexact;
+  return repack_w4_meta(w.scales, w.zeros, n, row0, out);
 }
 
 void dequantize_rows(const W4Layout& w, int64_t r0, int64_t r1, float* dst) {

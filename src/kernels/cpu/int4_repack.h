@@ -49,6 +49,12 @@ struct W4Layout {
 /// One fp16 scale and zero point as a meta word; *exact is cleared when fp16 rounds the scale.
 [[nodiscard]] uint32_t w4_meta(float scale, int32_t zero, bool* exact);
 
+/// Writes the meta words of rows [row0, row0 + rows) of `out` from scales / zeros [groups, rows]
+/// (a source's, unpacked); returns how many scales fp16 rounded. (The repacks below call it; the
+/// GPU's dummy weights, whose codes are drawn on the device, call it alone.)
+int64_t repack_w4_meta(const float* scales, const int32_t* zeros, int64_t rows, int64_t row0,
+                       W4Layout* out);
+
 /// Writes a 4-bit GPTQ weight (w.bits == 4, w.n rows) to rows [row0, row0 + w.n) of `out`
 /// (out->k == w.k), in the order of out->perm (set it first; every source of a fused projection
 /// shares it). Its g_idx must agree with out->perm's grouping (w4_permutation of the same g_idx).
