@@ -2,9 +2,9 @@
 // decode-time GPTQ / AWQ projection, bound by reading W's half byte per weight once.
 //
 // How it works: gemv_fp8.cu's CUDA-core GEMV with 4-bit codes. A block owns kCols = 4 output
-// columns (W rows) and splits k across its 8 warps; a "chunk" is 32 consecutive elements of a row:
-// one 16-byte load of W (4 words of 8 codes) and, since the group size is a multiple of 32, one
-// group: one meta word (scale, zero) per row. Each thread keeps kU chunks x 4 rows in flight
+// columns (W rows) and splits k across its 4 or 8 warps; a "chunk" is 32 consecutive elements of a
+// row: one 16-byte load of W (4 words of 8 codes) and, since the group size is a multiple of 32,
+// one group: one meta word (scale, zero) per row. Each thread keeps kU chunks x 4 rows in flight
 // (no-L1 streaming loads), decodes each word's 8 codes in registers exactly as fp32 (q - zero)
 // (below), accumulates x * (q - zero) over the chunk in fp32 and adds scale * that sum to the
 // row's total (one multiply per chunk and row instead of per weight). The fusions are gemv.cu's:
@@ -29,7 +29,6 @@
 namespace pagoda::cuda {
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int kCols = kGemvCols;
 constexpr float kMagic = 8388608.0f;  // 2^23: 0x4b000000
 
@@ -66,9 +65,11 @@ __device__ __forceinline__ uint32_t word_of(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// kU: chunks per row in flight per thread (16 bytes each; 2 x 4 rows = 128 bytes, as gemv_fp8's
-// 4 x 8 bytes x 4 rows); at M >= 4 the accumulators take the registers, so 1.
-template <typename T, int M, bool kNorm, GemvEpilogue E, int kU = (M >= 4 ? 1 : 2)>
+// kThreads: 256, or 128 when a row has at most 256 chunks (k <= 8192: Llama-8B's 4096), where 256
+// threads would leave warps without a chunk; smaller blocks also let more blocks (more loads in
+// flight) share an SM. kU: chunks per row in flight per thread (16 bytes each; 2 x 4 rows = 128
+// bytes, as gemv_fp8's 4 x 8 bytes x 4 rows); at M >= 4 the accumulators take the registers, so 1.
+template <typename T, int kThreads, int M, bool kNorm, GemvEpilogue E, int kU = (M >= 4 ? 1 : 2)>
 __global__ void __launch_bounds__(kThreads)
     gemv_w4_kernel(const T* __restrict__ x, const uint32_t* __restrict__ qweight,
                    const uint32_t* __restrict__ meta, const T* __restrict__ bias, T* __restrict__ y,
@@ -203,7 +204,7 @@ __global__ void __launch_bounds__(kThreads)
   gemv_store<T, E>(p, y, n, i, c, paired, value, other);
 }
 
-template <typename T>
+template <typename T, int kThreads>
 cudaError_t launch_gemv_w4(const T* x, int m, const W4WeightView& wv, T* y, const GemvParams& p,
                            cudaStream_t stream) {
   const int64_t cols_per_block = p.epilogue == GemvEpilogue::kGatedSilu ? kCols / 2 : kCols;
@@ -221,8 +222,10 @@ cudaError_t launch_gemv_w4(const T* x, int m, const W4WeightView& wv, T* y, cons
   auto fused = [&](auto e) {
     constexpr GemvEpilogue E = decltype(e)::value;
     if (p.norm_weight != nullptr)
-      return m == 1 ? go(gemv_w4_kernel<T, 1, true, E>) : go(gemv_w4_kernel<T, 8, true, E>);
-    return m == 1 ? go(gemv_w4_kernel<T, 1, false, E>) : go(gemv_w4_kernel<T, 8, false, E>);
+      return m == 1 ? go(gemv_w4_kernel<T, kThreads, 1, true, E>)
+                    : go(gemv_w4_kernel<T, kThreads, 8, true, E>);
+    return m == 1 ? go(gemv_w4_kernel<T, kThreads, 1, false, E>)
+                  : go(gemv_w4_kernel<T, kThreads, 8, false, E>);
   };
   using Epi = GemvEpilogue;
   cudaError_t e = cudaSuccess;
@@ -235,13 +238,13 @@ cudaError_t launch_gemv_w4(const T* x, int m, const W4WeightView& wv, T* y, cons
   else if (p.norm_weight != nullptr)
     e = fused(std::integral_constant<Epi, Epi::kStore>{});
   else if (m == 1)
-    e = go(gemv_w4_kernel<T, 1, false, Epi::kStore>);
+    e = go(gemv_w4_kernel<T, kThreads, 1, false, Epi::kStore>);
   else if (m == 2)
-    e = go(gemv_w4_kernel<T, 2, false, Epi::kStore>);
+    e = go(gemv_w4_kernel<T, kThreads, 2, false, Epi::kStore>);
   else if (m <= 4)
-    e = go(gemv_w4_kernel<T, 4, false, Epi::kStore>);
+    e = go(gemv_w4_kernel<T, kThreads, 4, false, Epi::kStore>);
   else
-    e = go(gemv_w4_kernel<T, 8, false, Epi::kStore>);
+    e = go(gemv_w4_kernel<T, kThreads, 8, false, Epi::kStore>);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
@@ -278,9 +281,12 @@ cudaError_t linear_w4_gemv(const void* x, int64_t m, const W4WeightView& w, void
   // make_gemv_params checks w's 16-byte alignment for the bf16 GEMV; qweight was checked above.
   if (const cudaError_t e = make_gemv_params(x, m, w.k, x, w.n, f, kCols / 2, &p); e != cudaSuccess)
     return e;
+  const bool narrow = w.k / kW4Chunk <= 256;
   PAGODA_DISPATCH_HALF(dtype, {
-    return launch_gemv_w4(static_cast<const scalar_t*>(x), static_cast<int>(m), w,
-                          static_cast<scalar_t*>(y), p, stream);
+    const auto* xs = static_cast<const scalar_t*>(x);
+    auto* ys = static_cast<scalar_t*>(y);
+    return narrow ? launch_gemv_w4<scalar_t, 128>(xs, static_cast<int>(m), w, ys, p, stream)
+                  : launch_gemv_w4<scalar_t, 256>(xs, static_cast<int>(m), w, ys, p, stream);
   });
 }
 
