@@ -122,8 +122,19 @@ cudaError_t fill_random_words(uint32_t* dst, int64_t words, uint64_t seed, cudaS
 }
 
 cudaError_t linear_w4(const BlasContext& ctx, const W4LinearParams& p, cudaStream_t stream) {
-  if (p.m <= kW4GemvMaxM)
-    return linear_w4_gemv(p.x, p.m, p.w, p.y, GemvFusion{}, p.x_scratch, p.dtype, stream);
+  if (p.m <= kW4ChunkedMaxM) {
+    // Rows [r, r + 8) of x and y per call: e.g. m = 20 runs rows 0-7, 8-15, 16-19.
+    const size_t es = dtype_size(p.dtype);
+    for (int64_t r = 0; r < p.m; r += kW4GemvMaxM) {
+      const cudaError_t e =
+          linear_w4_gemv(static_cast<const char*>(p.x) + static_cast<size_t>(r * p.w.k) * es,
+                         std::min(kW4GemvMaxM, p.m - r), p.w,
+                         static_cast<char*>(p.y) + static_cast<size_t>(r * p.w.n) * es,
+                         GemvFusion{}, p.x_scratch, p.dtype, stream);
+      if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+  }
   // The labelled first step for prefill: W expanded to the dense scratch, then the dense GEMM.
   // cuBLASLt directly rather than linear(): linear()'s GEMVs may read W before waiting for the
   // kernel that wrote it (linear.h), and m > kW4GemvMaxM is cuBLASLt's range anyway.

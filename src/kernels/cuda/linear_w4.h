@@ -9,6 +9,8 @@
 //   m <= kW4GemvMaxM   linear_w4_gemv: codes dequantized in registers, W read once (decode), with
 //                      the fusions of linear_gemv_fused; with a permutation, x (normalised first
 //                      when fused with the norm) is gathered into a scratch row by perm first.
+//   m <= kW4ChunkedMaxM  the GEMV over blocks of kW4GemvMaxM rows of x (W read once per block:
+//                      4 blocks read 2 bytes per weight, less than the path below moves).
 //   larger m           first step, labelled as such: dequantize_w4 expands W into a dense scratch
 //                      [n, k] in the activation dtype (in the features' original order, so x needs
 //                      no gather), then the dense linear() (cuBLASLt). Correct, not Marlin-fast.
@@ -35,6 +37,8 @@ struct W4WeightView {
 inline constexpr int64_t kW4Chunk = 32;
 /// m up to this runs the GEMV (the decode graphs' fused buckets).
 inline constexpr int64_t kW4GemvMaxM = 8;
+/// linear_w4 runs the GEMV kW4GemvMaxM rows at a time up to this m (batched decode).
+inline constexpr int64_t kW4ChunkedMaxM = 32;
 
 /// Whether w is a shape and alignment the kernels take: k % 32 == 0, group_size % 32 == 0,
 /// k % group_size == 0, qweight 16-byte aligned, meta present.
@@ -71,12 +75,12 @@ struct W4LinearParams {
   W4WeightView w;
   void* y = nullptr;  // [m, n] in dtype
   DType dtype = DType::kBF16;
-  void* x_scratch = nullptr;  // [min(m, kW4GemvMaxM), k] in dtype; needed when w.perm is set
+  void* x_scratch = nullptr;  // [kW4GemvMaxM, k] in dtype; needed when w.perm is set
   void* dense = nullptr;      // [n, k] in dtype: the large-m path's dequantized W
 };
 
-/// The dispatch described at the top: the GEMV (no fusion) for m <= kW4GemvMaxM, else
-/// dequantize_w4 into p.dense and linear().
+/// The dispatch described at the top: the GEMV (no fusion) for m <= kW4ChunkedMaxM, 8 rows at a
+/// time, else dequantize_w4 into p.dense and cuBLASLt (linear_fallback where it has no algorithm).
 cudaError_t linear_w4(const BlasContext& ctx, const W4LinearParams& p, cudaStream_t stream);
 
 }  // namespace pagoda::cuda

@@ -2,8 +2,9 @@
 // checkpoint formats (kernels/cpu/quant_dequant.h), through the host repack
 // (kernels/cpu/int4_repack.h):
 //  - dequantize_w4: bit for bit the reference weights rounded once to bf16 / f16;
-//  - linear_w4_gemv (m = 1..8) and linear_w4's dispatch (m = 64, 257: dequantize + GEMM): the
-//    CPU product over the reference weights (cpu::dequant_matmul), with and without bias;
+//  - linear_w4_gemv (m = 1..8) and linear_w4's dispatch (m = 20: the GEMV 8 rows at a time;
+//    m = 64, 257: dequantize + GEMM): the CPU product over the reference weights
+//    (cpu::dequant_matmul), with and without bias;
 //  - the fusions (norm, residual add, SiLU-and-mul), with and without act-order (the gather);
 //  - gather_columns against the host gather.
 // Weight grid: GPTQ and AWQ, groups 32 / 64 / 128 / per-channel, symmetric and asymmetric,
@@ -150,7 +151,8 @@ TEST(CudaW4, GemvMatchesCpu) {
   }
 }
 
-// The large-m path (dequantize into the dense scratch, then the dense GEMM) through the dispatch.
+// The dispatch past the GEMV's m: 8 rows at a time (m = 20) and the large-m path (dequantize into
+// the dense scratch, then the dense GEMM: m = 64, 257).
 TEST(CudaW4, PrefillMatchesCpu) {
   REQUIRE_GPU();
   ThreadPool pool(8);
@@ -160,14 +162,15 @@ TEST(CudaW4, PrefillMatchesCpu) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (const KN s : kShapes) {
       for (const W4Case& c : weight_cases(s)) {
-        // The weights' grid at m = 64 on every shape; m = 257 on the two small shapes.
-        for (const int64_t m : {int64_t{64}, int64_t{257}}) {
+        // The weights' grid at m = 20 and 64 on every shape; m = 257 on the two small shapes.
+        for (const int64_t m : {int64_t{20}, int64_t{64}, int64_t{257}}) {
           if (m == 257 && s.k * s.n > 384 * 200) continue;
           const DeviceW4 w = upload(c, dt, seed++);
           const HalfData x = random_half(static_cast<size_t>(m * s.k), dt, seed++);
           const DeviceBuffer dx = to_device(x.bits);
           DeviceBuffer dy(static_cast<size_t>(m * s.n) * 2);
           DeviceBuffer dense(static_cast<size_t>(s.n * s.k) * 2);
+          DeviceBuffer scratch(static_cast<size_t>(kW4GemvMaxM * s.k) * 2);
           const bool with_bias = seed % 2 == 0;
           SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " " << c.name() << " m=" << m
                                             << " bias=" << with_bias);
@@ -179,6 +182,7 @@ TEST(CudaW4, PrefillMatchesCpu) {
           p.y = dy.get();
           p.dtype = dt;
           p.dense = dense.get();
+          p.x_scratch = scratch.get();
           CUDA_OK(linear_w4(ctx, p, nullptr));
           CUDA_OK(cudaDeviceSynchronize());
           const auto got =
