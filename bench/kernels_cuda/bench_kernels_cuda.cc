@@ -21,6 +21,7 @@
 #include "bench_cuda.h"
 #include "core/half.h"
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/linear_w4.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/sample_logits.h"
 #include "read_probe.h"
@@ -151,6 +152,95 @@ bool bench_gemv(const BlasContext& ctx) {
     cudaFree(x);
     cudaFree(y);
     cudaFree(y2);
+  }
+  return ok;
+}
+
+// The W4A16 GEMV (GPTQ / AWQ 4-bit, group 128, kernels/cuda/linear_w4.h) on the batch-1 Llama-8B
+// projections: bytes = codes (n k / 2) + meta words (n k / 128 x 4) + x + y; against the HBM
+// spec (4.8 TB/s) and the measured limit. "act" adds the act-order gather of x (its own kernel).
+// Checked against dequantize_w4 + cuBLASLt on the same weights first.
+bool bench_w4(const BlasContext& ctx) {
+  constexpr double kHbmSpecTBs = 4.8;
+  constexpr int64_t kGroup = 128;
+  bool ok = true;
+  std::printf("\n## W4A16 GEMV (4-bit codes, group %lld, fp16 scales + zeros), bf16 x / y\n",
+              static_cast<long long>(kGroup));
+  std::printf("%-8s %6s %6s %3s %-6s | %9s %7s %9s %9s | %5s\n", "shape", "n", "k", "m", "perm",
+              "us", "TB/s", "%4.8TB/s", "%measured", "err");
+  for (const bench::ProjectionShape& s : bench::kLlama8bProjections) {
+    if (std::strcmp(s.name, "lm_head") == 0) continue;  // dense in GPTQ / AWQ checkpoints
+    const int64_t words = s.n * s.k / 8, groups = s.k / kGroup;
+    const double w_bytes = 4.0 * words + 4.0 * s.n * groups;
+    const int copies = static_cast<int>(std::max<double>(1, kRotateBytes / w_bytes));
+    std::vector<uint32_t*> codes(copies);
+    for (int i = 0; i < copies; ++i) {
+      CHECK_CUDA(cudaMalloc(&codes[i], words * 4));
+      CHECK_CUDA(fill_random_words(codes[i], words, 11 + i, nullptr));
+    }
+    // Every group: scale 2^-9 (an fp16 value), zero 8.
+    const std::vector<uint32_t> meta_host(static_cast<size_t>(s.n * groups),
+                                          uint32_t{float_to_f16(1.0f / 512)} | (8u << 16));
+    uint32_t* meta = nullptr;
+    CHECK_CUDA(cudaMalloc(&meta, meta_host.size() * 4));
+    CHECK_CUDA(cudaMemcpy(meta, meta_host.data(), meta_host.size() * 4, cudaMemcpyHostToDevice));
+    std::vector<int32_t> perm_host(static_cast<size_t>(s.k));
+    std::iota(perm_host.begin(), perm_host.end(), 0);
+    std::shuffle(perm_host.begin(), perm_host.end(), std::mt19937(5));
+    int32_t* perm = nullptr;
+    CHECK_CUDA(cudaMalloc(&perm, s.k * 4));
+    CHECK_CUDA(cudaMemcpy(perm, perm_host.data(), s.k * 4, cudaMemcpyHostToDevice));
+    void* x = alloc_random_bf16(kW4GemvMaxM * s.k, 3);
+    void *y = nullptr, *y2 = nullptr, *scratch = nullptr, *dense = nullptr;
+    CHECK_CUDA(cudaMalloc(&y, kW4GemvMaxM * s.n * 2));
+    CHECK_CUDA(cudaMalloc(&y2, kW4GemvMaxM * s.n * 2));
+    CHECK_CUDA(cudaMalloc(&scratch, kW4GemvMaxM * s.k * 2));
+    CHECK_CUDA(cudaMalloc(&dense, s.n * s.k * 2));
+    for (const bool act : {false, true}) {
+      for (int64_t m : {1, 2, 4, 8}) {
+        if (act && m != 1) continue;
+        auto view = [&](int i) {
+          W4WeightView v;
+          v.qweight = codes[i % copies];
+          v.meta = meta;
+          v.perm = act ? perm : nullptr;
+          v.n = s.n;
+          v.k = s.k;
+          v.group_size = kGroup;
+          return v;
+        };
+        CHECK_CUDA(linear_w4_gemv(x, m, view(0), y, GemvFusion{}, scratch, DType::kBF16, nullptr));
+        CHECK_CUDA(dequantize_w4(view(0), dense, DType::kBF16, nullptr));
+        CHECK_CUDA(linear_cublaslt(ctx, x, m, s.k, dense, s.n, nullptr, y2, DType::kBF16, nullptr));
+        std::vector<uint16_t> a(m * s.n), b(m * s.n);
+        CHECK_CUDA(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
+        double diff = 0.0, mag = 0.0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          const double fa = bf16_to_float(a[i]), fb = bf16_to_float(b[i]);
+          diff = std::isnan(fa) ? INFINITY : std::max(diff, std::abs(fa - fb));
+          mag = std::max(mag, std::abs(fb));
+        }
+        const double err = mag > 0 ? diff / mag : diff;
+        if (!(err <= 1e-2)) ok = false;
+        const double ms = time_ms(
+            [&](int i) {
+              CHECK_CUDA(
+                  linear_w4_gemv(x, m, view(i), y, GemvFusion{}, scratch, DType::kBF16, nullptr));
+            },
+            std::max(copies, 20));
+        const double bytes = w_bytes + 2.0 * (m * s.k + m * s.n);
+        const double tb = bytes / (ms * 1e-3) / 1e12;
+        std::printf("%-8s %6lld %6lld %3lld %-6s | %9.1f %7.2f %8.0f%% %8.0f%% | %5.0e%s\n", s.name,
+                    static_cast<long long>(s.n), static_cast<long long>(s.k),
+                    static_cast<long long>(m), act ? "act" : "-", ms * 1e3, tb,
+                    100 * tb / kHbmSpecTBs, 100 * tb / kHbmTBs, err,
+                    err <= 1e-2 ? "" : " MISMATCH");
+      }
+    }
+    for (uint32_t* p : codes) cudaFree(p);
+    for (void* p : {static_cast<void*>(meta), static_cast<void*>(perm), x, y, y2, scratch, dense})
+      cudaFree(p);
   }
   return ok;
 }
@@ -357,10 +447,12 @@ int main(int argc, char** argv) {
   using namespace pagoda::cuda;  // NOLINT
   // `bench_kernels_cuda sampling [NAME]` runs the sampler's section alone (the configurations whose
   // name contains NAME: one to profile with ncu), `bench_kernels_cuda gemv` the
-  // projections' section alone, `bench_kernels_cuda attention [NAME]` the attention cases alone
+  // projections' section alone, `bench_kernels_cuda w4` the W4A16 GEMV's alone,
+  // `bench_kernels_cuda attention [NAME]` the attention cases alone
   // (those whose name contains NAME: one case to profile with ncu).
   const bool sampling_only = argc > 1 && std::strcmp(argv[1], "sampling") == 0;
   const bool gemv_only = argc > 1 && std::strcmp(argv[1], "gemv") == 0;
+  const bool w4_only = argc > 1 && std::strcmp(argv[1], "w4") == 0;
   const bool attention_only = argc > 1 && std::strcmp(argv[1], "attention") == 0;
   const char* attention_case = attention_only && argc > 2 ? argv[2] : "";
   // Kernels are timed back to back; programmatic dependent launch (off by default in the engine)
@@ -381,10 +473,11 @@ int main(int argc, char** argv) {
   if (!attention_only) {
     BlasContext ctx;
     CHECK_CUDA(blas_context_create(&ctx));
-    gemv_ok = bench_gemv(ctx);
+    if (!w4_only) gemv_ok = bench_gemv(ctx);
+    if (!gemv_only) gemv_ok = bench_w4(ctx) && gemv_ok;
     blas_context_destroy(&ctx);
   }
-  if (gemv_only) return gemv_ok ? 0 : 1;
+  if (gemv_only || w4_only) return gemv_ok ? 0 : 1;
 
   std::printf(
       "\n## Paged attention, GQA 32/8, head 128, block 16, bf16 "
@@ -424,7 +517,7 @@ int main(int argc, char** argv) {
   if (attention_only) return 0;
   bench_sampling("");
   if (!gemv_ok) {
-    std::printf("FAIL: GEMV and cuBLASLt disagree (see err column)\n");
+    std::printf("FAIL: a GEMV and cuBLASLt disagree (see the err columns)\n");
     return 1;
   }
   return 0;

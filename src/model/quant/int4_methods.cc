@@ -79,86 +79,19 @@ class GptqMethod final : public LinearMethod {
 
   std::unique_ptr<CpuLinear> bind_cpu(const LinearDef& def,
                                       const WeightStore& weights) const override {
-    const QuantParams& q = def.quant;
-    const int pack = 32 / q.bits;
-    const uint32_t mask = (1u << q.bits) - 1;
-    require_divisible(weights, def, "input features", def.in, q.group_size);
-    require_divisible(weights, def, "input features", def.in, pack);
-    const int64_t groups = def.in / q.group_size;
     std::vector<DequantCpuLinear::Part> parts;
     for (const LinearDef::Source& s : def.sources) {
-      const int64_t rows = def.source_rows(s);
-      require_divisible(weights, def, s.prefix + " rows", rows, pack);
-      const Tensor& qweight = checked_quant_tensor(
-          weights, s.prefix + ".qweight", {Shape{def.in / pack, rows}}, {DType::kI32}, def);
-      const Tensor& qzeros = checked_quant_tensor(weights, s.prefix + ".qzeros",
-                                                  {Shape{groups, rows / pack}}, {DType::kI32}, def);
-      struct Unpacked {
-        std::vector<float> scales;
-        std::vector<int32_t> zeros, g_idx;
-      };
-      auto u = std::make_shared<Unpacked>();
-      u->scales = float_values(checked_quant_tensor(weights, s.prefix + ".scales",
-                                                    {Shape{groups, rows}}, kScaleDtypes, def));
-      u->zeros.resize(static_cast<size_t>(groups * rows));
-      const uint32_t mid = 1u << (q.bits - 1);
-      bool warned = false;
-      for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t j = 0; j < rows; ++j) {
-          const auto word =
-              static_cast<uint32_t>(qzeros.as<int32_t>()[g * (rows / pack) + j / pack]);
-          const auto stored = static_cast<int32_t>((word >> ((j % pack) * q.bits)) & mask);
-          int32_t zero = stored + (q.gptq_zero_plus_one ? 1 : 0);
-          if (q.symmetric && zero != static_cast<int32_t>(mid)) {
-            // vLLM's gptq_marlin reads a symmetric checkpoint's zero point as 2^(bits - 1)
-            // whatever qzeros holds; so does pagoda, saying so once per tensor.
-            if (!warned) {
-              spdlog::warn(
-                  "{}: '{}.qzeros' group {} row {} holds zero point {}, but sym is true: using {} "
-                  "as vLLM does (is checkpoint_format gptq / gptq_v2 right?)",
-                  weights.source_of(s.prefix + ".qzeros"), s.prefix, g, j, zero, mid);
-              warned = true;
-            }
-            zero = static_cast<int32_t>(mid);
-          }
-          u->zeros[static_cast<size_t>(g * rows + j)] = zero;
-        }
-      }
-      u->g_idx.resize(static_cast<size_t>(def.in));
-      const std::string g_name = s.prefix + ".g_idx";
-      if (weights.contains(g_name)) {
-        const Tensor& g_idx =
-            checked_quant_tensor(weights, g_name, {Shape{def.in}}, {DType::kI32}, def);
-        for (int64_t l = 0; l < def.in; ++l) {
-          const int32_t g = g_idx.as<int32_t>()[l];
-          const bool ok = g >= 0 && g < groups && (q.desc_act || g == l / q.group_size);
-          if (!ok) {
-            throw InvalidArgument(
-                fmt::format("{}: '{}' entry {} is {}: expected {} ({})", weights.source_of(g_name),
-                            g_name, l, g,
-                            q.desc_act ? fmt::format("a group in [0, {})", groups)
-                                       : fmt::format("{} (desc_act is false)", l / q.group_size),
-                            "GPTQ act-order"));
-          }
-          u->g_idx[static_cast<size_t>(l)] = g;
-        }
-      } else if (q.desc_act) {
-        throw InvalidArgument(fmt::format("{}: tensor '{}' is missing (desc_act is true)",
-                                          weights.description(), g_name));
-      } else {
-        for (int64_t l = 0; l < def.in; ++l)
-          u->g_idx[static_cast<size_t>(l)] = static_cast<int32_t>(l / q.group_size);
-      }
+      auto u = std::make_shared<Int4Unpacked>(unpack_gptq_source(weights, def, s));
       cpu::GptqWeight gw;
-      gw.qweight = qweight.as<int32_t>();
-      gw.bits = q.bits;
-      gw.n = rows;
+      gw.qweight = int4_qweight(weights, def, s).as<int32_t>();
+      gw.bits = def.quant.bits;
+      gw.n = def.source_rows(s);
       gw.k = def.in;
       gw.g_idx = u->g_idx.data();
       gw.scales = u->scales.data();
       gw.zeros = u->zeros.data();
       parts.push_back(
-          {def.source_offset(s), rows,
+          {def.source_offset(s), gw.n,
            [gw](int64_t r0, int64_t r1, float* dst) { cpu::dequantize_rows(gw, r0, r1, dst); }, u});
     }
     return std::make_unique<DequantCpuLinear>(def, std::move(parts), stacked_bias(def, weights),
@@ -188,41 +121,18 @@ class AwqMethod final : public LinearMethod {
 
   std::unique_ptr<CpuLinear> bind_cpu(const LinearDef& def,
                                       const WeightStore& weights) const override {
-    const int64_t group = def.quant.group_size;
-    require_divisible(weights, def, "input features", def.in, group);
-    const int64_t groups = def.in / group;
     std::vector<DequantCpuLinear::Part> parts;
     for (const LinearDef::Source& s : def.sources) {
-      const int64_t rows = def.source_rows(s);
-      require_divisible(weights, def, s.prefix + " rows", rows, 8);
-      const Tensor& qweight = checked_quant_tensor(weights, s.prefix + ".qweight",
-                                                   {Shape{def.in, rows / 8}}, {DType::kI32}, def);
-      const Tensor& qzeros = checked_quant_tensor(weights, s.prefix + ".qzeros",
-                                                  {Shape{groups, rows / 8}}, {DType::kI32}, def);
-      struct Unpacked {
-        std::vector<float> scales;
-        std::vector<int32_t> zeros;
-      };
-      auto u = std::make_shared<Unpacked>();
-      u->scales = float_values(checked_quant_tensor(weights, s.prefix + ".scales",
-                                                    {Shape{groups, rows}}, kScaleDtypes, def));
-      u->zeros.resize(static_cast<size_t>(groups * rows));
-      for (int64_t g = 0; g < groups; ++g) {
-        for (int64_t j = 0; j < rows; ++j) {
-          const auto word = static_cast<uint32_t>(qzeros.as<int32_t>()[g * (rows / 8) + j / 8]);
-          u->zeros[static_cast<size_t>(g * rows + j)] =
-              static_cast<int32_t>((word >> (4 * cpu::kAwqReverseOrder[j % 8])) & 0xfu);
-        }
-      }
+      auto u = std::make_shared<Int4Unpacked>(unpack_awq_source(weights, def, s));
       cpu::AwqWeight aw;
-      aw.qweight = qweight.as<int32_t>();
-      aw.n = rows;
+      aw.qweight = int4_qweight(weights, def, s).as<int32_t>();
+      aw.n = def.source_rows(s);
       aw.k = def.in;
-      aw.group_size = group;
+      aw.group_size = def.quant.group_size;
       aw.scales = u->scales.data();
       aw.zeros = u->zeros.data();
       parts.push_back(
-          {def.source_offset(s), rows,
+          {def.source_offset(s), aw.n,
            [aw](int64_t r0, int64_t r1, float* dst) { cpu::dequantize_rows(aw, r0, r1, dst); }, u});
     }
     return std::make_unique<DequantCpuLinear>(def, std::move(parts), stacked_bias(def, weights),
@@ -231,6 +141,103 @@ class AwqMethod final : public LinearMethod {
 };
 
 }  // namespace
+
+Int4Unpacked unpack_gptq_source(const WeightStore& weights, const LinearDef& def,
+                                const LinearDef::Source& s) {
+  const QuantParams& q = def.quant;
+  const int pack = 32 / q.bits;
+  const uint32_t mask = (1u << q.bits) - 1;
+  require_divisible(weights, def, "input features", def.in, q.group_size);
+  require_divisible(weights, def, "input features", def.in, pack);
+  const int64_t groups = def.in / q.group_size;
+  const int64_t rows = def.source_rows(s);
+  require_divisible(weights, def, s.prefix + " rows", rows, pack);
+  const Tensor& qzeros = checked_quant_tensor(weights, s.prefix + ".qzeros",
+                                              {Shape{groups, rows / pack}}, {DType::kI32}, def);
+  Int4Unpacked u;
+  u.scales = float_values(checked_quant_tensor(weights, s.prefix + ".scales", {Shape{groups, rows}},
+                                               kScaleDtypes, def));
+  u.zeros.resize(static_cast<size_t>(groups * rows));
+  const uint32_t mid = 1u << (q.bits - 1);
+  bool warned = false;
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t j = 0; j < rows; ++j) {
+      const auto word = static_cast<uint32_t>(qzeros.as<int32_t>()[g * (rows / pack) + j / pack]);
+      const auto stored = static_cast<int32_t>((word >> ((j % pack) * q.bits)) & mask);
+      int32_t zero = stored + (q.gptq_zero_plus_one ? 1 : 0);
+      if (q.symmetric && zero != static_cast<int32_t>(mid)) {
+        // vLLM's gptq_marlin reads a symmetric checkpoint's zero point as 2^(bits - 1) whatever
+        // qzeros holds; so does pagoda, saying so once per tensor.
+        if (!warned) {
+          spdlog::warn(
+              "{}: '{}.qzeros' group {} row {} holds zero point {}, but sym is true: using {} as "
+              "vLLM does (is checkpoint_format gptq / gptq_v2 right?)",
+              weights.source_of(s.prefix + ".qzeros"), s.prefix, g, j, zero, mid);
+          warned = true;
+        }
+        zero = static_cast<int32_t>(mid);
+      }
+      u.zeros[static_cast<size_t>(g * rows + j)] = zero;
+    }
+  }
+  u.g_idx.resize(static_cast<size_t>(def.in));
+  const std::string g_name = s.prefix + ".g_idx";
+  if (weights.contains(g_name)) {
+    const Tensor& g_idx =
+        checked_quant_tensor(weights, g_name, {Shape{def.in}}, {DType::kI32}, def);
+    for (int64_t l = 0; l < def.in; ++l) {
+      const int32_t g = g_idx.as<int32_t>()[l];
+      const bool ok = g >= 0 && g < groups && (q.desc_act || g == l / q.group_size);
+      if (!ok) {
+        throw InvalidArgument(fmt::format(
+            "{}: '{}' entry {} is {}: expected {} ({})", weights.source_of(g_name), g_name, l, g,
+            q.desc_act ? fmt::format("a group in [0, {})", groups)
+                       : fmt::format("{} (desc_act is false)", l / q.group_size),
+            "GPTQ act-order"));
+      }
+      u.g_idx[static_cast<size_t>(l)] = g;
+    }
+  } else if (q.desc_act) {
+    throw InvalidArgument(fmt::format("{}: tensor '{}' is missing (desc_act is true)",
+                                      weights.description(), g_name));
+  } else {
+    for (int64_t l = 0; l < def.in; ++l)
+      u.g_idx[static_cast<size_t>(l)] = static_cast<int32_t>(l / q.group_size);
+  }
+  return u;
+}
+
+Int4Unpacked unpack_awq_source(const WeightStore& weights, const LinearDef& def,
+                               const LinearDef::Source& s) {
+  const int64_t group = def.quant.group_size;
+  require_divisible(weights, def, "input features", def.in, group);
+  const int64_t groups = def.in / group;
+  const int64_t rows = def.source_rows(s);
+  require_divisible(weights, def, s.prefix + " rows", rows, 8);
+  const Tensor& qzeros = checked_quant_tensor(weights, s.prefix + ".qzeros",
+                                              {Shape{groups, rows / 8}}, {DType::kI32}, def);
+  Int4Unpacked u;
+  u.scales = float_values(checked_quant_tensor(weights, s.prefix + ".scales", {Shape{groups, rows}},
+                                               kScaleDtypes, def));
+  u.zeros.resize(static_cast<size_t>(groups * rows));
+  for (int64_t g = 0; g < groups; ++g) {
+    for (int64_t j = 0; j < rows; ++j) {
+      const auto word = static_cast<uint32_t>(qzeros.as<int32_t>()[g * (rows / 8) + j / 8]);
+      u.zeros[static_cast<size_t>(g * rows + j)] =
+          static_cast<int32_t>((word >> (4 * cpu::kAwqReverseOrder[j % 8])) & 0xfu);
+    }
+  }
+  return u;
+}
+
+const Tensor& int4_qweight(const WeightStore& weights, const LinearDef& def,
+                           const LinearDef::Source& s) {
+  const int64_t rows = def.source_rows(s);
+  const Shape shape = def.format == WeightFormat::kAwq
+                          ? Shape{def.in, rows / 8}
+                          : Shape{def.in / (32 / def.quant.bits), rows};
+  return checked_quant_tensor(weights, s.prefix + ".qweight", {shape}, {DType::kI32}, def);
+}
 
 const LinearMethod& gptq_linear_method() {
   static const GptqMethod m;

@@ -64,6 +64,24 @@ class DequantCpuLinear final : public CpuLinear {
   std::vector<float> prepared_;  // [m, in]
 };
 
+/// A GPTQ / AWQ source's small tensors, checked and unpacked to what quant_dequant.h's
+/// GptqWeight / AwqWeight read (int4_methods.cc; the GPU's repack reads the same):
+///   scales [groups, rows] fp32; zeros [groups, rows] effective zero points (GPTQ v1's +1 applied,
+///   a symmetric checkpoint's read as 2^(bits - 1) as vLLM does); g_idx [in] each input feature's
+///   group (GPTQ; l / group_size without act-order). The packed qweight is checked by the caller.
+struct Int4Unpacked {
+  std::vector<float> scales;
+  std::vector<int32_t> zeros;
+  std::vector<int32_t> g_idx;
+};
+[[nodiscard]] Int4Unpacked unpack_gptq_source(const WeightStore& weights, const LinearDef& def,
+                                              const LinearDef::Source& source);
+[[nodiscard]] Int4Unpacked unpack_awq_source(const WeightStore& weights, const LinearDef& def,
+                                             const LinearDef::Source& source);
+/// The qweight of a GPTQ ([in / pack, rows]) or AWQ ([in, rows / 8]) source, checked.
+[[nodiscard]] const Tensor& int4_qweight(const WeightStore& weights, const LinearDef& def,
+                                         const LinearDef::Source& source);
+
 // The methods of the quantized formats (model/quant/*_methods.cc).
 [[nodiscard]] const LinearMethod& fp8_linear_method();
 [[nodiscard]] const LinearMethod& fp8_online_linear_method();

@@ -71,6 +71,18 @@ void CudaActivations::reserve(int64_t tokens, const ModelDefinition& d, size_t e
     fp8_x = DeviceBuffer(static_cast<size_t>(capacity * fp8_in));
     fp8_scale = DeviceBuffer(static_cast<size_t>(capacity) * sizeof(float));
   }
+  int64_t w4_in = 0, w4_weight = 0;  // the widest act-order input, the largest W4 weight
+  for (const LayerDef& l : d.layers) {
+    for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
+      if (lin->format != WeightFormat::kGptq && lin->format != WeightFormat::kAwq) continue;
+      w4_weight = std::max(w4_weight, lin->out() * lin->in);
+      if (lin->quant.desc_act) w4_in = std::max(w4_in, lin->in);
+    }
+  }
+  if (w4_in > 0 && w4_x.get() == nullptr)
+    w4_x = DeviceBuffer(static_cast<size_t>(cuda::kW4GemvMaxM * w4_in) * esize);
+  if (w4_weight > 0 && w4_dense.get() == nullptr)
+    w4_dense = DeviceBuffer(static_cast<size_t>(w4_weight) * esize);
 }
 
 CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition definition,
@@ -129,6 +141,8 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
   fuse_small_steps_ = options_.gemv_fusion && def_.is_plain_llama_block() && k_aligned;
   for (const CudaLayerWeights& l : w_.layers)
     fp8_ = fp8_ || l.qkv.fp8() || l.o.fp8() || l.gate_up.fp8() || l.down.fp8();
+  for (const CudaLayerWeights& l : w_.layers)
+    w4_ = w4_ || l.qkv.w4() || l.o.w4() || l.gate_up.w4() || l.down.w4();
   // Gemma multiplies the embeddings by sqrt(hidden) rounded to the activation dtype.
   embed_scale_ = def_.embed_scale;
   if (def_.embed_scale_in_activation_dtype) {
@@ -571,8 +585,8 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
                                        int device, ThreadPool& pool) {
   const ModelConfig config = load_model_config(model_dir);
   ModelDefinition definition = define_model(config, options.definition);
-  // The GPU runs dense and FP8 (per-tensor / per-channel, W8A8 or W8A16, and FP8 at load)
-  // projections; a quantized LM head and the other formats still run on the CPU only.
+  // The GPU runs dense, FP8 (per-tensor / per-channel, W8A8 or W8A16, and FP8 at load) and 4-bit
+  // GPTQ / AWQ projections; a quantized LM head and the other formats still run on the CPU only.
   const bool lm_head_quantized =
       !definition.lm_head_tied && definition.lm_head.format != WeightFormat::kDense;
   bool supported = !lm_head_quantized;
@@ -582,7 +596,8 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
   if (!supported) {
     throw InvalidArgument(fmt::format(
         "{}: quantized weights ({}) do not run on the GPU yet (it runs FP8 with per-tensor or "
-        "per-channel scales and a dense lm_head); pass --device cpu",
+        "per-channel scales, 4-bit GPTQ / AWQ with input features and group size multiples of 32, "
+        "and a dense lm_head); pass --device cpu",
         model_dir, definition.weight_summary()));
   }
   CudaWeightSource source;

@@ -23,10 +23,35 @@ cuda::Fp8WeightView fp8_view(const CudaLinear& w) {
   return v;
 }
 
+cuda::W4WeightView w4_view(const CudaLinear& w) {
+  cuda::W4WeightView v;
+  v.qweight = w.weight.as<uint32_t>();
+  v.meta = w.meta.as<uint32_t>();
+  v.perm = w.perm.as<int32_t>();
+  v.bias = w.bias.get();
+  v.n = w.out;
+  v.k = w.in;
+  v.group_size = w.group_size;
+  return v;
+}
+
 }  // namespace
 
+// W4 weights: the GEMV for small m, else dequantized into act_.w4_dense and the dense GEMM.
 // FP8 weights: the weight-only GEMV for small m, else W8A8 (x quantized into act_.fp8_x).
 void CudaDecoderModel::linear(const void* x, int64_t m, const CudaLinear& w, void* y) {
+  if (w.w4()) {
+    cuda::W4LinearParams p;
+    p.x = x;
+    p.m = m;
+    p.w = w4_view(w);
+    p.y = y;
+    p.dtype = dtype_;
+    p.x_scratch = act_.w4_x.get();
+    p.dense = act_.w4_dense.get();
+    PAGODA_CUDA_CHECK(cuda::linear_w4(blas_, p, stream_));
+    return;
+  }
   if (w.fp8()) {
     cuda::Fp8LinearParams p;
     p.x = x;
@@ -55,9 +80,14 @@ cuda::GemvFusion CudaDecoderModel::fusion(const DeviceBuffer& norm_weight,
 }
 
 // The fused projection of a small step: the CUDA-core GEMV at m = 1, the tensor-core one above
-// (FP8 weights: their CUDA-core GEMV at every m <= kFp8GemvMaxM).
+// (FP8 and W4 weights: their CUDA-core GEMVs at every m <= kFp8GemvMaxM / kW4GemvMaxM).
 void CudaDecoderModel::gemv_fused(const void* x, int64_t m, const CudaLinear& w, void* y,
                                   const cuda::GemvFusion& f) {
+  if (w.w4()) {
+    PAGODA_CUDA_CHECK(
+        cuda::linear_w4_gemv(x, m, w4_view(w), y, f, act_.w4_x.get(), dtype_, stream_));
+    return;
+  }
   if (w.fp8()) {
     PAGODA_CUDA_CHECK(cuda::linear_fp8_gemv(x, m, fp8_view(w), y, f, dtype_, stream_));
     return;

@@ -4,7 +4,9 @@
 #include <map>
 
 #include "core/logging.h"
+#include "kernels/cpu/int4_repack.h"
 #include "kernels/cuda/linear_fp8.h"
+#include "kernels/cuda/linear_w4.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "model/dummy_weights.h"
 #include "model/linear.h"
@@ -24,6 +26,10 @@ bool cuda_supports(const LinearDef& def) {
              (def.quant.activations == ActivationQuant::kNone ||
               def.quant.activations == ActivationQuant::kDynamicToken ||
               def.quant.activations == ActivationQuant::kStaticTensor);
+    case WeightFormat::kGptq:
+    case WeightFormat::kAwq:
+      return def.quant.bits == 4 && def.quant.group_size > 0 &&
+             def.quant.group_size % cuda::kW4Chunk == 0 && def.in % def.quant.group_size == 0;
     default:
       return false;
   }
@@ -54,7 +60,8 @@ class Uploader {
       dummy_small_.emplace(make_empty_weight_store("dummy weights"));
       for (size_t i = 0; i < specs_.size(); ++i) {
         const TensorSpec& spec = specs_[i];
-        if (!spec.dtype || spec.name.ends_with(".weight")) continue;
+        // W4 codes (".qweight") are drawn on the device too (Uploader::w4).
+        if (!spec.dtype || spec.name.ends_with("weight")) continue;
         dummy_small_->add_owned(spec.name, *spec.dtype, spec.shape,
                                 make_dummy_tensor(spec, i, source_.seed, pool_));
       }
@@ -104,12 +111,14 @@ class Uploader {
                  weight_format_name(def.format));
     CudaLinear l;
     l.format = def.format;
-    l.dtype = def.format == WeightFormat::kDense ? dtype_ : DType::kF8E4M3;
+    l.dtype = def.format == WeightFormat::kDense ? dtype_ : l.w4() ? DType::kI32 : DType::kF8E4M3;
     l.out = def.out();
     l.in = def.in;
     if (def.bias) l.bias = alloc(l.out);
     const size_t es = dtype_size(dtype_);
-    if (def.format == WeightFormat::kDense) {
+    if (l.w4()) {
+      w4(def, l);
+    } else if (def.format == WeightFormat::kDense) {
       l.weight = alloc(l.out * l.in);
       for (const LinearDef::Source& s : def.sources) {
         const int64_t rows = def.source_rows(s), first = def.source_offset(s);
@@ -239,6 +248,94 @@ class Uploader {
                                               cuda::Fp8ScaleRule::kWeight, o.weight, o.scale,
                                               dtype_, stream_));
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));  // before the staging is freed
+  }
+
+  /// A 4-bit GPTQ / AWQ projection: every source's scales and zero points unpacked as the CPU does
+  /// (unpack_*_source), its codes repacked on the host into rows [first, first + rows) of one W4
+  /// layout (kernels/cpu/int4_repack.h), then uploaded. Act-order: the sources must share g_idx
+  /// (AutoGPTQ's q, k, v and gate, up do: one input, one Hessian order), whose sorting is the
+  /// layout's permutation. Dummy weights: codes drawn on the device, scales and zeros as the CPU.
+  void w4(const LinearDef& def, CudaLinear& l) {
+    const WeightStore& small = small_store();
+    const bool gptq = def.format == WeightFormat::kGptq;
+    l.group_size = def.quant.group_size;
+    cpu::W4Layout layout = cpu::make_w4_layout(source_.store ? l.out : 0, def.in, l.group_size);
+    layout.n = l.out;
+    layout.meta.assign(static_cast<size_t>(l.out * layout.groups()), 0u);
+    std::vector<int32_t> first_g_idx;
+    int64_t inexact = 0;
+    for (const LinearDef::Source& s : def.sources) {
+      const int64_t rows = def.source_rows(s), first = def.source_offset(s);
+      const Int4Unpacked u =
+          gptq ? unpack_gptq_source(small, def, s) : unpack_awq_source(small, def, s);
+      if (gptq && first_g_idx.empty()) {
+        first_g_idx = u.g_idx;
+        if (!cpu::w4_permutation(u.g_idx.data(), def.in, l.group_size, &layout.perm)) {
+          throw InvalidArgument(fmt::format(
+              "{}: '{}.g_idx' does not give each group exactly {} input features: the GPU's "
+              "act-order layout needs that (pass --device cpu)",
+              small.description(), s.prefix, l.group_size));
+        }
+      } else if (gptq && u.g_idx != first_g_idx) {
+        throw InvalidArgument(fmt::format(
+            "{}: '{}.g_idx' differs from '{}.g_idx': the GPU runs one act-order permutation per "
+            "fused projection ({}; pass --device cpu)",
+            small.description(), s.prefix, def.sources.front().prefix, def.name));
+      }
+      if (!source_.store) {
+        dummy_progress(rows * def.in);
+        inexact += cpu::repack_w4_meta(u.scales.data(), u.zeros.data(), rows, first, &layout);
+        continue;
+      }
+      const Tensor& qweight = int4_qweight(*source_.store, def, s);
+      if (gptq) {
+        cpu::GptqWeight gw;
+        gw.qweight = qweight.as<int32_t>();
+        gw.bits = 4;
+        gw.n = rows;
+        gw.k = def.in;
+        gw.g_idx = u.g_idx.data();
+        gw.scales = u.scales.data();
+        gw.zeros = u.zeros.data();
+        inexact += cpu::repack_w4(gw, first, &layout);
+      } else {
+        cpu::AwqWeight aw;
+        aw.qweight = qweight.as<int32_t>();
+        aw.n = rows;
+        aw.k = def.in;
+        aw.group_size = l.group_size;
+        aw.scales = u.scales.data();
+        aw.zeros = u.zeros.data();
+        inexact += cpu::repack_w4(aw, first, &layout);
+      }
+    }
+    if (inexact > 0) {
+      spdlog::warn(
+          "{}: {} scales of {} are not fp16 values; the GPU's W4 layout rounds them to fp16",
+          small.description(), inexact, def.name);
+    }
+    const int64_t words = l.out * (def.in / 8);
+    l.weight = DeviceBuffer(static_cast<size_t>(words) * sizeof(uint32_t));
+    if (source_.store) {
+      PAGODA_CUDA_CHECK(cudaMemcpy(l.weight.get(), layout.qweight.data(),
+                                   layout.qweight.size() * sizeof(uint32_t),
+                                   cudaMemcpyHostToDevice));
+    } else {
+      const auto it = index_.find(def.sources.front().prefix + ".qweight");
+      PAGODA_CHECK(it != index_.end(), "dummy weights have no tensor {}.qweight",
+                   def.sources.front().prefix);
+      PAGODA_CUDA_CHECK(cuda::fill_random_words(
+          l.weight.as<uint32_t>(), words,
+          dummy_init(specs_[it->second], it->second, source_.seed).seed, stream_));
+    }
+    l.meta = DeviceBuffer(layout.meta.size() * sizeof(uint32_t));
+    PAGODA_CUDA_CHECK(cudaMemcpy(l.meta.get(), layout.meta.data(),
+                                 layout.meta.size() * sizeof(uint32_t), cudaMemcpyHostToDevice));
+    if (!layout.perm.empty()) {
+      l.perm = DeviceBuffer(layout.perm.size() * sizeof(int32_t));
+      PAGODA_CUDA_CHECK(cudaMemcpy(l.perm.get(), layout.perm.data(),
+                                   layout.perm.size() * sizeof(int32_t), cudaMemcpyHostToDevice));
+    }
   }
 
   struct OnlineFp8 {

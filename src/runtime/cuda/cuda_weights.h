@@ -23,10 +23,14 @@ namespace pagoda {
 ///   kFp8Online     per-tensor scale repeated on its source's rows, so a fused qkv keeps q's, k's
 ///                  and v's own scales; per channel as the checkpoint has it; at load: max|w| /
 ///                  448)
+///   kGptq, kAwq    4-bit, in the W4 layout (kernels/cpu/int4_repack.h, repacked on the host at
+///                  load): weight = qweight [out, in / 8] uint32, meta [out, in / group_size]
+///                  uint32 (fp16 scale | zero << 16), perm [in] int32 (act-order) or empty; the
+///                  sources of a fused projection stacked by rows and sharing one permutation
 /// bias [out] (or empty) in the activation dtype.
 struct CudaLinear {
   WeightFormat format = WeightFormat::kDense;
-  DType dtype = DType::kBF16;  // of the weight: the activation dtype, or kF8E4M3
+  DType dtype = DType::kBF16;  // of the weight: the activation dtype, kF8E4M3, or kI32 (W4 words)
   int64_t out = 0;
   int64_t in = 0;
   DeviceBuffer weight;
@@ -34,13 +38,21 @@ struct CudaLinear {
   DeviceBuffer scale;        // FP8: [out] fp32
   float input_scale = 0;     // FP8 static activations: the largest of the sources'; 0: per token
   bool weight_only = false;  // FP8 without input quantization (W8A16 checkpoints)
+  DeviceBuffer meta;         // W4: [out, in / group_size] uint32
+  DeviceBuffer perm;         // W4 act-order: [in] int32, or empty
+  int64_t group_size = 0;    // W4
 
   [[nodiscard]] bool fp8() const { return dtype == DType::kF8E4M3; }
+  [[nodiscard]] bool w4() const {
+    return format == WeightFormat::kGptq || format == WeightFormat::kAwq;
+  }
 };
 
 /// Whether the GPU runs a projection of this format and quantization scheme: dense, FP8 with
 /// per-tensor or per-channel weight scales and no or per-token or static activation scales, FP8
-/// at load. Others (block FP8, INT8, GPTQ, AWQ, FP4) are refused by load_cuda_model by name.
+/// at load, 4-bit GPTQ / AWQ whose input features and group size are multiples of 32 (the W4
+/// GEMV's 16-byte chunks). Others (block FP8, INT8, 8-bit GPTQ, FP4) are refused by
+/// load_cuda_model by name.
 [[nodiscard]] bool cuda_supports(const LinearDef& def);
 
 /// One layer's weights; the optional norms are empty buffers when the definition has none.
