@@ -49,7 +49,7 @@ grep -E "^#|^##|^qkv|^o |^gate_up|^down|FAIL" "$out/bench_w4_gemv.log"
 
 shape=(configs/llama-3.1-8b --device cuda --dtype bfloat16 --batches 1,16,64 --steps 64
        --context 512 --prefill 512)
-for q in none gptq awq; do
+for q in ${W4_QUANTS:-none gptq awq}; do  # W4_QUANTS="gptq awq": skip bf16
   args=("${shape[@]}")
   [ "$q" != none ] && args+=(--quantization "$q")
   timeout 200 "$build/bench/model/bench_decode" "${args[@]}" >"$out/bench_w4_$q.log" 2>&1
