@@ -5,14 +5,19 @@
 // prompt_tokens counters); the producer holds no block once pulled; the hand-off is vLLM's
 // kv_transfer_params; and with the producer gone the router falls back to a prefill on the
 // decode engine, with the same answers. Every wait polls a condition, never time alone.
+// The KV moves over TCP, or over UCX (its tcp transport) when PAGODA_PD_TRANSPORT is ucx (ctest's
+// server_pd_router_ucx).
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, it } from 'node:test';
 import OpenAI from 'openai';
 import { parseMetrics, startPDRouter, startServer, waitFor } from './lib/harness.mjs';
 
-const PRODUCER = JSON.stringify({ kv_connector: 'PagodaConnector', kv_role: 'kv_producer' });
-const CONSUMER = JSON.stringify({ kv_connector: 'PagodaConnector', kv_role: 'kv_consumer' });
+const TRANSPORT = process.env.PAGODA_PD_TRANSPORT ?? 'tcp';
+const EXTRA = TRANSPORT === 'ucx'
+  ? { kv_connector_extra_config: { transport: 'ucx', ucx_tls: 'tcp' } } : {};
+const PRODUCER = JSON.stringify({ kv_connector: 'PagodaConnector', kv_role: 'kv_producer', ...EXTRA });
+const CONSUMER = JSON.stringify({ kv_connector: 'PagodaConnector', kv_role: 'kv_consumer', ...EXTRA });
 
 let reference;
 let producer;
