@@ -30,6 +30,8 @@ before(async () => {
     startServer(['--kv-cache-memory', '64M', '--kv-transfer-config', PRODUCER]),
     startServer(['--kv-cache-memory', '64M', '--kv-transfer-config', CONSUMER]),
   ]);
+  // Both engines run the transport asked for (logged at start: "KV transfer (..., ucx)").
+  for (const e of [producer, consumer]) assert.match(e.log(), new RegExp(`KV transfer \\(PagodaConnector, kv_\\w+, ${TRANSPORT}\\)`));
   router = await startPDRouter([producer.baseURL], [consumer.baseURL]);
   await waitFor(async () => (await fetch(`${router.baseURL}/health`)).status === 200,
     { what: 'the router\'s decode engine to be healthy' });

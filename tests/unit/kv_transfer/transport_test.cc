@@ -202,6 +202,12 @@ TEST(KVTransportChoice, UnknownTransportsAreRefusedByName) {
     EXPECT_NE(std::string(e.what()).find("'rdma' must be tcp or ucx"), std::string::npos);
   }
   EXPECT_THROW((void)make_kv_server("ucx", store, "not-an-ip", 0, {"tcp"}), InvalidArgument);
+  try {
+    (void)make_kv_puller("ucx", {"nonexistent"});
+    FAIL() << "UCX started with a transport that does not exist";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("(ucx_tls) 'nonexistent'"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace
