@@ -11,6 +11,8 @@ if(NOT OpenSSL_FOUND)
 endif()
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(PCRE2 REQUIRED IMPORTED_TARGET libpcre2-8)
+# UCX's UCP (libucx-dev): the P/D KV transfer's RDMA-capable transport (src/kv_transfer/).
+pkg_check_modules(UCX REQUIRED IMPORTED_TARGET ucx)
 # oneDNN (libdnnl-dev, the 2.x API) runs the CPU prefill matmuls; Debian builds it on OpenMP
 # (libgomp). Found by hand: its CMake package also requires the OpenCL development files. Without
 # it (-DPAGODA_ONEDNN=OFF) every CPU matmul takes the streaming kernel.

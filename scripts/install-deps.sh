@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   clang-format clang libclang-rt-14-dev
   nlohmann-json3-dev libpcre2-dev libdnnl-dev libcli11-dev libspdlog-dev libfmt-dev libxxhash-dev
-  libboost-dev libssl-dev
+  libboost-dev libssl-dev libucx-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   python3 python3-yaml
   # deploy/ checks (tests/deploy, tests/server/deploy_prometheus.test.mjs): promtool and a real

@@ -60,11 +60,14 @@ struct KVTransferConfig {
   std::string kv_role;
   std::string engine_id;  // reported as remote_engine_id; empty: "pagoda-HOST:PORT"
   // kv_connector_extra_config (pagoda's keys):
-  std::string transport = "tcp";   // transport: tcp (Boost.Asio)
+  std::string transport = "tcp";   // transport: tcp (Boost.Asio) or ucx (UCX's UCP, RMA reads)
   std::string host = "127.0.0.1";  // host: the producer's transfer address (bound and reported)
   int port = 0;                    // port: the producer's transfer port; 0: an ephemeral one
   int pull_timeout_ms = 30000;     // pull_timeout (seconds): a consumer's bound on one pull
   int keep_timeout_ms = 120000;    // keep_timeout (seconds): a producer keeps unpulled KV this long
+  /// ucx_tls (transport ucx only): UCX's transport list, such as "tcp" or "rc,sm,self"; empty:
+  /// UCX's own choice (its UCX_TLS variable, else what the machine has).
+  std::string ucx_tls;
 
   [[nodiscard]] bool producer() const { return kv_role == "kv_producer" || kv_role == "kv_both"; }
   [[nodiscard]] bool consumer() const { return kv_role == "kv_consumer" || kv_role == "kv_both"; }

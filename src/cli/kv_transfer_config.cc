@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cmath>
 #include <string>
 
@@ -48,8 +49,8 @@ void parse_extra(const json& extra, KVTransferConfig& c) {
     const std::string name = "kv_connector_extra_config." + key;
     if (key == "transport") {
       c.transport = string_field(value, name);
-      if (c.transport != "tcp") {
-        throw InvalidArgument(fmt::format("{} '{}' must be tcp", name, c.transport));
+      if (c.transport != "tcp" && c.transport != "ucx") {
+        throw InvalidArgument(fmt::format("{} '{}' must be tcp or ucx", name, c.transport));
       }
     } else if (key == "host") {
       c.host = string_field(value, name);
@@ -68,10 +69,27 @@ void parse_extra(const json& extra, KVTransferConfig& c) {
       c.pull_timeout_ms = seconds_field(value, name);
     } else if (key == "keep_timeout") {
       c.keep_timeout_ms = seconds_field(value, name);
+    } else if (key == "ucx_tls") {
+      c.ucx_tls = string_field(value, name);
+      // UCX's list: names, commas, and its ^ (all but) and : (device) marks.
+      const bool plain = std::all_of(c.ucx_tls.begin(), c.ucx_tls.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == ',' ||
+               ch == '^' || ch == ':';
+      });
+      if (c.ucx_tls.empty() || !plain) {
+        throw InvalidArgument(fmt::format(
+            "{} must be UCX's transport list, such as \"tcp\" or \"rc,sm,self\", got {}", name,
+            value.dump()));
+      }
     } else {
       throw InvalidArgument(fmt::format(
-          "unknown key {} (pagoda's: transport, host, port, pull_timeout, keep_timeout)", name));
+          "unknown key {} (pagoda's: transport, host, port, pull_timeout, keep_timeout, ucx_tls)",
+          name));
     }
+  }
+  if (!c.ucx_tls.empty() && c.transport != "ucx") {
+    throw InvalidArgument(fmt::format(
+        "kv_connector_extra_config.ucx_tls needs transport ucx (transport is {})", c.transport));
   }
 }
 

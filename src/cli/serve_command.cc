@@ -481,8 +481,8 @@ void register_serve_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--kv-transfer-config", opts->kv_transfer_config,
                   "prefill/decode disaggregation, vLLM's JSON: {\"kv_connector\": "
                   "\"PagodaConnector\", \"kv_role\": \"kv_producer\"|\"kv_consumer\"|"
-                  "\"kv_both\", \"kv_connector_extra_config\": {\"host\", \"port\", "
-                  "\"pull_timeout\", \"keep_timeout\"}}");
+                  "\"kv_both\", \"kv_connector_extra_config\": {\"transport\": \"tcp\"|\"ucx\", "
+                  "\"host\", \"port\", \"pull_timeout\", \"keep_timeout\", \"ucx_tls\"}}");
   add_engine_flags(cmd, opts->engine, /*model_flag=*/false);
   auto vllm = std::make_shared<VllmCompatFlags>();
   add_vllm_compat_flags(cmd, vllm, /*server=*/true);

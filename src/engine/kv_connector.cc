@@ -8,7 +8,7 @@
 
 #include "engine/engine_core.h"
 #include "kv/kv_cache_spec.h"
-#include "kv_transfer/tcp_transport.h"
+#include "kv_transfer/transport.h"
 #include "model/config.h"
 
 namespace pagoda {
@@ -63,8 +63,12 @@ KVConnector::KVConnector(const KVTransferConfig& config, KVLayoutInfo layout, Ex
     throw InvalidArgument(
         fmt::format("kv_role '{}' must be kv_producer, kv_consumer or kv_both", config_.kv_role));
   }
-  if (config_.transport != "tcp") {
-    throw InvalidArgument(fmt::format("KV transport '{}' must be tcp", config_.transport));
+  if (config_.transport != "tcp" && config_.transport != "ucx") {
+    throw InvalidArgument(fmt::format("KV transport '{}' must be tcp or ucx", config_.transport));
+  }
+  if (!config_.ucx_tls.empty() && config_.transport != "ucx") {
+    throw InvalidArgument(fmt::format("ucx_tls '{}' needs the ucx transport (transport is {})",
+                                      config_.ucx_tls, config_.transport));
   }
   if (config_.port < 0 || config_.port > 65535 || config_.pull_timeout_ms < 1 ||
       config_.keep_timeout_ms < 1) {
@@ -72,16 +76,18 @@ KVConnector::KVConnector(const KVTransferConfig& config, KVLayoutInfo layout, Ex
         "KV transfer port {} (0..65535), pull timeout {} ms and keep timeout {} ms (> 0)",
         config_.port, config_.pull_timeout_ms, config_.keep_timeout_ms));
   }
+  const kv_transfer::UcxOptions ucx{config_.ucx_tls};
   if (config_.producer()) {
     store_ = std::make_unique<kv_transfer::KVExportStore>(
         std::chrono::milliseconds(config_.keep_timeout_ms));
-    server_ = kv_transfer::make_tcp_kv_server(*store_, config_.host, config_.port);
+    server_ =
+        kv_transfer::make_kv_server(config_.transport, *store_, config_.host, config_.port, ucx);
   }
-  if (config_.consumer()) puller_ = kv_transfer::make_tcp_kv_puller();
+  if (config_.consumer()) puller_ = kv_transfer::make_kv_puller(config_.transport, ucx);
   engine_id_ = !config_.engine_id.empty() ? config_.engine_id
                                           : fmt::format("pagoda-{}:{}", config_.host, port());
-  spdlog::info("KV transfer ({}, {}): {}{}; layout {:016x} ({})", config_.kv_connector,
-               config_.kv_role, engine_id_,
+  spdlog::info("KV transfer ({}, {}, {}): {}{}; layout {:016x} ({})", config_.kv_connector,
+               config_.kv_role, config_.transport, engine_id_,
                server_ ? fmt::format(", serving pulls on {}:{}", config_.host, port()) : "",
                fingerprint_, layout_.description);
 }

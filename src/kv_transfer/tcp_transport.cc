@@ -55,9 +55,7 @@ class ServeSession : public std::enable_shared_from_this<ServeSession> {
     // the timeout (or a right one) and falls back to its own prefill.
     KVExportStore::TakeError error = KVExportStore::TakeError::kNone;
     kv_ = store_.take(id_, pull_.fingerprint, error);
-    reply(error == KVExportStore::TakeError::kNone             ? ReplyStatus::kOk
-          : error == KVExportStore::TakeError::kLayoutMismatch ? ReplyStatus::kLayoutMismatch
-                                                               : ReplyStatus::kUnknownRequest);
+    reply(reply_status(error));
   }
 
   void reply(ReplyStatus status) {
@@ -205,31 +203,8 @@ class PullOp : public std::enable_shared_from_this<PullOp> {
   }
 
   void check_header() {
-    if (reply_.magic != kReplyMagic) return fail("the reply is not a KV transfer reply");
-    const auto status = static_cast<ReplyStatus>(reply_.status);
-    if (status != ReplyStatus::kOk) {
-      return fail(fmt::format("the producer refused the pull: {}", to_string(status)));
-    }
-    if (reply_.fingerprint != request_.fingerprint) {
-      return fail("KV layout mismatch (model, dtype, block size or KV spec differ)");
-    }
-    if (static_cast<int64_t>(reply_.block_size) != request_.block_size ||
-        static_cast<int64_t>(reply_.block_bytes) != request_.block_bytes) {
-      return fail(fmt::format("block of {} tokens / {} bytes, expected {} / {}", reply_.block_size,
-                              reply_.block_bytes, request_.block_size, request_.block_bytes));
-    }
-    if (reply_.num_blocks > static_cast<uint32_t>(request_.max_blocks)) {
-      return fail(fmt::format("{} blocks, more than the {} announced", reply_.num_blocks,
-                              request_.max_blocks));
-    }
-    kv_ = std::make_shared<ExportedKV>();
-    kv_->fingerprint = reply_.fingerprint;
-    kv_->block_size = static_cast<int32_t>(reply_.block_size);
-    kv_->block_bytes = static_cast<int64_t>(reply_.block_bytes);
-    const size_t n = reply_.num_blocks;
-    kv_->token_ids.resize(n * reply_.block_size);
-    kv_->checksums.resize(n);
-    kv_->bytes.resize(n * reply_.block_bytes);
+    if (const std::string why = check_reply(reply_, request_); !why.empty()) return fail(why);
+    kv_ = shape_of(reply_);
     const std::array<asio::mutable_buffer, 3> buffers{
         asio::buffer(kv_->token_ids), asio::buffer(kv_->checksums), asio::buffer(kv_->bytes)};
     auto self = shared_from_this();
@@ -241,11 +216,7 @@ class PullOp : public std::enable_shared_from_this<PullOp> {
   }
 
   void verify() {
-    for (int32_t i = 0; i < kv_->num_blocks(); ++i) {
-      if (block_checksum(kv_->block(i)) != kv_->checksums[i]) {
-        return fail(fmt::format("block {} failed its checksum", i));
-      }
-    }
+    if (const std::string why = check_blocks(*kv_); !why.empty()) return fail(why);
     PullResult result;
     result.kv = std::move(kv_);
     finish(std::move(result));

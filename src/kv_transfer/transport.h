@@ -1,8 +1,8 @@
 #pragma once
 // The byte transport of prefill/decode disaggregation, behind two interfaces: a producer serves
 // pulls of its KVExportStore on its own transfer port, a consumer pulls one request's blocks
-// asynchronously. TCP (Boost.Asio) implements both (tcp_transport.h); another transport (UCX,
-// shared memory) would implement the same pair.
+// asynchronously. TCP (Boost.Asio, tcp_transport.h) and UCX (ucx_transport.h) implement both;
+// make_kv_server and make_kv_puller pick one by name.
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kv_transfer/export_store.h"
+#include "kv_transfer/wire.h"
 
 namespace pagoda::kv_transfer {
 
@@ -49,5 +50,36 @@ class KVServer {
   /// The port it listens on (the one asked for, or the ephemeral one chosen for port 0).
   [[nodiscard]] virtual int port() const = 0;
 };
+
+/// UCX settings from kv_connector_extra_config (UCX's own UCX_* variables apply beneath them).
+struct UcxOptions {
+  /// UCX's transport list (its TLS setting), such as "tcp", "sm,tcp" or "rc,sm,self";
+  /// empty: UCX's choice among what the machine has.
+  std::string tls;
+};
+
+/// The transport by name ("tcp" or "ucx"; `ucx` is used by UCX alone). The server serves
+/// `store` (which must outlive it) on host:port (port 0: an ephemeral one); InvalidArgument
+/// names an unknown transport or an address it cannot listen on.
+[[nodiscard]] std::unique_ptr<KVServer> make_kv_server(const std::string& transport,
+                                                       KVExportStore& store,
+                                                       const std::string& host, int port,
+                                                       const UcxOptions& ucx);
+[[nodiscard]] std::unique_ptr<KVPuller> make_kv_puller(const std::string& transport,
+                                                       const UcxOptions& ucx);
+
+// ---- What every transport checks (shared so that they refuse alike) ----
+
+/// The reply status for the store's answer to a take().
+[[nodiscard]] ReplyStatus reply_status(KVExportStore::TakeError error);
+/// A consumer's checks of the producer's reply header against its pull: empty when the blocks
+/// may be read, else why not (the producer's refusal, another layout or block shape, more
+/// blocks than announced).
+[[nodiscard]] std::string check_reply(const ReplyHeader& reply, const PullRequest& request);
+/// An empty ExportedKV shaped by an accepted reply: token ids, checksums and bytes sized
+/// [num_blocks * block_size], [num_blocks] and [num_blocks * block_bytes].
+[[nodiscard]] std::shared_ptr<ExportedKV> shape_of(const ReplyHeader& reply);
+/// Empty when every block matches its checksum, else the first that does not.
+[[nodiscard]] std::string check_blocks(const ExportedKV& kv);
 
 }  // namespace pagoda::kv_transfer

@@ -12,6 +12,8 @@ const char* to_string(ReplyStatus status) {
       return "KV layout mismatch (model, dtype, block size or KV spec differ)";
     case ReplyStatus::kBadRequest:
       return "malformed pull";
+    case ReplyStatus::kProducerError:
+      return "the producer could not expose the blocks";
   }
   return "unknown status";
 }

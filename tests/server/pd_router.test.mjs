@@ -5,14 +5,19 @@
 // prompt_tokens counters); the producer holds no block once pulled; the hand-off is vLLM's
 // kv_transfer_params; and with the producer gone the router falls back to a prefill on the
 // decode engine, with the same answers. Every wait polls a condition, never time alone.
+// The KV moves over TCP, or over UCX (its tcp transport) when PAGODA_PD_TRANSPORT is ucx (ctest's
+// server_pd_router_ucx).
 import assert from 'node:assert/strict';
 import http from 'node:http';
 import { after, before, it } from 'node:test';
 import OpenAI from 'openai';
 import { parseMetrics, startPDRouter, startServer, waitFor } from './lib/harness.mjs';
 
-const PRODUCER = JSON.stringify({ kv_connector: 'PagodaConnector', kv_role: 'kv_producer' });
-const CONSUMER = JSON.stringify({ kv_connector: 'PagodaConnector', kv_role: 'kv_consumer' });
+const TRANSPORT = process.env.PAGODA_PD_TRANSPORT ?? 'tcp';
+const EXTRA = TRANSPORT === 'ucx'
+  ? { kv_connector_extra_config: { transport: 'ucx', ucx_tls: 'tcp' } } : {};
+const PRODUCER = JSON.stringify({ kv_connector: 'PagodaConnector', kv_role: 'kv_producer', ...EXTRA });
+const CONSUMER = JSON.stringify({ kv_connector: 'PagodaConnector', kv_role: 'kv_consumer', ...EXTRA });
 
 let reference;
 let producer;
@@ -25,6 +30,8 @@ before(async () => {
     startServer(['--kv-cache-memory', '64M', '--kv-transfer-config', PRODUCER]),
     startServer(['--kv-cache-memory', '64M', '--kv-transfer-config', CONSUMER]),
   ]);
+  // Both engines run the transport asked for (logged at start: "KV transfer (..., ucx)").
+  for (const e of [producer, consumer]) assert.match(e.log(), new RegExp(`KV transfer \\(PagodaConnector, kv_\\w+, ${TRANSPORT}\\)`));
   router = await startPDRouter([producer.baseURL], [consumer.baseURL]);
   await waitFor(async () => (await fetch(`${router.baseURL}/health`)).status === 200,
     { what: 'the router\'s decode engine to be healthy' });

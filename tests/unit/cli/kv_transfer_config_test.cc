@@ -41,6 +41,17 @@ TEST(KVTransferConfigFlag, RolesAndTransportKeys) {
   EXPECT_TRUE(
       parse_kv_transfer_config(R"({"kv_connector": "PagodaConnector", "kv_role": "kv_consumer"})")
           .consumer());
+  EXPECT_TRUE(c.ucx_tls.empty());
+  c = parse_kv_transfer_config(
+      R"({"kv_connector": "PagodaConnector", "kv_role": "kv_consumer",
+          "kv_connector_extra_config": {"transport": "ucx", "ucx_tls": "rc,sm,self"}})");
+  EXPECT_EQ(c.transport, "ucx");
+  EXPECT_EQ(c.ucx_tls, "rc,sm,self");
+  c = parse_kv_transfer_config(
+      R"({"kv_connector": "PagodaConnector", "kv_role": "kv_producer",
+          "kv_connector_extra_config": {"transport": "ucx"}})");
+  EXPECT_EQ(c.transport, "ucx");
+  EXPECT_TRUE(c.ucx_tls.empty());  // UCX's own choice
 }
 
 TEST(KVTransferConfigFlag, RefusalsNameTheKey) {
@@ -68,8 +79,18 @@ TEST(KVTransferConfigFlag, RefusalsNameTheKey) {
   EXPECT_NE(error_of(base + R"("kv_connector_extra_config": 3})")
                 .find("kv_connector_extra_config must be a JSON object"),
             std::string::npos);
-  EXPECT_NE(error_of(base + R"("kv_connector_extra_config": {"transport": "ucx"}})")
-                .find("kv_connector_extra_config.transport 'ucx'"),
+  EXPECT_NE(error_of(base + R"("kv_connector_extra_config": {"transport": "rdma"}})")
+                .find("kv_connector_extra_config.transport 'rdma' must be tcp or ucx"),
+            std::string::npos);
+  EXPECT_NE(error_of(base + R"("kv_connector_extra_config": {"ucx_tls": "tcp"}})")
+                .find("kv_connector_extra_config.ucx_tls needs transport ucx (transport is tcp)"),
+            std::string::npos);
+  EXPECT_NE(
+      error_of(base + R"("kv_connector_extra_config": {"transport": "ucx", "ucx_tls": "tcp; x"}})")
+          .find("kv_connector_extra_config.ucx_tls must be UCX's transport list"),
+      std::string::npos);
+  EXPECT_NE(error_of(base + R"("kv_connector_extra_config": {"transport": "ucx", "ucx_tls": 1}})")
+                .find("kv_connector_extra_config.ucx_tls must be a string"),
             std::string::npos);
   EXPECT_NE(error_of(base + R"("kv_connector_extra_config": {"host": "localhost"}})")
                 .find("kv_connector_extra_config.host 'localhost' is not an IP address"),

@@ -1,10 +1,12 @@
 // Prefill/decode disaggregation between two engines in this process (stories260K on the CPU, the
-// transfer over TCP on loopback with ephemeral ports):
+// transfer on loopback with ephemeral ports), each test over both transports: TCP, and UCX over
+// UCX's tcp transport:
 //  - a producer prefills, a consumer pulls the prompt's full blocks and decodes: the output is
 //    bit-identical to one engine's, the consumer computes only the tail the blocks do not cover,
 //    and no block is left on either side (both executors);
 //  - faults end in the same output by a local prefill, with no block left: the producer gone, a
-//    producer that closes mid-transfer, one that never answers (the pull timeout), a corrupted
+//    producer that closes mid-transfer (UCX: after answering, before the blocks are read), one
+//    that never answers (the pull timeout), a corrupted
 //    block (checksum), a layout mismatch (block size), blocks freed by the keep timeout before
 //    the pull, and blocks of another prompt;
 //  - a request waiting for remote KV holds no blocks and blocks no one: others finish meanwhile,
@@ -19,9 +21,10 @@
 #include <future>
 #include <thread>
 
+#include "../kv_transfer/ucx_fake_producer.h"
 #include "core/status.h"
 #include "engine_test_util.h"
-#include "kv_transfer/tcp_transport.h"
+#include "kv_transfer/transport.h"
 #include "kv_transfer/wire.h"
 
 namespace pagoda {
@@ -36,12 +39,26 @@ std::vector<int32_t> prompt_of(int n, int32_t seed) {
   return p;
 }
 
+/// A transport by name, with the UCX transports to use when it is "ucx".
+struct Transport {
+  const char* name;
+  const char* ucx_tls;
+};
+
+/// Every test runs over each transport; pd_engine() and the helpers below use the current one.
+class PDDisaggregation : public ::testing::TestWithParam<Transport> {};
+
+const Transport& transport() { return PDDisaggregation::GetParam(); }
+bool over_tcp() { return std::string(transport().name) == "tcp"; }
+
 EngineArgs pd_engine(const std::string& role, int block_size = 16, int pull_timeout_ms = 30000,
                      int keep_timeout_ms = 120000) {
   EngineArgs args = small_engine();
   args.block_size = block_size;
   KVTransferConfig c;
   c.kv_role = role;
+  c.transport = transport().name;
+  c.ucx_tls = transport().ucx_tls;
   c.pull_timeout_ms = pull_timeout_ms;
   c.keep_timeout_ms = keep_timeout_ms;
   args.kv_transfer_config = c;
@@ -126,8 +143,10 @@ class RawServer {
   }
   ~RawServer() { ::close(fd_); }
   [[nodiscard]] int port() const { return port_; }
-  /// Accepts one connection and reads the pull (header and id).
+  /// Accepts one connection and, over TCP, reads the pull (header and id); a UCX consumer's
+  /// connection request is left unanswered.
   int accept_pull() {
+    if (!over_tcp()) return ::accept(fd_, nullptr, nullptr);
     const int c = ::accept(fd_, nullptr, nullptr);
     kv_transfer::PullHeader h;
     read_all(c, &h, sizeof(h));
@@ -154,7 +173,7 @@ class RawServer {
 /// serve it altered.
 std::shared_ptr<kv_transfer::ExportedKV> pull_real(EngineCore& producer,
                                                    const KVTransferParams& p) {
-  auto puller = kv_transfer::make_tcp_kv_puller();
+  auto puller = kv_transfer::make_kv_puller(transport().name, {transport().ucx_tls});
   kv_transfer::PullRequest req;
   req.host = p.remote_host;
   req.port = p.remote_port;
@@ -170,7 +189,7 @@ std::shared_ptr<kv_transfer::ExportedKV> pull_real(EngineCore& producer,
   return r.kv;
 }
 
-TEST(PDDisaggregation, ConsumerDecodesFromTheProducersBlocksBitIdentically) {
+TEST_P(PDDisaggregation, ConsumerDecodesFromTheProducersBlocksBitIdentically) {
   EngineCore reference(small_engine());
   const std::vector<int32_t> prompt = prompt_of(70, 1);
   const Result want = run_plain(reference, prompt);
@@ -217,7 +236,7 @@ TEST(PDDisaggregation, ConsumerDecodesFromTheProducersBlocksBitIdentically) {
   }
 }
 
-TEST(PDDisaggregation, APromptOfWholeBlocksRecomputesItsLastBlock) {
+TEST_P(PDDisaggregation, APromptOfWholeBlocksRecomputesItsLastBlock) {
   EngineCore reference(small_engine());
   EngineCore producer(pd_engine("kv_producer"));
   EngineCore consumer(pd_engine("kv_consumer"));
@@ -233,7 +252,7 @@ TEST(PDDisaggregation, APromptOfWholeBlocksRecomputesItsLastBlock) {
 
 // Every fault: the consumer's answer equals one engine's, it computed the whole prompt, counted a
 // failure, and holds no block afterwards.
-class PDFaults : public ::testing::Test {
+class PDFaults : public PDDisaggregation {
  protected:
   void expect_fallback(EngineCore& consumer, const std::vector<int32_t>& prompt,
                        const KVTransferParams& params) {
@@ -249,7 +268,7 @@ class PDFaults : public ::testing::Test {
   EngineCore reference_{small_engine()};
 };
 
-TEST_F(PDFaults, TheProducerIsGone) {
+TEST_P(PDFaults, TheProducerIsGone) {
   const std::vector<int32_t> prompt = prompt_of(70, 3);
   KVTransferParams params;
   {
@@ -260,11 +279,31 @@ TEST_F(PDFaults, TheProducerIsGone) {
   expect_fallback(consumer, prompt, params);
 }
 
-TEST_F(PDFaults, TheProducerDiesMidTransfer) {
+TEST_P(PDFaults, TheProducerDiesMidTransfer) {
   const std::vector<int32_t> prompt = prompt_of(70, 4);
   EngineCore producer(pd_engine("kv_producer"));
   const KVTransferParams real = *run_producer(producer, prompt).params;
   const std::shared_ptr<kv_transfer::ExportedKV> kv = pull_real(producer, real);
+  if (!over_tcp()) {
+    kv_transfer::testing::UcxFakeProducer fake(transport().ucx_tls);
+    EngineCore consumer(pd_engine("kv_consumer"));
+    EngineRequest r;
+    r.prompt_token_ids = prompt;
+    r.params = greedy(12, 3);
+    r.do_remote_prefill = true;
+    r.remote = params_at(fake.port(), "dies", kv->num_blocks());
+    const EngineStats before = consumer.stats();
+    std::shared_ptr<OutputStream> stream = consumer.submit(std::move(r));
+    fake.await_pull();
+    fake.answer_and_die(*kv);
+    const Result got = drain(*stream);
+    expect_bitwise(run_plain(reference_, prompt).output, got.output);
+    const EngineStats after = consumer.stats();
+    EXPECT_EQ(after.kv_transfer_failures - before.kv_transfer_failures, 1);
+    EXPECT_EQ(after.prompt_tokens - before.prompt_tokens, static_cast<int64_t>(prompt.size()));
+    EXPECT_EQ(after.kv_cache_usage, 0.0);
+    return;
+  }
   RawServer fake;
   std::thread server([&] {
     const int c = fake.accept_pull();
@@ -284,7 +323,7 @@ TEST_F(PDFaults, TheProducerDiesMidTransfer) {
   server.join();
 }
 
-TEST_F(PDFaults, TheProducerNeverAnswersAndThePullTimesOut) {
+TEST_P(PDFaults, TheProducerNeverAnswersAndThePullTimesOut) {
   const std::vector<int32_t> prompt = prompt_of(70, 5);
   RawServer fake;
   std::atomic<int> held{-1};
@@ -295,7 +334,7 @@ TEST_F(PDFaults, TheProducerNeverAnswersAndThePullTimesOut) {
   ::close(held);
 }
 
-TEST_F(PDFaults, ACorruptedBlockFailsItsChecksum) {
+TEST_P(PDFaults, ACorruptedBlockFailsItsChecksum) {
   const std::vector<int32_t> prompt = prompt_of(70, 6);
   EngineCore producer(pd_engine("kv_producer"));
   const KVTransferParams real = *run_producer(producer, prompt).params;
@@ -303,7 +342,8 @@ TEST_F(PDFaults, ACorruptedBlockFailsItsChecksum) {
   kv->bytes[2 * 20480 + 100] ^= std::byte{0x01};  // one bit of block 2; checksums as sent
   kv_transfer::KVExportStore store(std::chrono::milliseconds(60000));
   store.put("corrupt", kv);
-  auto server = kv_transfer::make_tcp_kv_server(store, "127.0.0.1", 0);
+  auto server =
+      kv_transfer::make_kv_server(transport().name, store, "127.0.0.1", 0, {transport().ucx_tls});
   EngineCore consumer(pd_engine("kv_consumer"));
   expect_fallback(consumer, prompt, params_at(server->port(), "corrupt", 4));
   // The bytes did arrive (the server counts them once written), and were refused.
@@ -311,7 +351,7 @@ TEST_F(PDFaults, ACorruptedBlockFailsItsChecksum) {
   EXPECT_EQ(store.num_pending_blocks(), 0);
 }
 
-TEST_F(PDFaults, ALayoutMismatchIsRefusedAndTheBlocksStay) {
+TEST_P(PDFaults, ALayoutMismatchIsRefusedAndTheBlocksStay) {
   const std::vector<int32_t> prompt = prompt_of(70, 7);
   EngineCore producer(pd_engine("kv_producer", 16));
   EngineCore consumer(pd_engine("kv_consumer", 32));  // another block size: another layout
@@ -323,7 +363,7 @@ TEST_F(PDFaults, ALayoutMismatchIsRefusedAndTheBlocksStay) {
   EXPECT_EQ(producer.stats().kv_transfer_blocks_sent, 0);
 }
 
-TEST_F(PDFaults, TheKeepTimeoutFreesUnpulledBlocks) {
+TEST_P(PDFaults, TheKeepTimeoutFreesUnpulledBlocks) {
   const std::vector<int32_t> prompt = prompt_of(70, 8);
   EngineCore producer(pd_engine("kv_producer", 16, 30000, /*keep_timeout_ms=*/20));
   const KVTransferParams params = *run_producer(producer, prompt).params;
@@ -337,14 +377,14 @@ TEST_F(PDFaults, TheKeepTimeoutFreesUnpulledBlocks) {
   EXPECT_EQ(producer.stats().kv_transfer_blocks_sent, 0);
 }
 
-TEST_F(PDFaults, BlocksOfAnotherPromptAreRefused) {
+TEST_P(PDFaults, BlocksOfAnotherPromptAreRefused) {
   EngineCore producer(pd_engine("kv_producer"));
   const KVTransferParams params = *run_producer(producer, prompt_of(70, 9)).params;
   EngineCore consumer(pd_engine("kv_consumer"));
   expect_fallback(consumer, prompt_of(70, 10), params);
 }
 
-TEST(PDDisaggregation, ARequestWaitingForRemoteKVBlocksNoOneAndCanBeAborted) {
+TEST_P(PDDisaggregation, ARequestWaitingForRemoteKVBlocksNoOneAndCanBeAborted) {
   RawServer fake;
   std::atomic<int> held{-1};
   std::thread server([&] { held = fake.accept_pull(); });  // never answers
@@ -370,7 +410,7 @@ TEST(PDDisaggregation, ARequestWaitingForRemoteKVBlocksNoOneAndCanBeAborted) {
   ::close(held);
 }
 
-TEST(PDDisaggregation, RequestsMustMatchTheRole) {
+TEST_P(PDDisaggregation, RequestsMustMatchTheRole) {
   EngineCore plain(small_engine());
   EngineCore producer(pd_engine("kv_producer"));
   EngineRequest r;
@@ -391,6 +431,13 @@ TEST(PDDisaggregation, RequestsMustMatchTheRole) {
   scales.calculate_kv_scales = true;
   EXPECT_THROW(EngineCore{scales}, InvalidArgument);
 }
+
+const auto kTransports = ::testing::Values(Transport{"tcp", ""}, Transport{"ucx", "tcp"});
+const auto kTransportName = [](const ::testing::TestParamInfo<Transport>& info) {
+  return std::string(info.param.name);
+};
+INSTANTIATE_TEST_SUITE_P(Transports, PDDisaggregation, kTransports, kTransportName);
+INSTANTIATE_TEST_SUITE_P(Transports, PDFaults, kTransports, kTransportName);
 
 }  // namespace
 }  // namespace pagoda
