@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fills .device/ (ignored by git) with what bench/device/run.sh needs on the device machine and
-# its image lacks: the pcre2, xxhash and OpenSSL (the Hub client's TLS) headers and libraries. (The model shapes and tokenizers the
+# its image lacks: the pcre2, xxhash, OpenSSL (the Hub client's TLS) and UCX (P/D KV transfer)
+# headers and libraries. (The model shapes and tokenizers the
 # benchmarks read are tracked in the repository, configs/ and tests/data/tokenizers/, and travel
 # with it.) oneDNN is not carried: libdnnl.so is ~40 MB and a device call carries 64 MiB in all,
 # the repository (~50 MB) included, so the device scripts build with -DPAGODA_ONEDNN=OFF.
@@ -19,6 +20,19 @@ cp /usr/include/x86_64-linux-gnu/openssl/* "$d/include/openssl/"
 for lib in libssl libcrypto; do
   cp -L /usr/lib/x86_64-linux-gnu/$lib.so.3 "$d/lib/$lib.so.3"
   ln -sf $lib.so.3 "$d/lib/$lib.so"
+done
+# UCX 1.13 (libucx-dev): its four libraries, headers and pkg-config files, the prefix rewritten by
+# device_env.sh as for pcre2. Its transport modules (lib/ucx/*.so) are not carried: the GPU runs
+# never move KV over UCX.
+rm -rf "$d/include/ucp" "$d/include/ucs" "$d/include/uct" "$d/include/ucm"
+cp -r /usr/include/ucp /usr/include/ucs /usr/include/uct /usr/include/ucm "$d/include/"
+for lib in libucp libucs libuct libucm; do
+  cp -L /usr/lib/x86_64-linux-gnu/$lib.so.0 "$d/lib/$lib.so.0"
+  ln -sf $lib.so.0 "$d/lib/$lib.so"
+done
+for pc in ucx ucx-uct ucx-ucs; do
+  sed -e 's|^prefix = .*|prefix = DEPS_PREFIX|' -e 's|^libdir = .*|libdir = ${prefix}/lib|' \
+    /usr/lib/x86_64-linux-gnu/pkgconfig/$pc.pc >"$d/lib/pkgconfig/$pc.pc"
 done
 cat >"$d/lib/pkgconfig/libpcre2-8.pc" <<'PC'
 prefix=DEPS_PREFIX

@@ -7,6 +7,7 @@
 export PATH=/usr/local/cuda/bin:$PATH
 deps=$PWD/.device/deps
 sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
+for pc in "$deps"/lib/pkgconfig/ucx*.pc; do [ -f "$pc" ] && sed -i "s|^prefix = .*|prefix = $deps|" "$pc"; done
 export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib
 flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_ONEDNN=OFF
        -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=ON -DCMAKE_INCLUDE_PATH="$deps/include"

@@ -40,6 +40,7 @@ fi
 deps=$PWD/.device/deps
 if [ -d "$deps" ]; then
   sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
+  for pc in "$deps"/lib/pkgconfig/ucx*.pc; do [ -f "$pc" ] && sed -i "s|^prefix = .*|prefix = $deps|" "$pc"; done
   export PKG_CONFIG_PATH=$deps/lib/pkgconfig:${PKG_CONFIG_PATH:-}
   export LD_LIBRARY_PATH=$deps/lib:${LD_LIBRARY_PATH:-}
   dep_flags=(-DCMAKE_INCLUDE_PATH="$deps/include" -DCMAKE_LIBRARY_PATH="$deps/lib")

@@ -25,6 +25,7 @@ start=$(date +%s)
 export PATH=/usr/local/cuda/bin:$PATH
 deps=$PWD/.device/deps
 sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
+for pc in "$deps"/lib/pkgconfig/ucx*.pc; do [ -f "$pc" ] && sed -i "s|^prefix = .*|prefix = $deps|" "$pc"; done
 export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib
 build=/tmp/build-cuda
 # No oneDNN on the device machine (bench/device/device_env.sh says why).
