@@ -8,6 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 d=.device/deps
+rm -rf "$d" .device/deps.tar.xz
 mkdir -p "$d/include" "$d/lib/pkgconfig"
 cp /usr/include/pcre2.h /usr/include/xxhash.h "$d/include/"
 cp -L /usr/lib/x86_64-linux-gnu/libpcre2-8.so "$d/lib/libpcre2-8.so"
@@ -46,4 +47,8 @@ Libs: -L${libdir} -lpcre2-8
 Cflags: -I${includedir}
 PC
 rm -rf .device/configs .device/tokenizers  # older versions of this script copied these here
+# Carried compressed (xz: ~3x on the libraries): the working tree and the carried paths share 64
+# MiB per device call; device_env.sh, run.sh and serve_bench.sh unpack it there.
+tar -C .device -cJf .device/deps.tar.xz deps
+rm -rf .device/deps
 du -sh .device

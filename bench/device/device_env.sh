@@ -1,11 +1,14 @@
 # Sourced (from the repository root) by the A/B device scripts: the CUDA toolkit on PATH, the
-# carried .device/deps (pcre2, xxhash: the device image lacks them) for pkg-config, the linker and
+# carried .device/deps (pcre2, xxhash, OpenSSL, UCX: the device image lacks them; carried as
+# .device/deps.tar.xz and unpacked here) for pkg-config, the linker and
 # the loader, and `flags`, the cmake arguments of a Release build with CUDA, tests and benchmarks.
 # Without oneDNN (PAGODA_ONEDNN=OFF): the image lacks it and its library (40 MB) would not fit in
 # the 64 MiB a device call carries next to the repository; the CPU matmuls then stream (slower
 # CPU prefill, the same GPU figures).
 export PATH=/usr/local/cuda/bin:$PATH
 deps=$PWD/.device/deps
+# The carried archive (tools/prepare_device.sh) unpacks here once per machine.
+[ -d "$deps" ] || [ ! -f .device/deps.tar.xz ] || tar -C .device -xJf .device/deps.tar.xz
 sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
 for pc in "$deps"/lib/pkgconfig/ucx*.pc; do [ -f "$pc" ] && sed -i "s|^prefix = .*|prefix = $deps|" "$pc"; done
 export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib

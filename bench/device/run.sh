@@ -38,6 +38,8 @@ if [ $fixtures -eq 1 ]; then
 fi
 
 deps=$PWD/.device/deps
+# The carried archive (tools/prepare_device.sh) unpacks here once per machine.
+[ -d "$deps" ] || [ ! -f .device/deps.tar.xz ] || tar -C .device -xJf .device/deps.tar.xz
 if [ -d "$deps" ]; then
   sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
   for pc in "$deps"/lib/pkgconfig/ucx*.pc; do [ -f "$pc" ] && sed -i "s|^prefix = .*|prefix = $deps|" "$pc"; done

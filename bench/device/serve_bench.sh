@@ -24,6 +24,8 @@ mkdir -p "$out"
 start=$(date +%s)
 export PATH=/usr/local/cuda/bin:$PATH
 deps=$PWD/.device/deps
+# The carried archive (tools/prepare_device.sh) unpacks here once per machine.
+[ -d "$deps" ] || [ ! -f .device/deps.tar.xz ] || tar -C .device -xJf .device/deps.tar.xz
 sed -i "s|^prefix=.*|prefix=$deps|" "$deps/lib/pkgconfig/libpcre2-8.pc"
 for pc in "$deps"/lib/pkgconfig/ucx*.pc; do [ -f "$pc" ] && sed -i "s|^prefix = .*|prefix = $deps|" "$pc"; done
 export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib
