@@ -167,6 +167,7 @@ struct EngineCore::Impl {
   SpeculationCounters spec_counters;
   // Adaptive speculation length: measured decode-step costs (speculative_config.adaptive).
   std::optional<SpeculationCosts> spec_costs;
+  int steps_since_probe = 0;  // propose_drafts calls since a request last probed (spec_costs)
   // The step in flight, when decode-shaped (every request computes its last token and its
   // drafts): its batch, longest draft run and launch time, timed into spec_costs on completion.
   struct StepCost {

@@ -333,15 +333,17 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
   // each request's own choice (a probe excepted), made with the same relative costs.
   int batch_k = max_spec_tokens;
   std::vector<double> relative_cost;
+  const int batch = static_cast<int>(out.scheduled.size());
   if (spec_costs) {
     std::vector<std::pair<double, int>> estimates;
     for (const auto& [r, room] : eligible)
       estimates.emplace_back(completions.at(r->id()).spec_length.acceptance(), room);
-    const int batch = static_cast<int>(out.scheduled.size());
     batch_k = spec_costs->choose(batch, estimates);
     for (int k = 0; k <= max_spec_tokens; ++k)
       relative_cost.push_back(spec_costs->relative_cost(batch, k));
   }
+  bool probed_this_step = false;
+  ++steps_since_probe;
   for (const auto& [r, room] : eligible) {
     Completion& c = completions.at(r->id());
     int k = max_spec_tokens;
@@ -350,7 +352,20 @@ void EngineCore::Impl::propose_drafts(const scheduler::SchedulerOutput& out) {
       k = relative_cost.empty()
               ? c.spec_length.choose(max_spec_tokens, config.adaptive, config.draft_row_cost)
               : c.spec_length.choose(max_spec_tokens, config.adaptive, relative_cost);
-      if (!c.spec_length.probed()) k = std::min(k, batch_k);
+      if (!c.spec_length.probed()) {
+        k = std::min(k, batch_k);
+      } else if (spec_costs) {
+        // Probes are rationed by batch size (measured costs only, so CPU runs repeat): one probe
+        // per step at most, and batch / 4 steps apart, since a probe's catch-up pass computes
+        // the tokens its request's draft skipped. A refused probe is asked again next step.
+        if (steps_since_probe < batch / 4 || probed_this_step) {
+          c.spec_length.defer_probe();
+          k = 0;
+        } else {
+          probed_this_step = true;
+          steps_since_probe = 0;
+        }
+      }
     }
     k = std::min(k, room);
     if (k <= 0) continue;

@@ -46,6 +46,11 @@ class SpeculationLength {
   [[nodiscard]] int choose(int max_k, bool adaptive, std::span<const double> relative_cost);
   /// Whether the last choose() returned a probe (1 draft at an estimate that chose 0).
   [[nodiscard]] bool probed() const { return probed_; }
+  /// The probe the last choose() returned was not run: the next choose() asks again.
+  void defer_probe() {
+    probed_ = false;
+    idle_steps_ = probe_interval_ - 1;
+  }
   /// A step verified `drafts` drafts and kept the first `accepted` of them.
   void observe(int drafts, int accepted);
   [[nodiscard]] double acceptance() const { return acceptance_; }

@@ -225,11 +225,16 @@ void DraftProposer::propose(StepPlan& plan,
     add(first, tables.at(plan.seqs[i].id), start_of[i], catch_up[i], rows, plan.seqs[i].draft_draw);
     if (plan.seqs[i].propose) last_row.push_back(first.rows.size() - 1);
   }
-  // Every sequence's history gets this step's tokens once the drafts are placed.
+  // Every sequence's history gets this step's tokens once the drafts are placed, and forgets
+  // the positions no later plan can need (before the draft's KV and this plan's start: plans
+  // never start earlier, a preempted sequence comes back fresh).
   auto remember = [&] {
     for (const PlannedSequence& s : plan.seqs) {
-      std::vector<int32_t>& history = seqs_.at(s.id).history;
-      history.insert(history.end(), s.tokens.begin(), s.tokens.end());
+      SeqState& st = seqs_.at(s.id);
+      st.history.insert(st.history.end(), s.tokens.begin(), s.tokens.end());
+      const int32_t keep_from = std::min(st.computed, s.num_computed);
+      st.history.erase(st.history.begin(), st.history.begin() + (keep_from - st.history_start));
+      st.history_start = keep_from;
     }
   };
   int32_t max_k = 0;

@@ -21,7 +21,8 @@ struct QuantFixture {
   const char* summary;
   /// Whether activations (or the KV cache) are quantized: W8A8, whose bound is kW8A8.
   bool w8a8;
-  /// Whether the GPU loads it (dense and FP8 projections); the others are refused by name.
+  /// Whether the GPU loads it (dense, FP8, GPTQ / AWQ 4-bit projections); the others are
+  /// refused by name.
   bool gpu;
 };
 
@@ -52,14 +53,14 @@ inline const QuantFixture kQuantFixtures[] = {
     {"ct-int8-dynamic",
      "int8 (compressed-tensors) 8-bit per-channel, dynamic per-token activations (8 projections)",
      true, false},
-    {"gptq-g128-sym", "gptq 4-bit group 128 sym (8 projections)", false, false},
-    {"gptq-g32-asym", "gptq 4-bit group 32 asym (8 projections)", false, false},
+    {"gptq-g128-sym", "gptq 4-bit group 128 sym (8 projections)", false, true},
+    {"gptq-g32-asym", "gptq 4-bit group 32 asym (8 projections)", false, true},
     // group_size -1: one group of all inputs, 128 or 256 (down_proj).
     {"gptq-channel", "gptq 4-bit group 128 sym (6 projections), gptq 4-bit group 256 sym (2", false,
-     false},
-    {"gptq-g64-desc-act", "gptq 4-bit group 64 sym act-order (8 projections)", false, false},
+     true},
+    {"gptq-g64-desc-act", "gptq 4-bit group 64 sym act-order (8 projections)", false, true},
     {"gptq-8bit-sidefile", "gptq 8-bit group 128 asym (8 projections)", false, false},
-    {"awq-g64", "awq 4-bit group 64 (8 projections)", false, false},
+    {"awq-g64", "awq 4-bit group 64 (8 projections)", false, true},
     {"modelopt-nvfp4", "nvfp4 (modelopt_fp4) 4-bit group 16 (8 projections)", false, false},
 };
 

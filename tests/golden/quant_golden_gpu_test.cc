@@ -1,6 +1,7 @@
 // The quantized checkpoints of tests/data/tiny-quant on the GPU (label gpu, run on the device
 // machine): the formats the GPU loads (FP8 W8A8 with per-channel or per-tensor weight scales,
-// dynamic or static activations, and the FP8 KV cache with the checkpoint's scales) against
+// dynamic or static activations, and the FP8 KV cache with the checkpoint's scales; GPTQ and AWQ
+// 4-bit, act-order included) against
 // transformers under vLLM's check_logprobs_close rule at the block sizes of both attention
 // kernels; every other format is refused at load with an error naming it (its weight summary) and
 // pointing to the CPU.

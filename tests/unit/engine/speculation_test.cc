@@ -96,6 +96,11 @@ TEST(SpeculationLength, ChoosesTheMostTokensPerCost) {
   int until = 0;
   while (s.choose(4, true, 0.1) != 1) ++until;
   EXPECT_LE(until, SpeculationLength::kProbeInterval);
+  // A deferred probe (the engine rations them by batch size) is asked for again at once.
+  s.defer_probe();
+  EXPECT_FALSE(s.probed());
+  EXPECT_EQ(s.choose(4, true, 0.1), 1);
+  EXPECT_TRUE(s.probed());
   // A free row (cost 0) makes every draft worth it while a > 0.
   EXPECT_EQ(s.choose(4, true, 0.0), 4);
 }
