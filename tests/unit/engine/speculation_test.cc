@@ -92,15 +92,18 @@ TEST(SpeculationLength, ChoosesTheMostTokensPerCost) {
     }
   }
   EXPECT_EQ(gaps, (std::vector<int>{7, 16, 32, 64, 64}));
-  s.observe(1, 1);
-  int until = 0;
-  while (s.choose(4, true, 0.1) != 1) ++until;
-  EXPECT_LE(until, SpeculationLength::kProbeInterval);
   // A deferred probe (the engine rations them by batch size) is asked for again at once.
+  while (s.choose(4, true, 0.1) != 1) {
+  }
+  EXPECT_TRUE(s.probed());
   s.defer_probe();
   EXPECT_FALSE(s.probed());
   EXPECT_EQ(s.choose(4, true, 0.1), 1);
   EXPECT_TRUE(s.probed());
+  s.observe(1, 1);
+  int until = 0;
+  while (s.choose(4, true, 0.1) != 1) ++until;
+  EXPECT_LE(until, SpeculationLength::kProbeInterval);
   // A free row (cost 0) makes every draft worth it while a > 0.
   EXPECT_EQ(s.choose(4, true, 0.0), 4);
 }
