@@ -92,21 +92,7 @@ __global__ void __launch_bounds__(kThreads)
   begin_dependent_kernel();
   // The epilogue's own reads (the residual, the bias) are issued now, so that their latency hides
   // under the weight stream instead of adding to the block's tail.
-  const int out_i = threadIdx.x / kCols, out_c = threadIdx.x % kCols;
-  const bool writer = threadIdx.x < M * kCols && out_i < m;
-  // Paired epilogues (gated, rope): thread c < 2 finishes W rows c and c + 2 (gate and up, or the
-  // two halves of a rotation) and loads the inputs of both.
-  const bool paired = E == GemvEpilogue::kGatedSilu ||
-                      (E == GemvEpilogue::kRopeCache && blockIdx.x < p.rope_blocks);
-  float prior = 0.0f, prior_pair = 0.0f;
-  if (writer) {
-    const int64_t row = gemv_block_row<E>(p, n, out_c);
-    if (bias != nullptr) {
-      prior = to_float(bias[row]);
-      if (paired && out_c < 2) prior_pair = to_float(bias[gemv_block_row<E>(p, n, out_c + 2)]);
-    }
-    if (E == GemvEpilogue::kAccumulate) prior += to_float(y[out_i * n + row]);
-  }
+  const GemvOutput<T> out = gemv_output<T, E, M, kCols>(y, bias, m, n, k, p);
   for (int64_t base = threadIdx.x; base < chunks; base += kThreads * kU) {
     if (base != threadIdx.x) load_w(base);
 #pragma unroll
@@ -140,34 +126,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
 
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-#pragma unroll
-  for (int i = 0; i < M; ++i) {
-#pragma unroll
-    for (int c = 0; c < kCols; ++c) {
-      const float s = warp_sum(acc[i][c]);
-      if (lane == 0) partial[warp][i * kCols + c] = s;
-    }
-    if (kNorm) {
-      const float s = warp_sum(sumsq[i]);
-      if (lane == 0) partial[warp][M * kCols + i] = s;
-    }
-  }
-  __syncthreads();
-  if (!writer || (paired && out_c >= 2)) return;
-  // The warps' partials of one slot, summed in a fixed order (deterministic).
-  auto total = [&](int slot) {
-    float s = 0.0f;
-#pragma unroll
-    for (int wi = 0; wi < kThreads / 32; ++wi) s += partial[wi][slot];
-    return s;
-  };
-  const int i = out_i, c = out_c;
-  const float scale =
-      kNorm ? rsqrtf(total(M * kCols + i) / static_cast<float>(k) + p.norm_eps) : 1.0f;
-  const float value = total(i * kCols + c) * scale + prior;
-  const float other = paired ? total(i * kCols + c + 2) * scale + prior_pair : 0.0f;
-  gemv_store<T, E>(p, y, n, i, c, paired, value, other);
+  gemv_finish<T, E, M, kCols, kThreads / 32, kNorm>(acc, sumsq, partial, out, p);
 }
 
 template <typename T>

@@ -130,4 +130,87 @@ __device__ __forceinline__ void gemv_store(const GemvParams& p, T* __restrict__ 
   if (col < n) y[i * n + col] = from_float<T>(value);
 }
 
+/// What a GEMV thread brings to its block's end (gemv_finish): the output it writes, if any
+/// (row out_i, block column out_c), and what is added to and multiplied into it.
+template <typename T>
+struct GemvOutput {
+  T* y;          // [m, n]
+  int64_t n, k;  // output and input features
+  bool writer;   // this thread stores an output
+  bool paired;   // gated / rope epilogues: block columns c and c + 2 together
+  int out_i, out_c;
+  float prior = 0.0f, prior_pair = 0.0f;  // bias and residual of the column(s)
+  float scale = 1.0f, scale_pair = 1.0f;  // the weight rows' scales (FP8); 1 otherwise
+};
+
+/// The thread's output in its GEMV block and the output's prior (the bias, and y itself for
+/// kAccumulate), read early so that their latency hides under the weight stream. Paired
+/// epilogues (gated, rope): thread c < 2 finishes W rows c and c + 2 (gate and up, or the two
+/// halves of a rotation) and loads the inputs of both.
+template <typename T, GemvEpilogue E, int M, int kCols>
+__device__ __forceinline__ GemvOutput<T> gemv_output(T* __restrict__ y, const T* __restrict__ bias,
+                                                     int m, int64_t n, int64_t k,
+                                                     const GemvParams& p) {
+  GemvOutput<T> o{y,
+                  n,
+                  k,
+                  false,
+                  false,
+                  static_cast<int>(threadIdx.x) / kCols,
+                  static_cast<int>(threadIdx.x) % kCols};
+  o.writer = threadIdx.x < M * kCols && o.out_i < m;
+  o.paired = E == GemvEpilogue::kGatedSilu ||
+             (E == GemvEpilogue::kRopeCache && blockIdx.x < p.rope_blocks);
+  if (o.writer) {
+    const int64_t row = gemv_block_row<E>(p, n, o.out_c);
+    if (bias != nullptr) {
+      o.prior = to_float(bias[row]);
+      if (o.paired && o.out_c < 2)
+        o.prior_pair = to_float(bias[gemv_block_row<E>(p, n, o.out_c + 2)]);
+    }
+    if (E == GemvEpilogue::kAccumulate) o.prior += to_float(y[o.out_i * n + row]);
+  }
+  return o;
+}
+
+/// The end of every GEMV block (gemv.cu, gemv_fp8.cu, gemv_w4.cu): each warp's sums of its
+/// threads' acc [M][kCols] (and of sumsq [M] with kNorm) go to partial [kWarps][M * (kCols + 1)]
+/// (slot i * kCols + c; the sums of squares at M * kCols + i); each writer then adds the warps'
+/// partials of its slot in a fixed order (deterministic), divides by the RMS (kNorm: sum_k (x_k /
+/// rms) g_k w_k = (sum_k x_k g_k w_k) / rms), applies its scale and prior, and stores.
+/// Example, M = 1, kCols = 4, 4 warps: thread 2 writes column 2 from partial[0..3][2].
+template <typename T, GemvEpilogue E, int M, int kCols, int kWarps, bool kNorm>
+__device__ __forceinline__ void gemv_finish(const float (&acc)[M][kCols], const float (&sumsq)[M],
+                                            float (&partial)[kWarps][M * (kCols + 1)],
+                                            const GemvOutput<T>& o, const GemvParams& p) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+#pragma unroll
+  for (int i = 0; i < M; ++i) {
+#pragma unroll
+    for (int c = 0; c < kCols; ++c) {
+      const float s = warp_sum(acc[i][c]);
+      if (lane == 0) partial[warp][i * kCols + c] = s;
+    }
+    if (kNorm) {
+      const float s = warp_sum(sumsq[i]);
+      if (lane == 0) partial[warp][M * kCols + i] = s;
+    }
+  }
+  __syncthreads();
+  if (!o.writer || (o.paired && o.out_c >= 2)) return;
+  auto total = [&](int slot) {
+    float s = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kWarps; ++wi) s += partial[wi][slot];
+    return s;
+  };
+  const int i = o.out_i, c = o.out_c;
+  const float inv_rms =
+      kNorm ? rsqrtf(total(M * kCols + i) / static_cast<float>(o.k) + p.norm_eps) : 1.0f;
+  const float value = total(i * kCols + c) * inv_rms * o.scale + o.prior;
+  const float other =
+      o.paired ? total(i * kCols + c + 2) * inv_rms * o.scale_pair + o.prior_pair : 0.0f;
+  gemv_store<T, E>(p, o.y, o.n, i, c, o.paired, value, other);
+}
+
 }  // namespace pagoda::cuda
