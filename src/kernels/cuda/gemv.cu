@@ -31,25 +31,6 @@ constexpr int kThreads = 256;
 constexpr int kCols = kGemvCols;
 constexpr int kUnroll = 2;
 
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __nv_bfloat16) {
-  const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(u[i] << 16);
-    out[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __half) {
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(h[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
-
 // kU: loads per W row in flight per thread (kUnroll, or 1 where registers are short).
 template <typename T, int M, bool kNorm, GemvEpilogue E, int kU = kUnroll>
 __global__ void __launch_bounds__(kThreads)

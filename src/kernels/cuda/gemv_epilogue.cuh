@@ -130,6 +130,27 @@ __device__ __forceinline__ void gemv_store(const GemvParams& p, T* __restrict__ 
   if (col < n) y[i * n + col] = from_float<T>(value);
 }
 
+/// Eight bf16 / fp16 values (one 16-byte load of x or W) as floats; the last argument picks the
+/// type.
+__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __nv_bfloat16) {
+  const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(u[i] << 16);
+    out[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __half) {
+  const __half2* h = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 f = __half22float2(h[i]);
+    out[2 * i] = f.x;
+    out[2 * i + 1] = f.y;
+  }
+}
+
 /// What a GEMV thread brings to its block's end (gemv_finish): the output it writes, if any
 /// (row out_i, block column out_c), and what is added to and multiplied into it.
 template <typename T>

@@ -54,25 +54,6 @@ __device__ __forceinline__ void unpack_e4m3x8(const uint2& raw, float (&out)[8])
   }
 }
 
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __nv_bfloat16) {
-  const uint32_t u[4] = {raw.x, raw.y, raw.z, raw.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(u[i] << 16);
-    out[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ void unpack8(const uint4& raw, float (&out)[8], __half) {
-  const __half2* h = reinterpret_cast<const __half2*>(&raw);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 f = __half22float2(h[i]);
-    out[2 * i] = f.x;
-    out[2 * i + 1] = f.y;
-  }
-}
-
 // kU: chunks per W row in flight per thread; at M >= 4 the accumulators take the registers, so 2
 // (ptxas: 105-165 registers at M = 8 with 4, one block of 256 threads per SM).
 template <typename T, int M, bool kNorm, GemvEpilogue E, int kU = (M >= 4 ? 2 : kUnroll)>
