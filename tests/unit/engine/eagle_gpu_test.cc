@@ -15,7 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
-#include <limits>
+#include <filesystem>
 #include <map>
 #include <random>
 
@@ -52,6 +52,22 @@ struct Head {
 };
 
 std::vector<Head> heads() { return {{"eagle", 1, eagle1_head()}, {"eagle3", 3, eagle3_head()}}; }
+
+/// The EAGLE-1 head with an fc.bias (EagleHead's reference case has one; vLLM's loader skips it).
+const std::string& eagle1_head_with_bias() {
+  static const std::string dir = [] {
+    const std::string out = draft_test::temp_dir("eagle1_head_bias");
+    std::map<std::string, testing::RawTensor> t =
+        testing::read_raw_tensors(eagle1_head() + "/model.safetensors");
+    std::mt19937 rng(23);
+    t["fc.bias"] = eagle_test::random_matrix(rng, 1, 64, 0.1f);
+    t["fc.bias"].shape = {64};
+    std::filesystem::copy_file(eagle1_head() + "/config.json", out + "/config.json");
+    testing::write_file(out + "/model.safetensors", testing::safetensors_bytes(t));
+    return out;
+  }();
+  return dir;
+}
 
 // ---- The head on both backends ----
 
@@ -111,7 +127,9 @@ void expect_argmax(const PassOut& cpu, const PassOut& gpu, size_t vocab) {
 TEST(EagleHeadGpu, GpuHeadMatchesTheCpuHead) {
   REQUIRE_GPU();
   ThreadPool pool(2);
-  for (const Head& h : heads()) {
+  std::vector<Head> all = heads();
+  all.push_back({"eagle with fc.bias", 1, eagle1_head_with_bias()});
+  for (const Head& h : all) {
     SCOPED_TRACE(h.method);
     const EagleHeadOptions eagle{h.version, kStories};
     std::unique_ptr<Model> cpu = load_eagle_head_on_device(h.dir, eagle, {}, "cpu", pool);
