@@ -118,34 +118,31 @@ ModelDefinition define_eagle_head(const ModelConfig& c, const ModelConfig& targe
   return d;
 }
 
-std::unique_ptr<Model> load_eagle_head(const std::string& dir, const EagleHeadOptions& eagle,
-                                       const LoadOptions& options, ThreadPool& pool) {
+EagleHeadCheckpoint open_eagle_head(const std::string& dir, const EagleHeadOptions& eagle,
+                                    const LoadOptions& options) {
   const ModelConfig config = load_model_config(dir);
   const ModelConfig target = load_model_config(eagle.target_dir);
-  WeightStore weights = make_empty_weight_store(dir);
+  std::optional<WeightStore> weights;
   std::string prefix = eagle.version == 1 ? "layers.0." : "midlayer.";
   bool fc_bias = false;
   if (options.format != LoadFormat::kDummy) {
     weights = WeightStore::open_directory(dir);
-    if (eagle.version == 3 && !weights.contains(prefix + "self_attn.q_proj.weight") &&
-        weights.contains("layers.0.self_attn.q_proj.weight")) {
+    if (eagle.version == 3 && !weights->contains(prefix + "self_attn.q_proj.weight") &&
+        weights->contains("layers.0.self_attn.q_proj.weight")) {
       prefix = "layers.0.";
     }
-    fc_bias = weights.contains("fc.bias");
+    fc_bias = weights->contains("fc.bias");
   }
   ModelDefinition definition =
       define_eagle_head(config, target, eagle, prefix, fc_bias, options.definition);
-  if (options.format == LoadFormat::kDummy) {
-    weights = make_dummy_weights(definition.tensors(), options.dtype.value_or(config.dtype),
-                                 options.seed, pool, options.progress);
-  } else {
+  if (weights) {
     // The target's embedding (and EAGLE-1's LM head) where the head has none, as vLLM shares them.
     std::vector<std::pair<std::string, std::string>> shared;
     const ModelDefinition target_def = define_model(target, options.definition);
     WeightStore target_weights = WeightStore::open_directory(eagle.target_dir);
-    if (!weights.contains(definition.embed_name))
+    if (!weights->contains(definition.embed_name))
       shared.emplace_back(target_def.embed_name, definition.embed_name);
-    if (!weights.contains("lm_head.weight")) {
+    if (!weights->contains("lm_head.weight")) {
       if (eagle.version == 3) {
         throw InvalidArgument(fmt::format("{}: an EAGLE-3 head needs its lm_head.weight", dir));
       }
@@ -153,19 +150,34 @@ std::unique_ptr<Model> load_eagle_head(const std::string& dir, const EagleHeadOp
       shared.emplace_back(target_weights.contains(head) ? head : target_def.embed_name,
                           "lm_head.weight");
     }
-    if (!shared.empty()) weights.take_from(std::move(target_weights), shared);
-    if (options.dtype) (void)weights.convert_floats(*options.dtype, pool);
+    if (!shared.empty()) weights->take_from(std::move(target_weights), shared);
   }
   spdlog::info(
       "EAGLE-{} head {}: hidden {}, {} heads ({} kv), draft vocabulary {}, target layers "
       "{}",
       eagle.version, dir, config.hidden_size, config.num_heads, config.num_kv_heads,
       definition.eagle->draft_vocab_size, fmt::join(definition.eagle->target_layers, ", "));
+  return EagleHeadCheckpoint{config, std::move(definition), std::move(weights)};
+}
+
+std::unique_ptr<Model> load_eagle_head(const std::string& dir, const EagleHeadOptions& eagle,
+                                       const LoadOptions& options, ThreadPool& pool) {
+  EagleHeadCheckpoint head = open_eagle_head(dir, eagle, options);
+  WeightStore weights = make_empty_weight_store(dir);
+  if (!head.weights) {
+    weights =
+        make_dummy_weights(head.definition.tensors(), options.dtype.value_or(head.config.dtype),
+                           options.seed, pool, options.progress);
+  } else {
+    weights = std::move(*head.weights);
+    if (options.dtype) (void)weights.convert_floats(*options.dtype, pool);
+  }
   const OpContext ctx{
       &pool,
       {.batch_invariant = !options.cpu_onednn,
        .bf16 = options.cpu_bf16_round ? cpu::Bf16Matmul::kRound : cpu::Bf16Matmul::kExact}};
-  return build_cpu_model(config, std::move(definition), std::move(weights), ctx, options.kv_cache);
+  return build_cpu_model(head.config, std::move(head.definition), std::move(weights), ctx,
+                         options.kv_cache);
 }
 
 }  // namespace pagoda

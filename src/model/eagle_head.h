@@ -14,6 +14,7 @@
 //    (eagle_config.eagle_aux_hidden_state_layer_ids, vLLM's indices: the input of layer i),
 //    default 2, num_layers / 2 and num_layers - 3 of the target.
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -34,6 +35,22 @@ struct EagleHeadOptions {
                                                 const EagleHeadOptions& eagle,
                                                 const std::string& layer_prefix, bool fc_bias,
                                                 const DefinitionOptions& options);
+
+/// An EAGLE head's configuration, definition and checkpoint, before any backend binds them.
+struct EagleHeadCheckpoint {
+  ModelConfig config;
+  ModelDefinition definition;
+  /// The head's tensors, with the target's embedding (and EAGLE-1's LM head) added under the
+  /// head's names where the head has none, as vLLM shares them; empty for --load-format dummy
+  /// (every tensor of the definition is then drawn, embedding and LM head included).
+  std::optional<WeightStore> weights;
+};
+
+/// Opens an EAGLE head (no dtype conversion: each backend converts as it binds). Errors name the
+/// file and the field or tensor.
+[[nodiscard]] EagleHeadCheckpoint open_eagle_head(const std::string& dir,
+                                                  const EagleHeadOptions& eagle,
+                                                  const LoadOptions& options);
 
 /// Loads an EAGLE head for the CPU (--load-format dummy: random weights of its definition,
 /// embedding and LM head included). Errors name the file and the field or tensor.

@@ -19,14 +19,36 @@ bool cuda_available() {
 #endif
 }
 
-std::unique_ptr<Model> load_model_on_device(const std::string& model_dir,
-                                            const LoadOptions& options, const std::string& device,
-                                            ThreadPool& pool) {
+namespace {
+
+// Whether `device` ("auto", "cpu" or "cuda") means the GPU.
+bool on_gpu(const std::string& device) {
   if (device != "auto" && device != "cpu" && device != "cuda") {
     throw InvalidArgument(fmt::format("--device '{}' must be auto, cpu or cuda", device));
   }
-  const bool gpu = device == "cuda" || (device == "auto" && cuda_available());
-  if (!gpu) return load_model(model_dir, options, pool);
+  return device == "cuda" || (device == "auto" && cuda_available());
+}
+
+}  // namespace
+
+std::unique_ptr<Model> load_eagle_head_on_device(const std::string& dir,
+                                                 const EagleHeadOptions& eagle,
+                                                 const LoadOptions& options,
+                                                 const std::string& device, ThreadPool& pool) {
+  if (!on_gpu(device)) return load_eagle_head(dir, eagle, options, pool);
+#ifdef PAGODA_HAVE_CUDA
+  if (cuda_device_count() == 0) throw InvalidArgument("--device cuda: no CUDA GPU is visible");
+  return load_cuda_eagle_head(open_eagle_head(dir, eagle, options), dir, options, /*device=*/0,
+                              pool);
+#else
+  throw InvalidArgument("--device cuda: this pagoda was built without CUDA (PAGODA_CUDA=OFF)");
+#endif
+}
+
+std::unique_ptr<Model> load_model_on_device(const std::string& model_dir,
+                                            const LoadOptions& options, const std::string& device,
+                                            ThreadPool& pool) {
+  if (!on_gpu(device)) return load_model(model_dir, options, pool);
   if (options.tensor_parallel.world > 1) {
     throw InvalidArgument(fmt::format(
         "--tensor-parallel-size {}: tensor parallelism runs on the CPU only so far (--device cpu)",
@@ -41,7 +63,7 @@ std::unique_ptr<Model> load_model_on_device(const std::string& model_dir,
 }
 
 double profile_run(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
-                   int block_size) {
+                   int block_size, int64_t input_hidden_width) {
   const auto start = std::chrono::steady_clock::now();
   std::vector<int32_t> ids, positions, query_start_loc{0}, seq_lens, logits_indices;
   int max_blocks = 0;
@@ -61,8 +83,11 @@ double profile_run(Model& model, int64_t max_tokens, int max_num_seqs, int64_t m
   ids.assign(positions.size(), 0);
   const std::vector<int32_t> tables(seq_lens.size() * static_cast<size_t>(max_blocks), 0);
   const std::vector<int64_t> slots(positions.size(), -1);
-  const ForwardBatch batch{ids,    positions,  query_start_loc, seq_lens,
-                           tables, max_blocks, slots,           logits_indices};
+  ForwardBatch batch{ids,    positions,  query_start_loc, seq_lens,
+                     tables, max_blocks, slots,           logits_indices};
+  const std::vector<float> hidden(positions.size() * static_cast<size_t>(input_hidden_width), 0.0f);
+  batch.input_hidden = hidden;
+  batch.input_hidden_width = input_hidden_width;
   (void)model.forward(batch);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

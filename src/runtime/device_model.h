@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "model/eagle_head.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -17,6 +18,14 @@ namespace pagoda {
                                                           const std::string& device,
                                                           ThreadPool& pool);
 
+/// Loads an EAGLE head (model/eagle_head.h) on `device` (as load_model_on_device): the CPU's
+/// decoder or the GPU's, from the same checkpoint and definition.
+[[nodiscard]] std::unique_ptr<Model> load_eagle_head_on_device(const std::string& dir,
+                                                               const EagleHeadOptions& eagle,
+                                                               const LoadOptions& options,
+                                                               const std::string& device,
+                                                               ThreadPool& pool);
+
 /// Whether this build has the CUDA backend and sees a GPU.
 [[nodiscard]] bool cuda_available();
 
@@ -26,9 +35,10 @@ namespace pagoda {
 /// buffers at their peak (what is then in use is what the KV pool must leave) and loads the
 /// prefill kernels (cuBLASLt loads each lazily, and a lazy load waits for the GPU), so that none
 /// of it lands on the first requests. Writes no KV (every slot is -1) and reads only the null
-/// block, so a pool of two blocks suffices. Returns the seconds it took.
+/// block, so a pool of two blocks suffices. Returns the seconds it took. An EAGLE head's run reads
+/// zero hidden states of input_hidden_width floats per token (its widest input).
 double profile_run(Model& model, int64_t max_tokens, int max_num_seqs, int64_t max_model_len,
-                   int block_size);
+                   int block_size, int64_t input_hidden_width = 0);
 
 /// One decode step of each of the model's decode_graph_sizes(max_num_seqs), largest first, so
 /// that their graphs are captured before the first request (after the KV pool is allocated: the

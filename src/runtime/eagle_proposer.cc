@@ -51,7 +51,13 @@ std::span<float> EagleProposer::run(Pass& pass, int64_t width) {
   batch.hidden_layers = std::span<const int32_t>(&kOutputLayer, 1);
   batch.input_hidden = pass.hidden;
   batch.input_hidden_width = width;
-  const std::span<float> logits = head_.forward(batch);
+  pass.drawn.assign(pass.rows.size(), -1);
+  std::vector<DrawnLogprobs> unused(pass.rows.size());
+  const std::span<float> logits = head_.forward_sample(batch, pass.draws, pass.drawn, unused);
+  for (size_t row = 0; row < pass.drawn.size(); ++row) {
+    PAGODA_CHECK(pass.drawn[row] >= 0 || !logits.empty(),
+                 "EAGLE: row {} neither drawn nor returned", row);
+  }
   const std::span<float> g = head_.hidden_states();  // [1, T, hidden_]
   outputs_.resize(pass.rows.size() * static_cast<size_t>(hidden_));
   for (size_t r = 0; r < pass.rows.size(); ++r) {
@@ -111,7 +117,10 @@ void EagleProposer::propose(StepPlan& plan,
     }
     const bool rows = st.computed < n;
     if (rows) {
-      if (s.propose) first.rows.push_back(static_cast<int32_t>(first.ids.size()) - 1);
+      if (s.propose) {
+        first.rows.push_back(static_cast<int32_t>(first.ids.size()) - 1);
+        first.draws.push_back(DraftProposer::device_draw(s.draft_draw));
+      }
       end_sequence(first, table, n);
     }
     st.computed = n;
@@ -127,22 +136,27 @@ void EagleProposer::propose(StepPlan& plan,
   if (first.ids.empty()) return;
   // Pass j (1-based) draws draft j of each sequence that still needs one; pass 1 is the catch-up.
   std::span<float> logits = run(first, width_);
+  const Pass* last = &first;
+  Pass pass;
   std::vector<size_t> in_pass;  // indices into active, in row order
   for (size_t a = 0; a < active.size(); ++a) in_pass.push_back(a);
   for (int32_t j = 1;; ++j) {
-    PAGODA_CHECK(logits.size() == in_pass.size() * vocab, "EAGLE: {} logits for {} rows",
-                 logits.size(), in_pass.size());
+    PAGODA_CHECK(last->drawn.size() == in_pass.size() &&
+                     (logits.empty() || logits.size() == in_pass.size() * vocab),
+                 "EAGLE: {} logits and {} rows for {} sequences", logits.size(), last->drawn.size(),
+                 in_pass.size());
     for (size_t row = 0; row < in_pass.size(); ++row) {
       const Active& a = active[in_pass[row]];
       PlannedSequence& s = plan.seqs[a.i];
       SequenceResult& r = results[a.i];
-      DraftProposer::place_draft(logits.subspan(row * vocab, vocab), -1, static_cast<size_t>(j - 1),
-                                 s, r);
+      const std::span<float> row_logits =
+          logits.empty() ? logits : logits.subspan(row * vocab, vocab);
+      DraftProposer::place_draft(row_logits, last->drawn[row], static_cast<size_t>(j - 1), s, r);
     }
     if (j >= max_k) break;
     // Draft j, the token at n + j, is the input of position n + j - 1, with the head's output of
     // the row before it.
-    Pass pass;
+    pass = Pass{};
     std::vector<size_t> next;
     const std::vector<float> g = outputs_;  // [in_pass rows, hidden_]
     for (size_t row = 0; row < in_pass.size(); ++row) {
@@ -154,11 +168,13 @@ void EagleProposer::propose(StepPlan& plan,
                 std::span<const float>(g).subspan(row * static_cast<size_t>(hidden_),
                                                   static_cast<size_t>(hidden_)));
       pass.rows.push_back(static_cast<int32_t>(pass.ids.size()) - 1);
+      pass.draws.push_back(DraftProposer::device_draw(plan.seqs[act.i].draft_draw));
       end_sequence(pass, table, position + 1);
       next.push_back(in_pass[row]);
     }
     in_pass = std::move(next);
     logits = run(pass, hidden_);
+    last = &pass;
   }
 }
 

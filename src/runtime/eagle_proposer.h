@@ -15,7 +15,8 @@
 //  2. Pass j = 2..k feeds d(j-1) at position n + j - 2 with the head's previous output g instead
 //     of a target hidden state (EAGLE's feature extrapolation), giving d(j).
 //  3. The drafts replace the plan's placeholders; the step result carries them (and q for
-//     sampled draws, as DraftProposer::draw draws).
+//     sampled draws, as DraftProposer::draw draws). Greedy draws are asked of the head as device
+//     draws (DraftProposer::device_draw): a GPU head returns one token per row and no logits.
 // Worked example, k = 3, t sampled at position 20, the head's KV valid to 18: the catch-up
 // computes position 19 (token t, target hidden h19) and draws d1 (for position 21); pass 2
 // computes position 20 (d1, g19) and draws d2; pass 3 computes 21 (d2, g20) and draws d3. The
@@ -77,13 +78,17 @@ class EagleProposer {
     std::vector<std::vector<int32_t>> tables;  // [seqs]: padded to max_blocks by run()
     std::vector<int64_t> slots;
     std::vector<float> hidden;
+    std::vector<DeviceDraw> draws;  // [rows]: each row's draw (device_draw of its draft draw)
+    std::vector<int32_t> drawn;     // [rows]: after run(), a token drawn on the device, else -1
     int max_blocks = 1;
   };
   void add_token(Pass& pass, const std::vector<int32_t>& table, int32_t position, int32_t token,
                  std::span<const float> hidden) const;
   static void end_sequence(Pass& pass, const std::vector<int32_t>& table, int32_t end);
-  // Runs a pass whose hidden rows have `width` floats; returns the logits of its rows and leaves
-  // the head's outputs of those rows in outputs_ [rows, hidden].
+  // Runs a pass whose hidden rows have `width` floats; returns the logits of its rows not drawn on
+  // the device (all rows' span; those rows only are valid, or empty when every row was drawn),
+  // pass.drawn the others' tokens, and leaves the head's outputs of the rows in outputs_ [rows,
+  // hidden].
   [[nodiscard]] std::span<float> run(Pass& pass, int64_t width);
 
   Model& head_;

@@ -44,16 +44,12 @@ InProcessExecutor::InProcessExecutor(const ExecutorOptions& options)
   if (!eagle && method != "draft_model" && method != "parallel_draft") {
     throw InvalidArgument(fmt::format("speculative_config.method '{}' has no draft model", method));
   }
-  if (eagle && info_.on_device) {
-    throw InvalidArgument(fmt::format(
-        "speculative_config.method {}: EAGLE heads run on the CPU only for now (--device cpu)",
-        method));
-  }
   // The draft model (draft-model speculation): errors name the configuration key.
   try {
-    draft_ = eagle ? load_eagle_head(options.draft_model_dir,
-                                     {method == "eagle" ? 1 : 3, options.model_dir},
-                                     options.draft_load, pool_)
+    // On the target's device (an EAGLE head reads the target's hidden states).
+    draft_ = eagle ? load_eagle_head_on_device(options.draft_model_dir,
+                                               {method == "eagle" ? 1 : 3, options.model_dir},
+                                               options.draft_load, options.device, pool_)
                    : load_model_on_device(options.draft_model_dir, options.draft_load,
                                           options.device, pool_);
   } catch (const InvalidArgument& e) {
@@ -76,11 +72,16 @@ double InProcessExecutor::profile_run(int64_t max_tokens, int max_num_seqs, int6
                                       int block_size) {
   double seconds =
       pagoda::profile_run(*model_, max_tokens, max_num_seqs, max_model_len, block_size);
-  // An EAGLE head (CPU only) needs the target's hidden states for a forward: no profile run.
-  if (draft_ && !draft_->definition().eagle) {
-    draft_->init_kv_cache(2, block_size);
-    seconds += pagoda::profile_run(*draft_, max_tokens, max_num_seqs, max_model_len, block_size);
-  }
+  if (!draft_) return seconds;
+  // An EAGLE head reads zero hidden states of its widest input (EAGLE-3: fc's three target
+  // layers); on the CPU it needs no profile run (nothing is sized from it).
+  const std::optional<EagleHeadDef>& eagle = draft_->definition().eagle;
+  if (eagle && !info_.on_device) return seconds;
+  draft_->init_kv_cache(2, block_size);
+  // EAGLE-1's fc reads [embed | h] (2 hidden): h is half of it.
+  const int64_t width = !eagle ? 0 : eagle->version == 1 ? eagle->fc.in / 2 : eagle->fc.in;
+  seconds +=
+      pagoda::profile_run(*draft_, max_tokens, max_num_seqs, max_model_len, block_size, width);
   return seconds;
 }
 

@@ -34,8 +34,8 @@ struct ExecutorOptions {
   int tensor_parallel_size = 1;
   // Speculation by a model in the executor: the draft's directory (empty: none), loaded with
   // draft_load, its KV cache of the target's blocks. draft_method (SpeculativeConfig::method):
-  // draft_model and parallel_draft (runtime/draft_proposer.h) on the target's device; eagle and
-  // eagle3 (runtime/eagle_proposer.h) on the CPU only.
+  // draft_model and parallel_draft (runtime/draft_proposer.h), eagle and eagle3
+  // (runtime/eagle_proposer.h), all on the target's device.
   std::string draft_model_dir;
   std::string draft_method = "draft_model";
   LoadOptions draft_load;

@@ -75,6 +75,17 @@ __global__ void softcap_kernel(void* x, DType d, int64_t n, float cap) {
   }
 }
 
+__global__ void gather_columns_kernel(const void* src, int64_t src_cols, const int32_t* columns,
+                                      int64_t dst_cols, void* dst, DType d) {
+  const int64_t r = blockIdx.y;
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < dst_cols;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t from = columns[c];
+    store_float(dst, d, r * dst_cols + c,
+                from >= 0 ? load_as_float(src, d, r * src_cols + from) : -INFINITY);
+  }
+}
+
 int grid_for(int64_t n) {
   const int64_t blocks = (n + 255) / 256;
   return static_cast<int>(blocks < 65536 ? (blocks > 0 ? blocks : 1) : 65536);
@@ -125,6 +136,16 @@ cudaError_t gather_rows(const void* src, const int32_t* rows, int64_t num_rows, 
                      reinterpret_cast<uintptr_t>(dst) % 16 == 0;
   gather_rows_kernel<<<static_cast<unsigned>(num_rows), 256, 0, stream>>>(
       static_cast<const char*>(src), rows, row_bytes, static_cast<char*>(dst), vec16);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_columns(const void* src, int64_t rows, int64_t src_cols, const int32_t* columns,
+                           int64_t dst_cols, void* dst, DType dtype, cudaStream_t stream) {
+  if (rows <= 0 || dst_cols <= 0) return cudaSuccess;
+  if (rows > 65535 || src_cols <= 0) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(std::min(grid_for(dst_cols), 1024)),
+                  static_cast<unsigned>(rows));
+  gather_columns_kernel<<<grid, 256, 0, stream>>>(src, src_cols, columns, dst_cols, dst, dtype);
   return cudaGetLastError();
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // Whole-tensor utilities the GPU runtime needs around the model kernels: dtype conversion, the
-// random fill of --load-format dummy, and row gathers.
+// random fill of --load-format dummy, and row and column gathers.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -36,5 +36,13 @@ cudaError_t softcap(void* x, DType dtype, int64_t count, float cap, cudaStream_t
 /// when both pointers are 16-byte aligned, any size otherwise). rows: device int32.
 cudaError_t gather_rows(const void* src, const int32_t* rows, int64_t num_rows, int64_t row_bytes,
                         void* dst, cudaStream_t stream);
+
+/// dst[r, c] = src[r, columns[c]] when columns[c] >= 0, else -inf, for r in [0, rows) and c in
+/// [0, dst_cols); src [rows, src_cols], dst [rows, dst_cols], both in `dtype` (f32, bf16 or f16),
+/// columns device int32 [dst_cols] with entries in [-1, src_cols). An EAGLE-3 head's logits over
+/// its draft vocabulary placed at their target ids. Example: src row (a, b, c), columns
+/// [0, 1, -1, -1, -1, 2, -1, -1] gives (a, b, -inf, -inf, -inf, c, -inf, -inf).
+cudaError_t gather_columns(const void* src, int64_t rows, int64_t src_cols, const int32_t* columns,
+                           int64_t dst_cols, void* dst, DType dtype, cudaStream_t stream);
 
 }  // namespace pagoda::cuda

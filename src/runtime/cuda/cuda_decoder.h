@@ -37,6 +37,11 @@ struct CudaActivations {
   // gathered by its permutation for the GEMV, and the large-m path's dequantized weight.
   DeviceBuffer w4_x;      // [kW4GemvMaxM, widest act-order input] or empty
   DeviceBuffer w4_dense;  // [largest W4 out * in] or empty
+  // EAGLE heads only: the step's input hidden states as the host sent them (fp32) and in the
+  // activation dtype, [capacity, fc.in] each (wide enough for every input width: hidden <= fc.in),
+  // and the concatenated inputs of fc (EAGLE-1) and of the attention (EAGLE-3).
+  DeviceBuffer eagle_in_f32, eagle_in;  // [capacity, fc.in]
+  DeviceBuffer eagle_cat;               // [capacity, max(2 hidden, fc.in)]
 
   void reserve(int64_t tokens, const ModelDefinition& d, size_t element_size);
 };
@@ -107,7 +112,18 @@ class CudaDecoderModel final : public Model {
   /// The kernel sequence of one step (cuda_forward.cc): enqueues only, so it can be captured.
   void run_kernels(const StepInputs& in, const cuda::AttentionPlan& plan, int64_t T, int S,
                    int64_t L);
-  void attention_input(int l, const StepInputs& in, int64_t T, bool fused, bool fused_rope);
+  /// eagle_x: an EAGLE head's attention input of layer 0 (eagle_input), projected as it is.
+  void attention_input(int l, const StepInputs& in, int64_t T, bool fused, bool fused_rope,
+                       const void* eagle_x = nullptr);
+  /// An EAGLE head's first steps (model/definition.h, EagleHeadDef), with embed(token) in
+  /// act_.normed and the step's input hidden states in act_.eagle_in [T, eagle_width_]: sets the
+  /// residual stream to x and returns layer 0's attention input.
+  const void* eagle_input(int64_t T);
+  /// Enqueues the upload of an EAGLE head's input hidden states (ForwardBatch::input_hidden).
+  void stage_eagle_input(const ForwardBatch& b);
+  /// The final norm of every token into hidden_dev_'s slice of each hidden_layers_ entry equal to
+  /// the layer count (an EAGLE-1 head's input: what the LM head reads).
+  void keep_final_normed(int64_t T, bool fused);
   /// Copies the residual stream (+ act_.hidden when a sublayer output is pending) into
   /// hidden_dev_'s slice of each hidden_layers_ entry equal to `layer`.
   void keep_hidden(int layer, int64_t T, bool pending);
@@ -152,6 +168,10 @@ class CudaDecoderModel final : public Model {
   DeviceBuffer logits_dtype_, logits_f32_, gathered_;
   void* host_logits_ = nullptr;  // pinned [rows, vocab] fp32, returned by forward()
   DeviceSampler sampler_;        // rows drawn on the device
+  // An EAGLE-3 head with a draft vocabulary: its LM head's rows [L, draft_vocab] in the activation
+  // dtype, before gather_columns places them at their target ids in logits_dtype_.
+  DeviceBuffer draft_logits_;
+  int64_t eagle_width_ = 0;  // an EAGLE head's step: ForwardBatch::input_hidden_width
   // Hidden states of the step's ForwardBatch::hidden_layers: [layers, T, hidden] in the activation
   // dtype on the device, fp32 on the device and in pinned host memory.
   std::vector<int32_t> hidden_layers_;

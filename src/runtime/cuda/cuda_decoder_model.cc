@@ -83,6 +83,11 @@ void CudaActivations::reserve(int64_t tokens, const ModelDefinition& d, size_t e
     w4_x = DeviceBuffer(static_cast<size_t>(cuda::kW4GemvMaxM * w4_in) * esize);
   if (w4_weight > 0 && w4_dense.get() == nullptr)
     w4_dense = DeviceBuffer(static_cast<size_t>(w4_weight) * esize);
+  if (d.eagle) {
+    eagle_in_f32 = DeviceBuffer(static_cast<size_t>(capacity * d.eagle->fc.in) * sizeof(float));
+    eagle_in = buf(d.eagle->fc.in);
+    eagle_cat = buf(std::max(2 * d.hidden_size, d.eagle->fc.in));
+  }
 }
 
 CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition definition,
@@ -93,6 +98,9 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
       dtype_(dtypes.activations),
       device_(device),
       options_(options) {
+  // An EAGLE head's steps read their input hidden states from a buffer of the step's width and
+  // always ask for its output hidden states: they run eagerly (no decode graphs).
+  if (def_.eagle) options_.cuda_graphs = false;
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PAGODA_CUDA_CHECK(cuda::blas_context_create(&blas_));
@@ -138,7 +146,9 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
   bool k_aligned = def_.hidden_size % 8 == 0;
   for (const LayerDef& l : def_.layers)
     k_aligned = k_aligned && l.o.in % 8 == 0 && l.down.in % 8 == 0;
-  fuse_small_steps_ = options_.gemv_fusion && def_.is_plain_llama_block() && k_aligned;
+  // An EAGLE head's layer 0 reads fc's output, not a normed residual: the unfused kernels.
+  fuse_small_steps_ =
+      options_.gemv_fusion && def_.is_plain_llama_block() && k_aligned && !def_.eagle;
   for (const CudaLayerWeights& l : w_.layers)
     fp8_ = fp8_ || l.qkv.fp8() || l.o.fp8() || l.gate_up.fp8() || l.down.fp8();
   for (const CudaLayerWeights& l : w_.layers)
@@ -385,12 +395,23 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   hidden_layers_.assign(b.hidden_layers.begin(), b.hidden_layers.end());
   hidden_elems_ = hidden_layers_.size() * static_cast<size_t>(T * c.hidden_size);
   for (const int32_t l : hidden_layers_) {
-    PAGODA_CHECK(l >= -1 && l < static_cast<int>(c.layers.size()), "hidden layer {} of {}", l,
-                 c.layers.size());
+    // The layer count: the final-normed output (an EAGLE-1 head's input; an EAGLE-1 head itself
+    // has no final norm).
+    PAGODA_CHECK(l >= -1 && l <= static_cast<int>(c.layers.size()) &&
+                     (l < static_cast<int>(c.layers.size()) || w_.final_norm.get() != nullptr),
+                 "hidden layer {} of {}", l, c.layers.size());
   }
   if (hidden_elems_ > 0) reserve_hidden(hidden_elems_);
+  if (w_.eagle.target_columns.get() != nullptr) {
+    const size_t bytes = static_cast<size_t>(L * c.eagle->draft_vocab_size) * es;
+    if (draft_logits_.size() < bytes) {
+      PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      draft_logits_ = DeviceBuffer(bytes * 2);
+    }
+  }
   phases.mark();  // buffers
   const StepInputs in = stage_inputs(b, table_width);
+  if (c.eagle) stage_eagle_input(b);
 
   // The attention plan (host), grown until it fits the workspace, then uploaded.
   cuda::AttentionPlan plan;
@@ -489,6 +510,27 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   return true;
 }
 
+void CudaDecoderModel::stage_eagle_input(const ForwardBatch& b) {
+  const EagleHeadDef& e = *def_.eagle;
+  const int64_t T = b.num_tokens(), h = def_.hidden_size, width = b.input_hidden_width;
+  // EAGLE-1 reads the target's final-normed hidden state or its own output (hidden wide each);
+  // EAGLE-3 three target layers (fc.in) or its own output (hidden).
+  PAGODA_CHECK(width == h || (e.version == 3 && width == e.fc.in),
+               "EAGLE-{} head: input hidden width {} (hidden {}, fc {})", e.version, width, h,
+               e.fc.in);
+  PAGODA_CHECK(b.input_hidden.size() == static_cast<size_t>(T * width),
+               "EAGLE head: input_hidden of {} floats for {} tokens of width {}",
+               b.input_hidden.size(), T, width);
+  eagle_width_ = width;
+  // From pageable host memory: the call returns once the source is staged (the caller may free
+  // it), and the conversion follows on the stream.
+  PAGODA_CUDA_CHECK(cudaMemcpyAsync(act_.eagle_in_f32.get(), b.input_hidden.data(),
+                                    b.input_hidden.size() * sizeof(float), cudaMemcpyHostToDevice,
+                                    stream_));
+  PAGODA_CUDA_CHECK(cuda::convert(act_.eagle_in_f32.get(), DType::kF32, act_.eagle_in.get(), dtype_,
+                                  T * width, stream_));
+}
+
 /// Decode-step graphs are captured per batch-size bucket (1, 2, 4, 8, then multiples of 8 up to
 /// DecodeGraphs::kMaxTokens tokens, as vLLM's capture sizes) and tokens per sequence q: a batch of
 /// S sequences runs as the bucket's size, the extra sequences being q tokens at positions 0..q-1
@@ -579,6 +621,39 @@ DType cuda_kv_cache_dtype(const ModelDefinition& definition, const KVCacheOption
   return dtype;
 }
 
+/// A definition on the GPU, after the load path checked its formats: its weights from `store`
+/// (dummy ones when empty), the dtypes from the options and the checkpoint.
+std::unique_ptr<Model> build_cuda_model(const ModelConfig& config, ModelDefinition definition,
+                                        std::optional<WeightStore> store, const std::string& source,
+                                        const LoadOptions& options, int device, ThreadPool& pool) {
+  CudaWeightSource weights;
+  weights.store = std::move(store);
+  weights.seed = options.seed;
+  weights.progress = options.progress;
+  const DType dtype =
+      options.dtype.value_or(config.dtype == DType::kF16 ? DType::kF16 : DType::kBF16);
+  if (dtype != DType::kBF16 && dtype != DType::kF16) {
+    throw InvalidArgument(fmt::format(
+        "--dtype {} is not supported on the GPU (bfloat16 or float16)", dtype_name(dtype)));
+  }
+  spdlog::info("model {}: {} with {} layers on GPU {} in {}", source, config.architecture,
+               config.num_layers, device, dtype_name(dtype));
+  CudaDTypes dtypes{dtype, cuda_kv_cache_dtype(definition, options.kv_cache, dtype), {}};
+  if (kv::kv_cache_dtype_scaled(dtypes.kv_cache) && weights.store) {
+    KVScaleSource from;
+    dtypes.kv_scales = read_kv_cache_scales(definition, *weights.store, dtypes.kv_cache,
+                                            /*calculate=*/false, &from);
+    spdlog::info("KV cache {}: k/v scales of {} of {} layers from the checkpoint{}",
+                 kv::kv_cache_dtype_name(dtypes.kv_cache), from.from_checkpoint,
+                 definition.layers.size(), from.from_checkpoint == 0 ? " (the others 1.0)" : "");
+  } else if (kv::kv_cache_dtype_scaled(dtypes.kv_cache)) {
+    spdlog::info("KV cache {}: k/v scales 1.0 (dummy weights)",
+                 kv::kv_cache_dtype_name(dtypes.kv_cache));
+  }
+  return std::make_unique<CudaDecoderModel>(config, std::move(definition), dtypes, device,
+                                            std::move(weights), options.runtime, pool);
+}
+
 }  // namespace
 
 std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadOptions& options,
@@ -600,33 +675,18 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
         "and a dense lm_head); pass --device cpu",
         model_dir, definition.weight_summary()));
   }
-  CudaWeightSource source;
-  if (options.format == LoadFormat::kSafetensors)
-    source.store = WeightStore::open_directory(model_dir);
-  source.seed = options.seed;
-  source.progress = options.progress;
-  const DType dtype =
-      options.dtype.value_or(config.dtype == DType::kF16 ? DType::kF16 : DType::kBF16);
-  if (dtype != DType::kBF16 && dtype != DType::kF16) {
-    throw InvalidArgument(fmt::format(
-        "--dtype {} is not supported on the GPU (bfloat16 or float16)", dtype_name(dtype)));
-  }
-  spdlog::info("model {}: {} with {} layers on GPU {} in {}", model_dir, config.architecture,
-               config.num_layers, device, dtype_name(dtype));
-  CudaDTypes dtypes{dtype, cuda_kv_cache_dtype(definition, options.kv_cache, dtype), {}};
-  if (kv::kv_cache_dtype_scaled(dtypes.kv_cache) && source.store) {
-    KVScaleSource from;
-    dtypes.kv_scales = read_kv_cache_scales(definition, *source.store, dtypes.kv_cache,
-                                            /*calculate=*/false, &from);
-    spdlog::info("KV cache {}: k/v scales of {} of {} layers from the checkpoint{}",
-                 kv::kv_cache_dtype_name(dtypes.kv_cache), from.from_checkpoint,
-                 definition.layers.size(), from.from_checkpoint == 0 ? " (the others 1.0)" : "");
-  } else if (kv::kv_cache_dtype_scaled(dtypes.kv_cache)) {
-    spdlog::info("KV cache {}: k/v scales 1.0 (dummy weights)",
-                 kv::kv_cache_dtype_name(dtypes.kv_cache));
-  }
-  return std::make_unique<CudaDecoderModel>(config, std::move(definition), dtypes, device,
-                                            std::move(source), options.runtime, pool);
+  std::optional<WeightStore> store;
+  if (options.format == LoadFormat::kSafetensors) store = WeightStore::open_directory(model_dir);
+  return build_cuda_model(config, std::move(definition), std::move(store), model_dir, options,
+                          device, pool);
+}
+
+std::unique_ptr<Model> load_cuda_eagle_head(EagleHeadCheckpoint head, const std::string& dir,
+                                            const LoadOptions& options, int device,
+                                            ThreadPool& pool) {
+  // EAGLE heads are dense (define_eagle_head): their fc, layer and LM head upload as they are.
+  return build_cuda_model(head.config, std::move(head.definition), std::move(head.weights), dir,
+                          options, device, pool);
 }
 
 }  // namespace pagoda

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "core/thread_pool.h"
+#include "model/eagle_head.h"
 #include "model/model.h"
 
 namespace pagoda {
@@ -16,6 +17,14 @@ namespace pagoda {
 [[nodiscard]] std::unique_ptr<Model> load_cuda_model(const std::string& model_dir,
                                                      const LoadOptions& options, int device,
                                                      ThreadPool& pool);
+
+/// An EAGLE head (model/eagle_head.h, opened from `dir`) on GPU `device`, in the options' dtype
+/// (else its config's, as load_cuda_model), its KV cache as a model's; its forward reads
+/// ForwardBatch::input_hidden.
+[[nodiscard]] std::unique_ptr<Model> load_cuda_eagle_head(EagleHeadCheckpoint head,
+                                                          const std::string& dir,
+                                                          const LoadOptions& options, int device,
+                                                          ThreadPool& pool);
 
 /// Number of CUDA devices usable by this process (0 when there is no driver or GPU).
 [[nodiscard]] int cuda_device_count();

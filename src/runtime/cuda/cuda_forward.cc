@@ -105,7 +105,7 @@ void CudaDecoderModel::gemv_fused(const void* x, int64_t m, const CudaLinear& w,
 /// projection and its bias, the per-head q/k norms, RoPE and the cache write. Fused: the norm runs
 /// inside the GEMV, and with fused_rope RoPE and the cache write too.
 void CudaDecoderModel::attention_input(int l, const StepInputs& in, int64_t T, bool fused,
-                                       bool fused_rope) {
+                                       bool fused_rope, const void* eagle_x) {
   const LayerDef& def = def_.layers[static_cast<size_t>(l)];
   const CudaLayerWeights& w = w_.layers[static_cast<size_t>(l)];
   const AttentionDef& a = def.attention;
@@ -127,6 +127,8 @@ void CudaDecoderModel::attention_input(int l, const StepInputs& in, int64_t T, b
       f.rope.cache_dtype = kv_spec_.dtype;
     }
     gemv_fused(act_.residual.get(), T, w.qkv, qkv, f);
+  } else if (eagle_x != nullptr) {
+    linear(eagle_x, T, w.qkv, qkv);
   } else {
     if (l == 0) {
       PAGODA_CUDA_CHECK(cuda::rms_norm(act_.residual.get(), w.input_norm.get(), T, h, def_.norm_eps,
@@ -181,6 +183,74 @@ void CudaDecoderModel::keep_hidden(int layer, int64_t T, bool pending) {
   }
 }
 
+// Row-wise concatenation [T, 2h] of two [T, h] tensors: row r of `cat` is a[r] then b[r]. Two
+// strided copies; e.g. h = 4: cat row 1 holds a's elements 4..7 at 8..11 and b's 4..7 at 12..15.
+namespace {
+void concat_rows(const void* a, const void* b, int64_t T, int64_t h, size_t es, void* cat,
+                 cudaStream_t stream) {
+  const size_t row = static_cast<size_t>(h) * es;
+  PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(cat, 2 * row, a, row, row, static_cast<size_t>(T),
+                                      cudaMemcpyDeviceToDevice, stream));
+  PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(cat) + row, 2 * row, b, row, row,
+                                      static_cast<size_t>(T), cudaMemcpyDeviceToDevice, stream));
+}
+}  // namespace
+
+const void* CudaDecoderModel::eagle_input(int64_t T) {
+  const EagleHeadDef& e = *def_.eagle;
+  const int64_t h = def_.hidden_size;
+  const size_t es = dtype_size(dtype_);
+  void* embeds = act_.normed.get();
+  void* residual = act_.residual.get();
+  void* cat = act_.eagle_cat.get();
+  if (e.version == 1) {
+    // x = fc([embed | h]) [T, h]; the layer's input norm is left out.
+    concat_rows(embeds, act_.eagle_in.get(), T, h, es, cat, stream_);
+    linear(cat, T, w_.eagle.fc, residual);
+    return residual;
+  }
+  // EAGLE-3: x = fc(three target layers) [T, fc.in], or the head's own output [T, h] as it is.
+  if (eagle_width_ == e.fc.in) {
+    linear(act_.eagle_in.get(), T, w_.eagle.fc, residual);
+  } else {
+    PAGODA_CUDA_CHECK(cudaMemcpyAsync(residual, act_.eagle_in.get(),
+                                      static_cast<size_t>(T * h) * es, cudaMemcpyDeviceToDevice,
+                                      stream_));
+  }
+  // Attention input [T, 2h]: input_norm(embeds) then hidden_norm(x), each normed into act_.hidden
+  // (free until the layer's o projection) and copied to its half.
+  void* normed = act_.hidden.get();
+  const size_t row = static_cast<size_t>(h) * es;
+  PAGODA_CUDA_CHECK(cuda::rms_norm(embeds, w_.layers[0].input_norm.get(), T, h, def_.norm_eps,
+                                   normed, dtype_, stream_));
+  PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(cat, 2 * row, normed, row, row, static_cast<size_t>(T),
+                                      cudaMemcpyDeviceToDevice, stream_));
+  PAGODA_CUDA_CHECK(cuda::rms_norm(residual, w_.eagle.hidden_norm.get(), T, h, def_.norm_eps,
+                                   normed, dtype_, stream_));
+  PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(static_cast<char*>(cat) + row, 2 * row, normed, row, row,
+                                      static_cast<size_t>(T), cudaMemcpyDeviceToDevice, stream_));
+  return cat;
+}
+
+void CudaDecoderModel::keep_final_normed(int64_t T, bool fused) {
+  const auto num_layers = static_cast<int32_t>(def_.layers.size());
+  const int64_t n = T * def_.hidden_size;
+  const size_t es = dtype_size(dtype_);
+  for (size_t i = 0; i < hidden_layers_.size(); ++i) {
+    if (hidden_layers_[i] != num_layers) continue;
+    void* dst = hidden_dev_.at(i * static_cast<size_t>(n) * es);
+    // add_rms_norm would add the pending sublayer output into the residual stream, which the LM
+    // head's rows still read: the sum goes to dst and is normed there.
+    const void* x = act_.residual.get();
+    if (!fused) {
+      PAGODA_CUDA_CHECK(cuda::add(act_.residual.get(), act_.hidden.get(), dst, dtype_, n, stream_));
+      x = dst;
+    }
+    PAGODA_CUDA_CHECK(cuda::rms_norm(x, w_.final_norm.get(), T, def_.hidden_size, def_.norm_eps,
+                                     dst, dtype_, stream_));
+  }
+}
+
 /// The kernel sequence of one step, from the embedding to the logits rows in logits_dtype_. It
 /// only launches work on stream_ (no allocation, no host synchronisation), so it can be captured.
 /// The residual stream lives in act_.residual; outside the fused path a sublayer's output waits in
@@ -207,17 +277,20 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
   const bool fused_rope = fused && !d.layers[0].attention.q_norm && head_dim % 4 == 0 &&
                           (T <= cuda::kGemvMaxM || head_dim % 32 == 0) && kv_spec_.dtype == dtype_;
 
+  // An EAGLE head keeps embed(token) apart (in normed): its residual stream comes from fc.
+  void* embedded = d.eagle ? normed : residual;
   PAGODA_CUDA_CHECK(
-      cuda::embedding(in.ids, T, w_.embed.get(), d.vocab_size, h, residual, dtype_, stream_));
+      cuda::embedding(in.ids, T, w_.embed.get(), d.vocab_size, h, embedded, dtype_, stream_));
   if (embed_scale_ != 1.0f)
-    PAGODA_CUDA_CHECK(cuda::affine(residual, dtype_, T * h, embed_scale_, 0.0f, stream_));
+    PAGODA_CUDA_CHECK(cuda::affine(embedded, dtype_, T * h, embed_scale_, 0.0f, stream_));
+  const void* eagle_x = d.eagle ? eagle_input(T) : nullptr;
   keep_hidden(-1, T, false);
   for (size_t l = 0; l < d.layers.size(); ++l) {
     const LayerDef& def = d.layers[l];
     const CudaLayerWeights& w = w_.layers[l];
     const AttentionDef& a = def.attention;
     const int64_t inter = def.gate_up.out_segments[0];
-    attention_input(static_cast<int>(l), in, T, fused, fused_rope);
+    attention_input(static_cast<int>(l), in, T, fused, fused_rope, l == 0 ? eagle_x : nullptr);
 
     cuda::PagedAttentionParams ap;
     ap.q = act_.qkv.get();
@@ -281,8 +354,12 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
     }
     keep_hidden(static_cast<int>(l), T, true);
   }
+  keep_final_normed(T, fused);
   if (L == 0) return;
-  if (fused) {
+  if (d.eagle && d.eagle->version == 1) {
+    // EAGLE-1's output goes to the LM head without a norm: the residual stream after the layer.
+    PAGODA_CUDA_CHECK(cuda::add(residual, hidden, normed, dtype_, T * h, stream_));
+  } else if (fused) {
     PAGODA_CUDA_CHECK(
         cuda::rms_norm(residual, w_.final_norm.get(), T, h, eps, normed, dtype_, stream_));
   } else {
@@ -292,8 +369,17 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
   // Only the rows whose logits are wanted go through the LM head.
   PAGODA_CUDA_CHECK(cuda::gather_rows(normed, in.logits_rows, L, h * static_cast<int64_t>(es),
                                       gathered_.get(), stream_));
-  PAGODA_CUDA_CHECK(cuda::linear(blas_, gathered_.get(), L, h, w_.lm_head_weight().get(),
-                                 d.vocab_size, nullptr, logits_dtype_.get(), dtype_, stream_));
+  // An EAGLE-3 head's draft vocabulary: its rows placed at their target ids (-inf elsewhere).
+  const bool scatter = w_.eagle.target_columns.get() != nullptr;
+  const int64_t head_rows = d.eagle ? d.eagle->draft_vocab_size : d.vocab_size;
+  void* head_out = scatter ? draft_logits_.get() : logits_dtype_.get();
+  PAGODA_CUDA_CHECK(cuda::linear(blas_, gathered_.get(), L, h, w_.lm_head_weight().get(), head_rows,
+                                 nullptr, head_out, dtype_, stream_));
+  if (scatter) {
+    PAGODA_CUDA_CHECK(cuda::gather_columns(head_out, L, head_rows,
+                                           w_.eagle.target_columns.as<int32_t>(), d.vocab_size,
+                                           logits_dtype_.get(), dtype_, stream_));
+  }
   if (d.final_softcap > 0) {
     PAGODA_CUDA_CHECK(
         cuda::softcap(logits_dtype_.get(), dtype_, L * d.vocab_size, d.final_softcap, stream_));

@@ -5,6 +5,7 @@
 
 #include "core/logging.h"
 #include "kernels/cpu/int4_repack.h"
+#include "core/status.h"
 #include "kernels/cuda/linear_fp8.h"
 #include "kernels/cuda/linear_w4.h"
 #include "kernels/cuda/tensor_ops.h"
@@ -143,6 +144,14 @@ class Uploader {
       }
     }
     return l;
+  }
+
+  /// A small tensor read on the host as it is (the checkpoint's, or the dummy one).
+  [[nodiscard]] const Tensor& host_tensor(const std::string& name) const {
+    return small_store().get(name);
+  }
+  [[nodiscard]] std::string source_of(const std::string& name) const {
+    return small_store().source_of(name);
   }
 
   /// Copies the checkpoint tensors named so far, waits for every upload, then folds the norm
@@ -364,6 +373,30 @@ class Uploader {
   std::optional<WeightStore> dummy_small_;  // dummy weights: the quantized formats' scales
 };
 
+/// An EAGLE-3 head's d2t [draft_vocab] I64 (draft id i is target id i + d2t[i]) inverted to
+/// CudaEagleWeights::target_columns on the device; a later draft id wins a target id two map to,
+/// as the CPU's scatter.
+DeviceBuffer target_columns(const Uploader& up, const EagleHeadDef& e, int64_t vocab) {
+  const Tensor& t = up.host_tensor(e.d2t_name);
+  if (t.dtype != DType::kI64 || t.shape != Shape{e.draft_vocab_size}) {
+    throw InvalidArgument(fmt::format("{}: tensor '{}' must be I64 [{}]", up.source_of(e.d2t_name),
+                                      e.d2t_name, e.draft_vocab_size));
+  }
+  std::vector<int32_t> columns(static_cast<size_t>(vocab), -1);
+  for (int64_t i = 0; i < e.draft_vocab_size; ++i) {
+    const int64_t target = i + t.as<int64_t>()[i];
+    if (target < 0 || target >= vocab) {
+      throw InvalidArgument(fmt::format("{}: {}[{}] maps draft id {} to {}, outside the vocabulary",
+                                        up.source_of(e.d2t_name), e.d2t_name, i, i, target));
+    }
+    columns[static_cast<size_t>(target)] = static_cast<int32_t>(i);
+  }
+  DeviceBuffer b(columns.size() * sizeof(int32_t));
+  PAGODA_CUDA_CHECK(cudaMemcpy(b.get(), columns.data(), columns.size() * sizeof(int32_t),
+                               cudaMemcpyHostToDevice));
+  return b;
+}
+
 }  // namespace
 
 CudaWeights upload_weights(const ModelDefinition& d, CudaWeightSource source, DType dtype,
@@ -374,13 +407,20 @@ CudaWeights upload_weights(const ModelDefinition& d, CudaWeightSource source, DT
   CudaWeights w;
   w.embed = up.alloc(d.vocab_size * d.hidden_size);
   up.put(d.embed_name, Shape{d.vocab_size, d.hidden_size}, w.embed.get());
-  w.final_norm = up.norm(d.final_norm);
+  const bool eagle1 = d.eagle && d.eagle->version == 1;  // no final norm, no first input norm
+  if (!eagle1) w.final_norm = up.norm(d.final_norm);
   // Tied checkpoints usually omit lm_head.weight; some write it anyway.
   w.tied = d.lm_head_tied && !up.has(d.lm_head.sources.at(0).prefix + ".weight");
   if (!w.tied) w.lm_head = up.linear(d.lm_head);
+  if (d.eagle) {
+    w.eagle.fc = up.linear(d.eagle->fc);
+    w.eagle.hidden_norm = up.optional_norm(d.eagle->hidden_norm);
+    if (!d.eagle->d2t_name.empty())
+      w.eagle.target_columns = target_columns(up, *d.eagle, d.vocab_size);
+  }
   for (const LayerDef& l : d.layers) {
     CudaLayerWeights lw;
-    lw.input_norm = up.norm(l.input_norm);
+    if (!eagle1) lw.input_norm = up.norm(l.input_norm);
     lw.pre_mlp_norm = up.norm(l.pre_mlp_norm);
     lw.post_attention_norm = up.optional_norm(l.post_attention_norm);
     lw.post_mlp_norm = up.optional_norm(l.post_mlp_norm);

@@ -63,12 +63,23 @@ struct CudaLayerWeights {
   CudaLinear qkv, o, gate_up, down;
 };
 
+/// An EAGLE head's own tensors (model/definition.h, EagleHeadDef).
+struct CudaEagleWeights {
+  CudaLinear fc;             // [hidden, 2 hidden] (EAGLE-1) or [hidden, 3 target hidden]
+  DeviceBuffer hidden_norm;  // EAGLE-3: [hidden]; EAGLE-1: empty
+  // EAGLE-3 with a draft vocabulary: [vocab] int32, the draft id whose logit target id t gets
+  // (-1: none), the inverse of d2t. Example: d2t [0, 0, 3] (draft ids 0, 1, 2 are target ids 0, 1,
+  // 5) over a vocabulary of 8 gives [0, 1, -1, -1, -1, 2, -1, -1]. Empty: the whole vocabulary.
+  DeviceBuffer target_columns;
+};
+
 struct CudaWeights {
-  DeviceBuffer embed;  // [vocab, hidden]
-  DeviceBuffer final_norm;
-  CudaLinear lm_head;  // weight empty when tied: the embedding serves
+  DeviceBuffer embed;       // [vocab, hidden]
+  DeviceBuffer final_norm;  // [hidden]; empty for an EAGLE-1 head (none)
+  CudaLinear lm_head;       // weight empty when tied: the embedding serves
   bool tied = false;
-  std::vector<CudaLayerWeights> layers;
+  std::vector<CudaLayerWeights> layers;  // an EAGLE-1 head's layer 0 has no input_norm
+  CudaEagleWeights eagle;                // EAGLE heads only
 
   [[nodiscard]] const DeviceBuffer& lm_head_weight() const { return tied ? embed : lm_head.weight; }
 };
