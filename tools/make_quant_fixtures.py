@@ -49,6 +49,9 @@ FP8_MIN_SCALE = 1.0 / (E4M3_MAX * 512.0)  # vLLM's dynamic per-token minimum (cp
 E2M1_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]  # float4_e2m1 magnitudes of codes 0..7
 PROJECTIONS = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
                "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+# The input each projection reads (act-order permutations are shared per input).
+INPUT_OF = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "gate_proj": "mlp_in",
+            "up_proj": "mlp_in"}
 
 
 def config_fields(tied):
@@ -478,7 +481,6 @@ def make_fixture(out_dir, name, spec, prompts):
     kind, dtype = spec["kind"], spec["dtype"]
     cfg = transformers.LlamaConfig(**config_fields(spec["tied"]))
     torch.manual_seed(zlib.crc32(name.encode()))
-    gen = torch.Generator().manual_seed(zlib.crc32(name.encode()) + 1)
     model = AutoModelForCausalLM.from_config(cfg, attn_implementation="eager").float().eval()
     if spec["tied"]:  # one Parameter, whatever this transformers version's tying does
         model.lm_head.weight = model.model.embed_tokens.weight
@@ -495,7 +497,13 @@ def make_fixture(out_dir, name, spec, prompts):
             for proj in PROJECTIONS:
                 prefix = f"model.layers.{layer}.{proj}"
                 module = model.get_submodule(prefix)
-                stored, deq = quantize(kind, module.weight.detach().clone(), spec, gen)
+                # Projections that read the same input (q, k, v; gate, up) share GPTQ's act-order
+                # permutation, as AutoGPTQ's are (the same inputs give the same Hessian): one
+                # generator per (layer, input).
+                source = proj.rsplit(".", 1)[0] + "." + INPUT_OF.get(proj.rsplit(".", 1)[1], proj)
+                proj_gen = torch.Generator().manual_seed(
+                    zlib.crc32(f"{name}.{layer}.{source}".encode()))
+                stored, deq = quantize(kind, module.weight.detach().clone(), spec, proj_gen)
                 for suffix, t in stored.items():
                     tensors[f"{prefix}.{suffix}"] = t.contiguous()
                 module.weight.copy_(deq)

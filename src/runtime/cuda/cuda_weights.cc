@@ -4,8 +4,8 @@
 #include <map>
 
 #include "core/logging.h"
-#include "kernels/cpu/int4_repack.h"
 #include "core/status.h"
+#include "kernels/cpu/int4_repack.h"
 #include "kernels/cuda/linear_fp8.h"
 #include "kernels/cuda/linear_w4.h"
 #include "kernels/cuda/tensor_ops.h"

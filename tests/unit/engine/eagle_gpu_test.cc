@@ -77,17 +77,20 @@ struct PassOut {
   std::vector<int32_t> drawn;
 };
 
-/// Runs `batch` on `model` with greedy device draws for its rows (the CPU draws none).
+/// Runs `batch` on `model` twice: a plain forward (every row's logits and the output hidden
+/// states), then with greedy device draws for its rows (the CPU draws none; a GPU that draws every
+/// row returns no logits, so the logits come from the first run). Both write the same KV.
 PassOut run_pass(Model& model, const ForwardBatch& batch) {
-  std::vector<DeviceDraw> draws(batch.logits_indices.size());
-  for (DeviceDraw& d : draws) d.temperature = 0.0f;
   PassOut out;
-  out.drawn.assign(draws.size(), -1);
-  std::vector<DrawnLogprobs> logprobs(draws.size());
-  const std::span<float> logits = model.forward_sample(batch, draws, out.drawn, logprobs);
+  const std::span<float> logits = model.forward(batch);
   out.logits.assign(logits.begin(), logits.end());
   const std::span<float> hidden = model.hidden_states();
   out.hidden.assign(hidden.begin(), hidden.end());
+  std::vector<DeviceDraw> draws(batch.logits_indices.size());
+  for (DeviceDraw& d : draws) d.temperature = 0.0f;
+  out.drawn.assign(draws.size(), -1);
+  std::vector<DrawnLogprobs> logprobs(draws.size());
+  (void)model.forward_sample(batch, draws, out.drawn, logprobs);
   return out;
 }
 
@@ -303,9 +306,12 @@ TEST(EagleGpu, SampledDistributionEqualsPlainSampling) {
       if (spec == 1) spec_stats = engine.stats();
     }
     print_speculation(h.method, spec_stats, 0);
-    // Both branches run: drafts accepted and drafts rejected (on the CPU the random heads keep
-    // 1.5-4.5% of their sampled drafts here; greedy drafts are kept with the target's p of them).
-    EXPECT_GT(spec_stats.spec_decode_num_accepted_tokens, kRequests / 50);
+    // Drafts were verified and rejected. At T = 1 some are accepted too (a greedy draft is kept
+    // with the target's p of it, never 0 there). Under top-k 12 a random head's argmax lies
+    // outside the kept set almost always (p = 0: rejected): the H200 run of 2026-12-02 kept 0,
+    // so there only the residual branch and the chi-square are checked.
+    EXPECT_GT(spec_stats.spec_decode_num_draft_tokens, kRequests);
+    if (variant == 0) EXPECT_GT(spec_stats.spec_decode_num_accepted_tokens, 0);
     EXPECT_LT(spec_stats.spec_decode_num_accepted_tokens, spec_stats.spec_decode_num_draft_tokens);
     for (int j = 1; j < kTokens; ++j) {
       const auto [stat, df] = chi_square(counts[1][j], counts[0][j]);
