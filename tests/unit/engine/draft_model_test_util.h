@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "chi_square_test_util.h"
 #include "engine_test_util.h"
 
 namespace pagoda::draft_test {
@@ -74,6 +75,45 @@ inline EngineRequest text_request(const std::string& text, const SamplingParams&
   r.prompt = text;
   r.params = p;
   return r;
+}
+
+/// The two-sample test of a speculating engine's sampled tokens against plain sampling (the
+/// draft-model and EAGLE sampling tests, CPU and GPU): `requests` requests of `prompt` with `p`
+/// (max_tokens `tokens`) on each engine, disjoint seeds (the plain engine's from 100,000), and per
+/// output position 1.. (token 0 is drawn before any draft) a chi-square test at significance 0.001.
+/// Returns the speculating engine's stats for the caller's checks on its drafts.
+inline EngineStats expect_same_token_distribution(const EngineArgs& speculating,
+                                                  const EngineArgs& plain,
+                                                  const std::string& prompt, SamplingParams p,
+                                                  int requests, int tokens) {
+  std::vector<std::vector<std::map<int32_t, int>>> counts(
+      2, std::vector<std::map<int32_t, int>>(static_cast<size_t>(tokens)));
+  EngineStats stats;
+  for (int spec = 0; spec < 2; ++spec) {
+    EngineCore engine(spec == 1 ? speculating : plain);
+    std::vector<std::shared_ptr<OutputStream>> streams;
+    p.max_tokens = tokens;
+    for (int i = 0; i < requests; ++i) {
+      p.seed = static_cast<uint64_t>(i + (spec == 1 ? 0 : 100000));
+      streams.push_back(engine.submit(text_request(prompt, p)));
+    }
+    for (auto& s : streams) {
+      const std::vector<int32_t> t = collect_result(*s).outputs.at(0).token_ids;
+      EXPECT_EQ(t.size(), static_cast<size_t>(tokens));
+      for (size_t j = 0; j < t.size() && j < static_cast<size_t>(tokens); ++j)
+        ++counts[static_cast<size_t>(spec)][j][t[j]];
+    }
+    if (spec == 1) stats = engine.stats();
+  }
+  for (int j = 1; j < tokens; ++j) {
+    const auto [stat, df] =
+        chi_square(counts[1][static_cast<size_t>(j)], counts[0][static_cast<size_t>(j)]);
+    const double critical = chi_square_critical_001(df);
+    std::printf("  token %d: chi-square %.1f, %d degrees of freedom, critical %.1f\n", j, stat, df,
+                critical);
+    EXPECT_LT(stat, critical) << "token " << j;
+  }
+  return stats;
 }
 
 }  // namespace pagoda::draft_test

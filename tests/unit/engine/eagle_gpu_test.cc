@@ -19,7 +19,6 @@
 #include <map>
 #include <random>
 
-#include "chi_square_test_util.h"
 #include "eagle_test_util.h"
 #include "engine/engine_core.h"
 #include "runtime/device_model.h"
@@ -280,46 +279,27 @@ TEST(EagleGpu, SampledDistributionEqualsPlainSampling) {
   for (int variant = 0; variant < 2; ++variant) {
     const Head h = heads()[static_cast<size_t>(variant)];
     SCOPED_TRACE(h.method);
-    std::map<int32_t, int> counts[2][kTokens];
-    EngineStats spec_stats;
-    for (int spec = 0; spec < 2; ++spec) {
-      EngineCore engine(spec == 1 ? gpu_eagle_engine(h, 3, false) : gpu_engine(2048, false));
-      std::vector<std::shared_ptr<OutputStream>> streams;
-      for (int i = 0; i < kRequests; ++i) {
-        SamplingParams p;
-        p.ignore_eos = true;
-        p.temperature = 1.0f;
-        if (variant == 1) {
-          p.temperature = 0.8f;
-          p.top_k = 12;
-          p.top_p = 0.9f;
-        }
-        p.max_tokens = kTokens;
-        p.seed = static_cast<uint64_t>(i + (spec == 1 ? 0 : 100000));
-        streams.push_back(engine.submit(draft_test::text_request("Once upon a time, Lily", p)));
-      }
-      for (auto& s : streams) {
-        const std::vector<int32_t> t = collect_result(*s).outputs.at(0).token_ids;
-        ASSERT_EQ(t.size(), static_cast<size_t>(kTokens));
-        for (int j = 0; j < kTokens; ++j) ++counts[spec][j][t[static_cast<size_t>(j)]];
-      }
-      if (spec == 1) spec_stats = engine.stats();
+    SamplingParams p;
+    p.ignore_eos = true;
+    p.temperature = 1.0f;
+    if (variant == 1) {
+      p.temperature = 0.8f;
+      p.top_k = 12;
+      p.top_p = 0.9f;
     }
+    const EngineStats spec_stats = draft_test::expect_same_token_distribution(
+        gpu_eagle_engine(h, 3, false), gpu_engine(2048, false), "Once upon a time, Lily", p,
+        kRequests, kTokens);
     print_speculation(h.method, spec_stats, 0);
     // Drafts were verified and rejected. At T = 1 some are accepted too (a greedy draft is kept
     // with the target's p of it, never 0 there). Under top-k 12 a random head's argmax lies
     // outside the kept set almost always (p = 0: rejected): the H200 run of 2026-12-02 kept 0,
     // so there only the residual branch and the chi-square are checked.
     EXPECT_GT(spec_stats.spec_decode_num_draft_tokens, kRequests);
-    if (variant == 0) EXPECT_GT(spec_stats.spec_decode_num_accepted_tokens, 0);
-    EXPECT_LT(spec_stats.spec_decode_num_accepted_tokens, spec_stats.spec_decode_num_draft_tokens);
-    for (int j = 1; j < kTokens; ++j) {
-      const auto [stat, df] = chi_square(counts[1][j], counts[0][j]);
-      const double critical = chi_square_critical_001(df);
-      std::printf("  token %d: chi-square %.1f, %d degrees of freedom, critical %.1f\n", j, stat,
-                  df, critical);
-      EXPECT_LT(stat, critical) << "token " << j;
+    if (variant == 0) {
+      EXPECT_GT(spec_stats.spec_decode_num_accepted_tokens, 0);
     }
+    EXPECT_LT(spec_stats.spec_decode_num_accepted_tokens, spec_stats.spec_decode_num_draft_tokens);
   }
 }
 
