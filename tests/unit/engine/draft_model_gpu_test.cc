@@ -46,14 +46,8 @@ EngineArgs gpu_engine(int budget, bool prefix_caching) {
 
 EngineArgs gpu_draft_engine(const std::string& draft, int k, bool adaptive, int budget = 2048,
                             bool prefix_caching = false) {
-  EngineArgs args = gpu_engine(budget, prefix_caching);
-  SpeculativeConfig c;
-  c.method = "draft_model";
-  c.model = draft;
-  c.num_speculative_tokens = k;
-  c.adaptive = adaptive;
-  args.speculative_config = c;
-  return args;
+  return draft_test::speculating(gpu_engine(budget, prefix_caching), "draft_model", draft, k,
+                                 adaptive);
 }
 
 TEST(DraftModelGpu, GreedyFollowsPlainDecoding) {

@@ -58,16 +58,21 @@ inline const std::string& perturbed_stories() {
   return dir;
 }
 
-/// stories260K speculating with `draft` as its draft model.
-inline EngineArgs draft_engine(const std::string& draft, int k, bool adaptive) {
-  EngineArgs args = engine_test::small_engine(512);
+/// `args` speculating with `method` (draft_model, eagle, eagle3, parallel_draft) from `model`.
+inline EngineArgs speculating(EngineArgs args, const std::string& method, const std::string& model,
+                              int k, bool adaptive) {
   SpeculativeConfig c;
-  c.method = "draft_model";
-  c.model = draft;
+  c.method = method;
+  c.model = model;
   c.num_speculative_tokens = k;
   c.adaptive = adaptive;
   args.speculative_config = c;
   return args;
+}
+
+/// stories260K speculating with `draft` as its draft model.
+inline EngineArgs draft_engine(const std::string& draft, int k, bool adaptive) {
+  return speculating(engine_test::small_engine(512), "draft_model", draft, k, adaptive);
 }
 
 inline EngineRequest text_request(const std::string& text, const SamplingParams& p) {

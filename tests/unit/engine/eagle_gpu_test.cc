@@ -208,14 +208,7 @@ EngineArgs gpu_engine(int budget, bool prefix_caching) {
 
 EngineArgs gpu_eagle_engine(const Head& h, int k, bool adaptive, int budget = 2048,
                             bool prefix_caching = false) {
-  EngineArgs args = gpu_engine(budget, prefix_caching);
-  SpeculativeConfig c;
-  c.method = h.method;
-  c.model = h.dir;
-  c.num_speculative_tokens = k;
-  c.adaptive = adaptive;
-  args.speculative_config = c;
-  return args;
+  return draft_test::speculating(gpu_engine(budget, prefix_caching), h.method, h.dir, k, adaptive);
 }
 
 TEST(EagleGpu, GreedyFollowsPlainDecoding) {

@@ -149,9 +149,7 @@ inline const std::string& parallel_drafter() {
 /// stories260K speculating with `method` and the head or drafter in `dir`.
 inline EngineArgs spec_engine(const std::string& method, const std::string& dir, int k,
                               bool adaptive) {
-  EngineArgs args = draft_test::draft_engine(dir, k, adaptive);
-  args.speculative_config->method = method;
-  return args;
+  return draft_test::speculating(engine_test::small_engine(512), method, dir, k, adaptive);
 }
 
 }  // namespace pagoda::eagle_test
