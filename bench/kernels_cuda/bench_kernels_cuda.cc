@@ -15,6 +15,7 @@
 #include <functional>
 #include <numeric>
 #include <random>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -255,7 +256,8 @@ struct AttnCase {
   int window = 0;
 };
 
-void bench_attention(const AttnCase& c, int num_sms) {
+// hopper: whether 128-row prefill items may run the Hopper kernel (PagedAttentionParams::hopper).
+void bench_attention(const AttnCase& c, int num_sms, bool hopper = true) {
   const int heads = 32, kvh = 8, d = 128, bs = 16;
   const int blocks_per_seq = (c.ctx + bs - 1) / bs;
   const int seen = c.window > 0 ? std::min(c.ctx, c.window + c.q_len - 1) : c.ctx;  // keys read
@@ -324,6 +326,7 @@ void bench_attention(const AttnCase& c, int num_sms) {
   p.scale = 1.0f / std::sqrt(static_cast<float>(d));
   p.sliding_window = c.window;
   p.layout = {num_blocks, bs, kvh, d};
+  p.hopper = hopper;
   const double ms = time_ms(
       [&](int i) {
         p.block_tables = tables[i % rotations];
@@ -332,8 +335,9 @@ void bench_attention(const AttnCase& c, int num_sms) {
       std::max(rotations, 10));
   const double tbs = kv_bytes_one / (ms * 1e-3) / 1e12;
   const double tflops = flops / (ms * 1e-3) / 1e12;
-  std::printf("%-22s %8.1f %8.2f %5.0f%% %9.1f %5.0f%%   items %d+%d (%d rows), slots %d\n", c.name,
-              ms * 1e3, tbs, 100 * tbs / kHbmTBs, tflops, 100 * tflops / kBf16Tflops,
+  const std::string name = std::string(c.name) + (hopper ? "" : " (fa2)");
+  std::printf("%-26s %8.1f %8.2f %5.0f%% %9.1f %5.0f%%   items %d+%d (%d rows), slots %d\n",
+              name.c_str(), ms * 1e3, tbs, 100 * tbs / kHbmTBs, tflops, 100 * tflops / kBf16Tflops,
               plan.num_decode_items, plan.num_prefill_items, plan.prefill_rows,
               plan.num_partial_slots);
   for (auto* t : tables) cudaFree(t);
@@ -482,7 +486,7 @@ int main(int argc, char** argv) {
   std::printf(
       "\n## Paged attention, GQA 32/8, head 128, block 16, bf16 "
       "(TB/s = KV bytes / time; targets: decode >= 90%% HBM at 16+ seqs, >= 2 TB/s B1x8192)\n");
-  std::printf("%-22s %8s %8s %6s %9s %6s\n", "case", "us", "TB/s", "%HBM", "TFLOP/s", "%peak");
+  std::printf("%-26s %8s %8s %6s %9s %6s\n", "case", "us", "TB/s", "%HBM", "TFLOP/s", "%peak");
   const AttnCase cases[] = {
       {"decode B1 x 512", 1, 512, 1, true},
       {"  splits >= 128 keys", 1, 512, 1, true, 128},
@@ -502,15 +506,19 @@ int main(int argc, char** argv) {
       {"  splits >= 64 keys", 64, 4096, 1, true, 64},
       {"prefill B32 x L512", 32, 512, 512, false},
       {"prefill B8 x L2048", 8, 2048, 2048, false},
-      {"prefill B2 x L8192", 2, 8192, 8192, false},      // the FA2-class target's shape
+      {"prefill B2 x L8192", 2, 8192, 8192, false},  // the FA2-class target's shape
+      {"prefill B1 x L32768", 1, 32768, 32768, false},
       {"prefill B1 x L512", 1, 512, 512, false},         // the batch-1 prefill benchmark's
       {"prefill B1 x 64 after 8k", 1, 8256, 64, false},  // a chunk after a cached prefix
       // Mistral-v0.1-style window: only the window's keys are read (TB/s of those)
       {"decode B1 x 32k, window 4k", 1, 32768, 1, true, kDefaultMinSplitKeys, 4096},
   };
   for (const AttnCase& c : cases)
-    if (std::strstr(c.name, attention_case) != nullptr)
+    if (std::strstr(c.name, attention_case) != nullptr) {
       bench_attention(c, prop.multiProcessorCount);
+      // Prefill: the FlashAttention-2 kernel too, where the plan's items are of 128 rows.
+      if (!c.decode) bench_attention(c, prop.multiProcessorCount, false);
+    }
   std::printf(
       "\nprefill reference (torch SDPA flash, same card): L512 167 TFLOP/s, L2048 282, L8192 "
       "335\n");

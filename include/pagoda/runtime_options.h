@@ -22,7 +22,10 @@ struct RuntimeOptions {
   int gemv_mma_rows = 2;              // PAGODA_GEMV_MMA_ROWS (1..4)
   int gemv_mma_steps = 2;             // PAGODA_GEMV_MMA_STEPS (1..4)
   int attention_min_split_keys = 64;  // PAGODA_ATTENTION_MIN_SPLIT_KEYS (64..1M)
-  bool dependent_launch = false;      // PAGODA_PDL=1: programmatic dependent launches (sm_90)
+  // PAGODA_DISABLE_HOPPER_ATTENTION=1: 128-row prefill items on the FlashAttention-2 kernel, not
+  // the Hopper (wgmma/TMA) one (A/B; kernels/cuda/attention_hopper.h).
+  bool hopper_attention = true;
+  bool dependent_launch = false;  // PAGODA_PDL=1: programmatic dependent launches (sm_90)
   // Weight loading (runtime/cuda/weight_streamer.h).
   bool load_pinned = true;   // PAGODA_LOAD_PINNED=0: pageable copies
   int load_buffers = 0;      // PAGODA_LOAD_BUFFERS (1..256); 0: two per loader thread, 4..16

@@ -37,6 +37,7 @@ RuntimeOptions runtime_options_from_env(RuntimeOptions o) {
   o.attention_min_split_keys = static_cast<int>(
       env_int("PAGODA_ATTENTION_MIN_SPLIT_KEYS", o.attention_min_split_keys, 64, 1 << 20));
   o.dependent_launch = env_flag("PAGODA_PDL", o.dependent_launch);
+  o.hopper_attention = !env_flag("PAGODA_DISABLE_HOPPER_ATTENTION", !o.hopper_attention);
   if (const char* cache = std::getenv("PAGODA_CUBLASLT_TUNING_CACHE");
       cache != nullptr && *cache != '\0') {
     o.cublaslt_tuning_cache = std::string_view(cache) == "0" ? "" : cache;

@@ -225,6 +225,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
         item.kv_begin = sp > 0 ? keys.first + sp * chunk[i] : 0;
         item.kv_end = sp + 1 < n ? keys.first + (sp + 1) * chunk[i] : kv_len;
         item.partial_slot = n > 1 ? first_slot + (h * n + sp) * per_item : -1;
+        plan->prefill_split |= n > 1 && !tile.decode;
         if (tile.decode) {
           decode.push_back(item);
         } else {

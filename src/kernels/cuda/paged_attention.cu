@@ -1,5 +1,6 @@
 // paged_attention: the choice of kernel, validation and the two attention launches (the split-KV
 // merge runs inside them: finish_split in attention_kernel.cuh).
+#include "kernels/cuda/attention_hopper.h"
 #include "kernels/cuda/attention_kernel.cuh"
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/paged_attention.h"
@@ -36,6 +37,11 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
   args.kv_code = code;
   if (cudaError_t e = attention::launch_decode(args, plan.decode_grid, stream); e != cudaSuccess)
     return e;
+#ifdef PAGODA_HOPPER_ATTENTION
+  if (plan.prefill_rows == kAttentionTileRows && !plan.prefill_split && params.hopper &&
+      plan.prefill_grid > 0 && attention::hopper_prefill_supports(params))
+    return attention::launch_prefill_hopper(args, plan.prefill_grid, stream);
+#endif
   return plan.prefill_rows == kAttentionSmallTileRows
              ? attention::launch_prefill_small(args, plan.prefill_grid, stream)
              : attention::launch_prefill(args, plan.prefill_grid, stream);

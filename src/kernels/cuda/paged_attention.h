@@ -57,6 +57,10 @@ struct PagedAttentionParams {
   DType kv_dtype = DType::kBF16;
   const float* k_scale = nullptr;
   const float* v_scale = nullptr;
+  // Whether 128-row prefill items may run the Hopper kernel (attention_hopper.h: sm_90a builds on
+  // a compute capability 9.0 device, the shapes it takes); false keeps the FlashAttention-2 kernel
+  // (tests and A/B benchmarks compare the two).
+  bool hopper = true;
 };
 
 /// One block's work: query rows (token, head of this kv head) of tokens [token_begin, token_end)
@@ -156,6 +160,7 @@ struct AttentionPlan {
   int decode_grid = 0;   // blocks launched; >= num_decode_items (a graph may fix it higher)
   int prefill_grid = 0;  // blocks launched; >= num_prefill_items
   int prefill_rows = kAttentionTileRows;  // rows of every prefill item of this plan
+  bool prefill_split = false;  // some prefill item is split (the Hopper kernel takes none)
 };
 
 /// Fills `plan`. cudaErrorInvalidValue when the batch breaks the limits or the head counts. For a

@@ -312,6 +312,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
     ap.layout = layout_;
     ap.dtype = dtype_;
     ap.kv_dtype = kv_spec_.dtype;
+    ap.hopper = options_.hopper_attention;
     if (kv_scales_.get() != nullptr) {
       ap.k_scale = kv_scales_.as<float>() + 2 * l;
       ap.v_scale = ap.k_scale + 1;

@@ -52,7 +52,9 @@ inline float decode_kv(uint8_t c, DType code) {
 }
 
 // kFineSplits: splits as short as one 64-key tile (the most partials the merge can meet).
-// kWideTiles, kWideFineSplits: prefill items of 128 rows (the plan gives these small batches 64).
+// kWideTiles, kWideFineSplits: prefill items of 128 rows (the plan gives these small batches 64);
+// unsplit ones run the Hopper kernel where it takes the shape (attention_hopper.h), and
+// kWideTilesFa2 runs them on the FlashAttention-2 kernel (PagedAttentionParams::hopper = false).
 // kGeneral: paged_attention_general alone, whatever the shape (the fast shapes check it too).
 enum class Variant {
   kPlanned,
@@ -60,6 +62,7 @@ enum class Variant {
   kPaddedGrid,
   kFineSplits,
   kWideTiles,
+  kWideTilesFa2,
   kWideFineSplits,
   kGeneral
 };
@@ -186,7 +189,7 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
   in.sliding_window = c.sliding_window;
   for (Variant v :
        {Variant::kPlanned, Variant::kNoSplit, Variant::kPaddedGrid, Variant::kFineSplits,
-        Variant::kWideTiles, Variant::kWideFineSplits, Variant::kGeneral}) {
+        Variant::kWideTiles, Variant::kWideTilesFa2, Variant::kWideFineSplits, Variant::kGeneral}) {
     SCOPED_TRACE(::testing::Message() << "variant=" << static_cast<int>(v));
     AttentionLimits limits;
     limits.max_tokens = tokens;
@@ -196,7 +199,9 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
     limits.block_size = bs;
     const bool fine = v == Variant::kFineSplits || v == Variant::kWideFineSplits;
     in.min_split_keys = fine ? 64 : kDefaultMinSplitKeys;
-    const bool wide = v == Variant::kWideTiles || v == Variant::kWideFineSplits;
+    const bool wide =
+        v == Variant::kWideTiles || v == Variant::kWideTilesFa2 || v == Variant::kWideFineSplits;
+    gp.hopper = v != Variant::kWideTilesFa2;
     in.prefill_rows = wide ? kAttentionTileRows : 0;
     AttentionPlan plan;
     CUDA_OK(plan_paged_attention(in, limits, &plan));

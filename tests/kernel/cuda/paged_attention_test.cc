@@ -39,7 +39,7 @@ TEST(CudaPagedAttention, MatchesCpuOverGrid) {
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (int d : {64, 128}) {
       for (const Heads h : {Heads{8, 8}, Heads{16, 4}, Heads{32, 4}, Heads{16, 1}}) {
-        for (int bs : {16, 32, 48}) {  // 48: a block size that is no power of two
+        for (int bs : {16, 32, 48, 64}) {  // 48: a block size that is no power of two
           for (int window : {0, 40}) {
             for (size_t b = 0; b < kShortBatches.size(); ++b) {
               // bf16 gets the whole grid; f16 a diagonal of it.
@@ -74,6 +74,31 @@ TEST(CudaPagedAttention, LongContextsSplitKv) {
                    << "batch[0].prefix=" << b[0].prefix << " window=" << window);
       run_case(Case{DType::kBF16, 128, 32, 8, 16, window, b, true}, seed++, pool, sms);
       run_case(Case{DType::kBF16, 64, 8, 8, 16, window, b, false}, seed++, pool, sms);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+}
+
+// Prefills long enough for many 128-key tiles of the Hopper kernel (and the FlashAttention-2
+// kernel's 128-row items, kWideTilesFa2): whole prompts, a chunk after a cached prefix, windows,
+// block sizes 16 to 128, GQA 1 / 4 / 8.
+TEST(CudaPagedAttention, LongPrefillsMatchCpu) {
+  REQUIRE_GPU();
+  ThreadPool pool(16);
+  const int sms = device_sms();
+  const std::vector<Batch> batches = {
+      {{0, 1100}},
+      {{1300, 500}, {0, 77}},
+      {{0, 700}, {0, 300}, {250, 256}},
+  };
+  uint32_t seed = 3000;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    for (int bs : {16, 64, 128}) {
+      const int window = b == 1 ? 600 : 0;
+      SCOPED_TRACE(::testing::Message() << "batch=" << b << " bs=" << bs);
+      run_case(Case{DType::kBF16, 128, 32, 8, bs, window, batches[b], b == 2}, seed++, pool, sms);
+      run_case(Case{DType::kF16, 64, 8, 8, bs, window, batches[b], false}, seed++, pool, sms);
+      run_case(Case{DType::kBF16, 128, 32, 4, bs, 0, batches[b], false}, seed++, pool, sms);
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
