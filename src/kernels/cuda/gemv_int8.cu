@@ -2,10 +2,11 @@
 // reading W's bytes once.
 //
 // How it works: gemv_fp8.cu's CUDA-core GEMV with int8 operands on both sides. A block owns
-// kCols = 4 output columns (W rows) and splits k across its 8 warps; a "chunk" is 8 consecutive
-// elements of a row (an 8-byte load of W and an 8-byte load of each xq row). Each thread keeps
-// kU chunks x 4 rows of W in flight (8-byte no-L1 loads) and accumulates with dp4a (four int8
-// products added to an int32 per instruction, two per chunk and row): the sums are exact int32,
+// kCols = 4 output columns (W rows) and splits k across its 8 warps; a "chunk" is 16 consecutive
+// elements of a row when k % 16 == 0, else 8 (one 16- or 8-byte load of W and of each xq row).
+// Each thread keeps kU chunks x 4 rows of W in flight (no-L1 loads: 128 bytes per thread at
+// m <= 2, as the bf16 GEMV) and accumulates with dp4a (four int8 products added to an int32 per
+// instruction, one per 4 bytes of a chunk and row): the sums are exact int32,
 // the CPU reference's (kernels/cpu/quant_gemm.cc). The block's end adds the warps' int32 partial
 // sums (exact, any order) and the writer applies float(sum) * x_scale[i] * w_scale[j] + bias[j]
 // (the CPU's operations in its order), then gemv_epilogue.cuh's stores: plain, residual
@@ -13,9 +14,9 @@
 // GEMVs fuse is applied before the quantization here (quantize_int8_rows), since the per-token
 // scale needs the normalised row's max.
 //
-// Worked example of the addressing (plain, n = 4096, k = 4096): block 5 owns W rows 20..23; chunk
-// ch of row 21 is bytes [21 * 4096 + 8 ch, + 8) of w and of each xq row bytes [i * 4096 + 8 ch,
-// + 8); thread t of the block reads chunks t, t + 256, ... (kU of them per round).
+// Worked example of the addressing (plain, n = 4096, k = 4096: 16-byte chunks): block 5 owns W
+// rows 20..23; chunk ch of row 21 is bytes [21 * 4096 + 16 ch, + 16) of w and of each xq row bytes
+// [i * 4096 + 16 ch, + 16); thread t of the block reads chunks t, t + 256, ... (kU per round).
 #include <type_traits>
 
 #include "kernels/cuda/common.cuh"
@@ -29,7 +30,6 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kWarps = kThreads / 32;
 constexpr int kCols = kGemvCols;
-constexpr int kUnroll = 4;
 
 __device__ __forceinline__ uint2 load_stream8(const void* p) {
   uint2 r;
@@ -39,21 +39,55 @@ __device__ __forceinline__ uint2 load_stream8(const void* p) {
   return r;
 }
 
+// A chunk of kChunk bytes as 32-bit words (kChunk / 4 of them).
+template <int kChunk>
+struct Chunk {
+  uint32_t w[kChunk / 4];
+};
+
+template <int kChunk>
+__device__ __forceinline__ Chunk<kChunk> load_chunk_stream(const int8_t* p) {
+  Chunk<kChunk> c;
+  if constexpr (kChunk == 16) {
+    const uint4 r = load_stream16(p);
+    c.w[0] = r.x, c.w[1] = r.y, c.w[2] = r.z, c.w[3] = r.w;
+  } else {
+    const uint2 r = load_stream8(p);
+    c.w[0] = r.x, c.w[1] = r.y;
+  }
+  return c;
+}
+
+template <int kChunk>
+__device__ __forceinline__ Chunk<kChunk> load_chunk(const int8_t* p) {
+  Chunk<kChunk> c;
+  if constexpr (kChunk == 16) {
+    const uint4 r = __ldg(reinterpret_cast<const uint4*>(p));
+    c.w[0] = r.x, c.w[1] = r.y, c.w[2] = r.z, c.w[3] = r.w;
+  } else {
+    const uint2 r = __ldg(reinterpret_cast<const uint2*>(p));
+    c.w[0] = r.x, c.w[1] = r.y;
+  }
+  return c;
+}
+
 __device__ __forceinline__ int32_t warp_sum_i32(int32_t v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
 }
 
-// kU: chunks per W row in flight per thread; at M >= 4 the accumulators take the registers, so 2.
-template <typename T, int M, GemvEpilogue E, int kU = (M >= 4 ? 2 : kUnroll)>
+// kU: chunks per W row in flight per thread (128 bytes at M <= 2); at M >= 4 the accumulators
+// take the registers, so half of that.
+template <typename T, int M, GemvEpilogue E, int kChunk,
+          int kU = (M >= 4 ? 16 / kChunk : 32 / kChunk)>
 __global__ void __launch_bounds__(kThreads)
     gemv_int8_kernel(const int8_t* __restrict__ xq, const float* __restrict__ x_scale,
                      const int8_t* __restrict__ w, const float* __restrict__ w_scale,
                      const T* __restrict__ bias, T* __restrict__ y, int m, int64_t k, int64_t n,
                      GemvParams p) {
   __shared__ int32_t partial[kWarps][M * kCols];
-  const int64_t chunks = k / 8;
+  const int64_t chunks = k / kChunk;
   const int8_t* wrow[kCols];
 #pragma unroll
   for (int c = 0; c < kCols; ++c) wrow[c] = w + gemv_block_row<E>(p, n, c) * k;
@@ -64,14 +98,14 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int c = 0; c < kCols; ++c) acc[i][c] = 0;
 
-  uint2 wv[kU][kCols];
+  Chunk<kChunk> wv[kU][kCols];
   auto load_w = [&](int64_t base) {
 #pragma unroll
     for (int u = 0; u < kU; ++u) {
       const int64_t ch = base + u * kThreads;
 #pragma unroll
       for (int c = 0; c < kCols; ++c)
-        wv[u][c] = ch < chunks ? load_stream8(wrow[c] + ch * 8) : make_uint2(0, 0);
+        wv[u][c] = ch < chunks ? load_chunk_stream<kChunk>(wrow[c] + ch * kChunk) : Chunk<kChunk>{};
     }
   };
   // Weights never depend on the previous kernel: their first loads overlap its tail.
@@ -94,12 +128,13 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < M; ++i) {
         if (i >= m) break;
-        const uint2 xv = __ldg(reinterpret_cast<const uint2*>(xq + i * k + ch * 8));
+        const Chunk<kChunk> xv = load_chunk<kChunk>(xq + i * k + ch * kChunk);
 #pragma unroll
-        for (int c = 0; c < kCols; ++c) {
-          acc[i][c] = __dp4a(static_cast<int>(xv.x), static_cast<int>(wv[u][c].x), acc[i][c]);
-          acc[i][c] = __dp4a(static_cast<int>(xv.y), static_cast<int>(wv[u][c].y), acc[i][c]);
-        }
+        for (int c = 0; c < kCols; ++c)
+#pragma unroll
+          for (int q = 0; q < kChunk / 4; ++q)
+            acc[i][c] =
+                __dp4a(static_cast<int>(xv.w[q]), static_cast<int>(wv[u][c].w[q]), acc[i][c]);
       }
     }
   }
@@ -134,7 +169,7 @@ __global__ void __launch_bounds__(kThreads)
   gemv_store<T, E>(p, out.y, out.n, i, c, out.paired, value, other);
 }
 
-template <typename T>
+template <typename T, int kChunk>
 cudaError_t launch_gemv_int8(const int8_t* xq, const float* x_scale, int m,
                              const Int8WeightView& wv, T* y, const GemvParams& p,
                              cudaStream_t stream) {
@@ -151,7 +186,7 @@ cudaError_t launch_gemv_int8(const int8_t* xq, const float* x_scale, int m,
   // plain ones at m = 1, 2, 4, 8.
   auto fused = [&](auto e) {
     constexpr GemvEpilogue E = decltype(e)::value;
-    return m == 1 ? go(gemv_int8_kernel<T, 1, E>) : go(gemv_int8_kernel<T, 8, E>);
+    return m == 1 ? go(gemv_int8_kernel<T, 1, E, kChunk>) : go(gemv_int8_kernel<T, 8, E, kChunk>);
   };
   using Epi = GemvEpilogue;
   cudaError_t e = cudaSuccess;
@@ -162,13 +197,13 @@ cudaError_t launch_gemv_int8(const int8_t* xq, const float* x_scale, int m,
   else if (p.epilogue == Epi::kRopeCache)
     e = fused(std::integral_constant<Epi, Epi::kRopeCache>{});
   else if (m == 1)
-    e = go(gemv_int8_kernel<T, 1, Epi::kStore>);
+    e = go(gemv_int8_kernel<T, 1, Epi::kStore, kChunk>);
   else if (m == 2)
-    e = go(gemv_int8_kernel<T, 2, Epi::kStore>);
+    e = go(gemv_int8_kernel<T, 2, Epi::kStore, kChunk>);
   else if (m <= 4)
-    e = go(gemv_int8_kernel<T, 4, Epi::kStore>);
+    e = go(gemv_int8_kernel<T, 4, Epi::kStore, kChunk>);
   else
-    e = go(gemv_int8_kernel<T, 8, Epi::kStore>);
+    e = go(gemv_int8_kernel<T, 8, Epi::kStore, kChunk>);
   if (e != cudaSuccess) return e;
   return cudaGetLastError();
 }
@@ -190,9 +225,13 @@ cudaError_t linear_int8_gemv(const int8_t* xq, const float* x_scale, int64_t m,
   if (const cudaError_t e = make_gemv_params(xq, m, w.k, xq, w.n, fusion, kCols / 2, &p);
       e != cudaSuccess)
     return e;
+  // 16-byte chunks where every row start is 16-byte aligned (xq was checked above).
+  const bool wide = w.k % 16 == 0 && aligned16(w.w);
   PAGODA_DISPATCH_HALF(dtype, {
-    return launch_gemv_int8(xq, x_scale, static_cast<int>(m), w, static_cast<scalar_t*>(y), p,
-                            stream);
+    auto* out = static_cast<scalar_t*>(y);
+    const int mi = static_cast<int>(m);
+    return wide ? launch_gemv_int8<scalar_t, 16>(xq, x_scale, mi, w, out, p, stream)
+                : launch_gemv_int8<scalar_t, 8>(xq, x_scale, mi, w, out, p, stream);
   });
 }
 
