@@ -2,7 +2,8 @@
 # INT8 W8A8 weights (compressed-tensors int-quantized) on the GPU in one device call: build the
 # INT8 tests and bench_decode, run the INT8 kernel tests (kernels/cuda/linear_int8.h against the
 # CPU reference, kernels/cpu/quant_gemm.h), the GPU-vs-CPU dummy model test and the tiny-quant
-# golden (ct-int8-dynamic against transformers), then the Llama-3.1-8B shape with dummy weights in
+# golden (ct-int8-dynamic against transformers), the dp4a GEMV on the batch-1..8 Llama-8B
+# projections (bench_kernels_cuda int8), then the Llama-3.1-8B shape with dummy weights in
 # bf16 and INT8 W8A8 (per-channel weights, dynamic per-token activations: llm-compressor's W8A8
 # scheme, the tiny fixture's quantization_config on configs/llama-3.1-8b): batch 1, 16, 64 decode
 # and a 512-token prefill. The byte bound of batch-1 decode is FP8's (one byte per weight):
@@ -26,8 +27,8 @@ source bench/device/device_env.sh
 nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader | tee "$out/build.log"
 build=/tmp/build-cuda
 if ! cmake -S . -B "$build" "${flags[@]}" >>"$out/build.log" 2>&1 ||
-   ! ninja -C "$build" -j "$(nproc)" kernels_cuda_test golden_gpu_test bench_decode \
-     >>"$out/build.log" 2>&1; then
+   ! ninja -C "$build" -j "$(nproc)" kernels_cuda_test golden_gpu_test bench_kernels_cuda \
+     bench_decode >>"$out/build.log" 2>&1; then
   grep -E "error|Error" "$out/build.log" | head -30
   echo "int8_bench.sh: FAIL: build (see build.log)"
   exit 1
@@ -44,6 +45,10 @@ if [ $tests -eq 1 ]; then
   echo "INT8 model tests (GPU vs CPU, golden): exit $?"
   grep -E "Failure|Expected|Which is|error|distance|FAILED|PASSED|OK \]" "$out/test_int8_model.log" | head -30
 fi
+
+timeout 120 "$build/bench/kernels_cuda/bench_kernels_cuda" int8 >"$out/bench_int8_gemv.log" 2>&1
+echo "bench_kernels_cuda int8: exit $?"
+grep -E "^#|^##|^qkv|^o |^gate_up|^down|FAIL" "$out/bench_int8_gemv.log"
 
 # The 8B shape with the fixture's W8A8 quantization_config.
 int8_dir=/tmp/llama-3.1-8b-w8a8-int8
