@@ -2,12 +2,16 @@
 // projection is), the scale epilogue after cuBLASLt's int32 product, the any-shape product, and
 // linear_int8's choice between the GEMV and the GEMM.
 //
-// quantize_int8_rows, how it works: one block of 256 threads per row. With a norm, pass 0 sums
-// x^2 over the row (each thread a strided slice, then a block sum) for 1 / rms. Pass 1 reduces
-// max|x'| (x' = x, or x / rms * g) to the row's scale; pass 2 re-reads the row (from L2: a row is
-// a few tens of KB at most) and writes q = rn(x' * (127 / max|x'|)), or rn(x' / s) for a static
-// scale s, every product and quotient an IEEE fp32 operation (__fmul_rn, __fdiv_rn: no FMA
-// contraction), rounded half to even and saturated, as kernels/cpu/quant_gemm.cc. Worked example
+// quantize_int8_rows, how it works: one block per row. With a norm, the row's sum of x^2 (a block
+// sum) gives 1 / rms; then max|x'| (x' = x, or x / rms * g) gives the row's scale, and each element
+// becomes q = rn(x' * (127 / max|x'|)), or rn(x' / s) for a static scale s, every product and
+// quotient an IEEE fp32 operation (__fmul_rn, __fdiv_rn: no FMA contraction), rounded half to
+// even and saturated, as kernels/cpu/quant_gemm.cc (a maximum is exact in any order, so the codes
+// are the CPU's). Rows of k % 8 == 0 up to kVecThreads * 8 * 4 elements (16-byte aligned) are read
+// once into registers, kV 16-byte vectors per thread of 512, all loads in flight together: at
+// decode (m <= 8 blocks) the kernel is latency-bound, and one round of loads instead of a strided
+// loop per pass is what its time is. Other rows: 256 threads, a strided loop per pass, the row
+// re-read from L2. Worked example
 // (k = 4, per token): x = [0.5, -2, 1, 0] gives max|x| = 2, s = 2 / 127 = 0.015748,
 // 127 / 2 = 63.5, q = [rn(31.75), rn(-127), rn(63.5), 0] = [32, -127, 64, 0] (63.5: half to even).
 #include "kernels/cuda/common.cuh"
@@ -75,6 +79,83 @@ __global__ void __launch_bounds__(kThreads)
     out[l] = amax > 0.0f ? to_int8_rn(__fmul_rn(value(l), inv)) : int8_t{0};
 }
 
+constexpr int kVecThreads = 512;
+
+// The vector path: row r = blockIdx.x, vector v = threadIdx.x + j * kVecThreads (j < kV) holds
+// elements [8 v, 8 v + 8) (k = 4096: 512 vectors, kV = 1; k = 14336: 1792, kV = 4).
+template <typename T, int kV>
+__global__ void __launch_bounds__(kVecThreads)
+    quantize_int8_vec_kernel(const T* __restrict__ x, int64_t k, float static_scale,
+                             const T* __restrict__ gamma, float eps, int8_t* __restrict__ q,
+                             float* __restrict__ scales) {
+  __shared__ float scratch[kVecThreads / 32];
+  begin_dependent_kernel();
+  const int64_t r = blockIdx.x;
+  const int64_t vecs = k / 8;
+  float v[kV][8];
+  float g[kV][8];
+#pragma unroll
+  for (int j = 0; j < kV; ++j) {
+    const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * kVecThreads;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[j][e] = g[j][e] = 0.0f;  // past the row: no effect on any sum
+    if (vi < vecs) {
+      load8(x + r * k + vi * 8, v[j]);
+      if (gamma != nullptr) load8(gamma + vi * 8, g[j]);
+    }
+  }
+  // Sum (or max) over the block, in a fixed order; scratch is free again on return.
+  const auto reduce = [&](float a, bool is_max) {
+    a = is_max ? warp_max(a) : warp_sum(a);
+    if ((threadIdx.x & 31) == 0) scratch[threadIdx.x >> 5] = a;
+    __syncthreads();
+    float t = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kVecThreads / 32; ++w) t = is_max ? fmaxf(t, scratch[w]) : t + scratch[w];
+    __syncthreads();
+    return t;
+  };
+  if (gamma != nullptr) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kV; ++j)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) ss = fmaf(v[j][e], v[j][e], ss);
+    const float inv_rms = rsqrtf(reduce(ss, false) / static_cast<float>(k) + eps);
+#pragma unroll
+    for (int j = 0; j < kV; ++j)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[j][e] = __fmul_rn(__fmul_rn(v[j][e], inv_rms), g[j][e]);
+  }
+  const bool by_division = static_scale > 0.0f;
+  float inv = 0.0f;
+  if (by_division) {
+    if (threadIdx.x == 0) scales[r] = static_scale;
+  } else {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < kV; ++j)
+#pragma unroll
+      for (int e = 0; e < 8; ++e) amax = fmaxf(amax, fabsf(v[j][e]));
+    amax = reduce(amax, true);
+    if (threadIdx.x == 0) scales[r] = amax > 0.0f ? __fdiv_rn(amax, 127.0f) : 0.0f;
+    inv = amax > 0.0f ? __fdiv_rn(127.0f, amax) : 0.0f;  // a zero row: every code 0
+  }
+#pragma unroll
+  for (int j = 0; j < kV; ++j) {
+    const int64_t vi = threadIdx.x + static_cast<int64_t>(j) * kVecThreads;
+    if (vi >= vecs) continue;
+    // Element e of the vector in byte e % 4 of word e / 4 (little-endian: q's order).
+    uint32_t packed[2] = {0, 0};
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float t = by_division ? __fdiv_rn(v[j][e], static_scale) : __fmul_rn(v[j][e], inv);
+      packed[e / 4] |= static_cast<uint32_t>(static_cast<uint8_t>(to_int8_rn(t))) << (8 * (e % 4));
+    }
+    *reinterpret_cast<uint2*>(q + r * k + vi * 8) = make_uint2(packed[0], packed[1]);
+  }
+}
+
 // The W8A8 output rule of kernels/cpu/quant_gemm.h: float(acc) * x_scale * w_scale, then + bias.
 template <typename T>
 __device__ __forceinline__ T int8_output(int32_t acc, float xs, float ws, const T* bias,
@@ -128,10 +209,25 @@ cudaError_t quantize_int8_rows(const Int8QuantizeParams& p, cudaStream_t stream)
   if (p.m < 0 || p.k <= 0 || p.m > 0x7fffffff || p.x == nullptr || p.q == nullptr ||
       p.x_scale == nullptr)
     return cudaErrorInvalidValue;
+  // The vector path: 16-byte loads of x (and the norm weight), 8-byte stores of q.
+  const int64_t vecs = p.k / 8;
+  const bool vec = p.k % 8 == 0 && aligned16(p.x) && aligned16(p.norm_weight) &&
+                   (reinterpret_cast<uintptr_t>(p.q) & 7u) == 0 && vecs <= 4 * kVecThreads;
+  const dim3 grid(static_cast<unsigned>(p.m));
   PAGODA_DISPATCH_HALF(p.dtype, {
-    return launch_kernel(quantize_int8_kernel<scalar_t>, dim3(static_cast<unsigned>(p.m)), kThreads,
-                         0, stream, static_cast<const scalar_t*>(p.x), p.k, p.static_scale,
-                         static_cast<const scalar_t*>(p.norm_weight), p.norm_eps, p.q, p.x_scale);
+    const auto* x = static_cast<const scalar_t*>(p.x);
+    const auto* g = static_cast<const scalar_t*>(p.norm_weight);
+    if (vec && vecs <= kVecThreads)
+      return launch_kernel(quantize_int8_vec_kernel<scalar_t, 1>, grid, kVecThreads, 0, stream, x,
+                           p.k, p.static_scale, g, p.norm_eps, p.q, p.x_scale);
+    if (vec && vecs <= 2 * kVecThreads)
+      return launch_kernel(quantize_int8_vec_kernel<scalar_t, 2>, grid, kVecThreads, 0, stream, x,
+                           p.k, p.static_scale, g, p.norm_eps, p.q, p.x_scale);
+    if (vec)
+      return launch_kernel(quantize_int8_vec_kernel<scalar_t, 4>, grid, kVecThreads, 0, stream, x,
+                           p.k, p.static_scale, g, p.norm_eps, p.q, p.x_scale);
+    return launch_kernel(quantize_int8_kernel<scalar_t>, grid, kThreads, 0, stream, x, p.k,
+                         p.static_scale, g, p.norm_eps, p.q, p.x_scale);
   });
 }
 

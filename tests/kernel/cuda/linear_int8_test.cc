@@ -1,7 +1,8 @@
 // The INT8 W8A8 kernels (kernels/cuda/linear_int8.h) against the CPU reference of
 // kernels/cpu/quant_gemm.h (quantize_int8_rows, int8_matmul):
 //  - quantize_int8_rows: the same int8 codes and scales, bit for bit (per token, static, a zero
-//    row); with the fused RMSNorm, the codes of the normalised row to within one step;
+//    row; the register path and the strided one); with the fused RMSNorm, the codes of the
+//    normalised row to within one step;
 //  - exact int32 sums: cuBLASLt's int32 product equals the CPU's; the GEMV and the fallback, with
 //    unit scales and f16 outputs (every integer up to 2048 is an f16 value), return the sums
 //    themselves;
@@ -122,7 +123,11 @@ TEST(CudaInt8, QuantizeRowsMatchesCpu) {
   uint32_t seed = 7;
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (int64_t m : kMs) {
-      for (int64_t k : {int64_t{16}, int64_t{333}, int64_t{4096}}) {
+      // The register path (k % 8 == 0, k <= 16384: 1, 2 or 4 vectors per thread) and the strided
+      // one (333, 20000).
+      for (int64_t k : {int64_t{16}, int64_t{333}, int64_t{4096}, int64_t{6000}, int64_t{14336},
+                        int64_t{20000}}) {
+        if (k > 4096 && m > 64) continue;
         for (float static_scale : {0.0f, 0.02f}) {
           SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " m=" << m << " k=" << k
                                             << " static=" << static_scale);
@@ -159,7 +164,7 @@ TEST(CudaInt8, QuantizeRowsWithNormMatchesCpu) {
   uint32_t seed = 40;
   for (DType dt : {DType::kBF16, DType::kF16}) {
     for (int64_t m : {int64_t{1}, int64_t{5}}) {
-      for (int64_t k : {int64_t{136}, int64_t{4096}}) {
+      for (int64_t k : {int64_t{136}, int64_t{333}, int64_t{4096}, int64_t{14336}}) {
         SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " m=" << m << " k=" << k);
         const HalfData x = random_half(static_cast<size_t>(m * k), dt, seed++, -2.0f, 2.0f);
         const HalfData g = random_half(static_cast<size_t>(k), dt, seed++, 0.5f, 1.5f);
