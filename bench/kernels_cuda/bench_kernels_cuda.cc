@@ -1,6 +1,7 @@
 // The CUDA kernels against the H200's limits (docs/performance.md: 4.19 TB/s HBM, 786 TFLOP/s
-// bf16): GEMV bandwidth (ours vs cuBLASLt) on the Llama-3.1-8B projections, paged decode
-// attention bandwidth, prefill attention FLOP rate, the GPU sampler's time per step.
+// bf16): GEMV bandwidth (ours vs cuBLASLt; the W4A16 and INT8 GEMVs) on the Llama-3.1-8B
+// projections, paged decode attention bandwidth, prefill attention FLOP rate, the GPU sampler's
+// time per step.
 //
 // Protocol: random data; every measured input set is rotated among copies whose total exceeds the
 // L2 several times; warm-up, then the median of 15 batches of launches timed with CUDA
@@ -22,9 +23,11 @@
 #include "bench_cuda.h"
 #include "core/half.h"
 #include "kernels/cuda/linear.h"
+#include "kernels/cuda/linear_int8.h"
 #include "kernels/cuda/linear_w4.h"
 #include "kernels/cuda/paged_attention.h"
 #include "kernels/cuda/sample_logits.h"
+#include "kernels/cuda/tensor_ops.h"
 #include "read_probe.h"
 
 namespace pagoda::cuda {
@@ -246,6 +249,91 @@ bool bench_w4(const BlasContext& ctx) {
   return ok;
 }
 
+// The INT8 W8A8 GEMV (kernels/cuda/linear_int8.h) on the batch-1..8 Llama-8B projections: bytes =
+// codes (n k) + row scales (4 n) + xq (m k) + y (2 m n); "+q" times the per-token quantization of
+// the bf16 x before it (what a projection costs in the model). Checked against
+// linear_int8_fallback on the same inputs first (the same exact int32 sums: equal up to rounding).
+bool bench_int8() {
+  constexpr double kHbmSpecTBs = 4.8;
+  bool ok = true;
+  std::printf("\n## INT8 W8A8 GEMV (dp4a, int8 x and W, per-row scales), bf16 y\n");
+  std::printf("%-8s %6s %6s %3s %-3s | %9s %7s %9s %9s | %5s\n", "shape", "n", "k", "m", "q", "us",
+              "TB/s", "%4.8TB/s", "%measured", "err");
+  for (const bench::ProjectionShape& s : bench::kLlama8bProjections) {
+    if (std::strcmp(s.name, "lm_head") == 0) continue;  // dense in W8A8 checkpoints
+    const double w_bytes = static_cast<double>(s.n * s.k) + 4.0 * s.n;
+    const int copies = static_cast<int>(std::max<double>(1, kRotateBytes / w_bytes));
+    std::vector<int8_t*> codes(copies);
+    for (int i = 0; i < copies; ++i) {
+      CHECK_CUDA(cudaMalloc(&codes[i], s.n * s.k));
+      CHECK_CUDA(fill_uniform(codes[i], DType::kI8, s.n * s.k, 21 + i, 0.0f, 127.0f, nullptr));
+    }
+    const std::vector<float> scale_host(static_cast<size_t>(s.n), 1.0f / 4096);
+    float *scale = nullptr, *x_scale = nullptr;
+    CHECK_CUDA(cudaMalloc(&scale, s.n * 4));
+    CHECK_CUDA(cudaMemcpy(scale, scale_host.data(), s.n * 4, cudaMemcpyHostToDevice));
+    CHECK_CUDA(cudaMalloc(&x_scale, kInt8GemvMaxM * 4));
+    void* x = alloc_random_bf16(kInt8GemvMaxM * s.k, 3);
+    int8_t* xq = nullptr;
+    void *y = nullptr, *y2 = nullptr;
+    CHECK_CUDA(cudaMalloc(&xq, kInt8GemvMaxM * s.k));
+    CHECK_CUDA(cudaMalloc(&y, kInt8GemvMaxM * s.n * 2));
+    CHECK_CUDA(cudaMalloc(&y2, kInt8GemvMaxM * s.n * 2));
+    for (const bool with_quant : {false, true}) {
+      for (int64_t m : {1, 2, 4, 8}) {
+        auto view = [&](int i) {
+          Int8WeightView v;
+          v.w = codes[i % copies];
+          v.scale = scale;
+          v.n = s.n;
+          v.k = s.k;
+          return v;
+        };
+        Int8QuantizeParams qp;
+        qp.x = x;
+        qp.m = m;
+        qp.k = s.k;
+        qp.q = xq;
+        qp.x_scale = x_scale;
+        CHECK_CUDA(quantize_int8_rows(qp, nullptr));
+        CHECK_CUDA(
+            linear_int8_gemv(xq, x_scale, m, view(0), y, GemvFusion{}, DType::kBF16, nullptr));
+        CHECK_CUDA(linear_int8_fallback(xq, x_scale, m, view(0), y2, DType::kBF16, nullptr));
+        std::vector<uint16_t> a(m * s.n), b(m * s.n);
+        CHECK_CUDA(cudaMemcpy(a.data(), y, a.size() * 2, cudaMemcpyDeviceToHost));
+        CHECK_CUDA(cudaMemcpy(b.data(), y2, b.size() * 2, cudaMemcpyDeviceToHost));
+        double diff = 0.0, mag = 0.0;
+        for (size_t i = 0; i < a.size(); ++i) {
+          const double fa = bf16_to_float(a[i]), fb = bf16_to_float(b[i]);
+          diff = std::isnan(fa) ? INFINITY : std::max(diff, std::abs(fa - fb));
+          mag = std::max(mag, std::abs(fb));
+        }
+        const double err = mag > 0 ? diff / mag : diff;
+        if (!(err <= 1e-2)) ok = false;
+        const double ms = time_ms(
+            [&](int i) {
+              if (with_quant) CHECK_CUDA(quantize_int8_rows(qp, nullptr));
+              CHECK_CUDA(linear_int8_gemv(xq, x_scale, m, view(i), y, GemvFusion{}, DType::kBF16,
+                                          nullptr));
+            },
+            std::max(copies, 20));
+        const double bytes = w_bytes + 1.0 * m * s.k + 2.0 * m * s.n;
+        const double tb = bytes / (ms * 1e-3) / 1e12;
+        std::printf("%-8s %6lld %6lld %3lld %-3s | %9.1f %7.2f %8.0f%% %8.0f%% | %5.0e%s\n", s.name,
+                    static_cast<long long>(s.n), static_cast<long long>(s.k),
+                    static_cast<long long>(m), with_quant ? "+q" : "-", ms * 1e3, tb,
+                    100 * tb / kHbmSpecTBs, 100 * tb / kHbmTBs, err,
+                    err <= 1e-2 ? "" : " MISMATCH");
+      }
+    }
+    for (int8_t* p : codes) cudaFree(p);
+    for (void* p :
+         {static_cast<void*>(scale), static_cast<void*>(x_scale), x, static_cast<void*>(xq), y, y2})
+      cudaFree(p);
+  }
+  return ok;
+}
+
 // One attention workload: `num_seqs` sequences of `ctx` cached tokens, `q_len` new tokens each;
 // with a sliding window of `window` keys (0: none).
 struct AttnCase {
@@ -452,11 +540,13 @@ int main(int argc, char** argv) {
   // `bench_kernels_cuda sampling [NAME]` runs the sampler's section alone (the configurations whose
   // name contains NAME: one to profile with ncu), `bench_kernels_cuda gemv` the
   // projections' section alone, `bench_kernels_cuda w4` the W4A16 GEMV's alone,
+  // `bench_kernels_cuda int8` the INT8 W8A8 GEMV's alone,
   // `bench_kernels_cuda attention [NAME]` the attention cases alone
   // (those whose name contains NAME: one case to profile with ncu).
   const bool sampling_only = argc > 1 && std::strcmp(argv[1], "sampling") == 0;
   const bool gemv_only = argc > 1 && std::strcmp(argv[1], "gemv") == 0;
   const bool w4_only = argc > 1 && std::strcmp(argv[1], "w4") == 0;
+  const bool int8_only = argc > 1 && std::strcmp(argv[1], "int8") == 0;
   const bool attention_only = argc > 1 && std::strcmp(argv[1], "attention") == 0;
   const char* attention_case = attention_only && argc > 2 ? argv[2] : "";
   // Kernels are timed back to back; programmatic dependent launch (off by default in the engine)
@@ -477,11 +567,12 @@ int main(int argc, char** argv) {
   if (!attention_only) {
     BlasContext ctx;
     CHECK_CUDA(blas_context_create(&ctx));
-    if (!w4_only) gemv_ok = bench_gemv(ctx);
-    if (!gemv_only) gemv_ok = bench_w4(ctx) && gemv_ok;
+    if (!w4_only && !int8_only) gemv_ok = bench_gemv(ctx);
+    if (!gemv_only && !int8_only) gemv_ok = bench_w4(ctx) && gemv_ok;
+    if (!gemv_only && !w4_only) gemv_ok = bench_int8() && gemv_ok;
     blas_context_destroy(&ctx);
   }
-  if (gemv_only || w4_only) return gemv_ok ? 0 : 1;
+  if (gemv_only || w4_only || int8_only) return gemv_ok ? 0 : 1;
 
   std::printf(
       "\n## Paged attention, GQA 32/8, head 128, block 16, bf16 "

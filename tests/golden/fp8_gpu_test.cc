@@ -1,4 +1,5 @@
-// FP8 weights on the GPU against the CPU's FP8 path (label gpu, the device machine), on the
+// FP8 (and INT8 W8A8, at the end) weights on the GPU against the CPU's path (label gpu, the
+// device machine). FP8: on the
 // bf16 tiny checkpoints quantized at load (--quantization fp8: both backends quantize the same
 // bf16 values per row, so their e4m3 codes and scales are identical) and on dummy
 // compressed-tensors FP8_DYNAMIC weights (the same codes and scales drawn on both sides).
@@ -180,6 +181,29 @@ TEST(Fp8Gpu, DummyCompressedTensorsMatchesCpu) {
   auto gpu = load_model_on_device(dir, options, "cuda", pool);
   EXPECT_NE(cpu->definition().weight_summary().find("fp8"), std::string::npos)
       << cpu->definition().weight_summary();
+  compare(*cpu, *gpu, {1, 5, 9, 13, 17, 21});
+  std::vector<int32_t> longer;
+  for (int32_t i = 0; i < 40; ++i) longer.push_back((i * 7 + 3) % 100);
+  compare(*cpu, *gpu, longer);
+}
+
+// Dummy INT8 W8A8 weights (compressed-tensors int-quantized: int8 codes + per-channel scales,
+// dynamic per-token int8 activations) in the tiny ct-int8-dynamic fixture's config: the same codes
+// and scales drawn on both sides, activations quantized at every m on both (the GPU's decode steps
+// run the fused dp4a GEMV, prompts past 8 tokens cuBLASLt's int8 GEMM). Dummy weights are
+// well-conditioned (+-0.035), so the 0.5 bound.
+TEST(Int8Gpu, DummyMatchesCpu) {
+  ASSERT_TRUE(cuda_available()) << "no CUDA GPU: run this test on the device machine (label gpu)";
+  ThreadPool pool(2);
+  const std::string dir = golden::kSource + "/tests/data/tiny-quant/ct-int8-dynamic";
+  LoadOptions options;
+  options.format = LoadFormat::kDummy;
+  options.dtype = DType::kBF16;
+  options.seed = 11;
+  options.definition.dummy_weights = true;
+  auto cpu = load_model_on_device(dir, options, "cpu", pool);
+  auto gpu = load_model_on_device(dir, options, "cuda", pool);
+  EXPECT_EQ(cpu->definition().layers[0].qkv.format, WeightFormat::kInt8);
   compare(*cpu, *gpu, {1, 5, 9, 13, 17, 21});
   std::vector<int32_t> longer;
   for (int32_t i = 0; i < 40; ++i) longer.push_back((i * 7 + 3) % 100);

@@ -21,8 +21,8 @@ struct QuantFixture {
   const char* summary;
   /// Whether activations (or the KV cache) are quantized: W8A8, whose bound is kW8A8.
   bool w8a8;
-  /// Whether the GPU loads it (dense, FP8, GPTQ / AWQ 4-bit projections); the others are
-  /// refused by name.
+  /// Whether the GPU loads it (dense, FP8, INT8 W8A8, GPTQ / AWQ 4-bit projections); the others
+  /// are refused by name.
   bool gpu;
   /// A refused fixture's reason when it is not the format (the error then holds this instead).
   const char* gpu_refusal = nullptr;
@@ -54,7 +54,7 @@ inline const QuantFixture kQuantFixtures[] = {
      true, true},
     {"ct-int8-dynamic",
      "int8 (compressed-tensors) 8-bit per-channel, dynamic per-token activations (8 projections)",
-     true, false},
+     true, true},
     {"gptq-g128-sym", "gptq 4-bit group 128 sym (8 projections)", false, true},
     {"gptq-g32-asym", "gptq 4-bit group 32 asym (8 projections)", false, true},
     // group_size -1: one group of all inputs, 128 or 256 (down_proj).

@@ -1,7 +1,7 @@
 // The quantized checkpoints of tests/data/tiny-quant on the GPU (label gpu, run on the device
 // machine): the formats the GPU loads (FP8 W8A8 with per-channel or per-tensor weight scales,
-// dynamic or static activations, and the FP8 KV cache with the checkpoint's scales; GPTQ and AWQ
-// 4-bit, act-order included) against
+// dynamic or static activations, and the FP8 KV cache with the checkpoint's scales; INT8 W8A8;
+// GPTQ and AWQ 4-bit, act-order included) against
 // transformers under vLLM's check_logprobs_close rule at the block sizes of both attention
 // kernels; every other format is refused at load with an error naming it (its weight summary) and
 // pointing to the CPU.
@@ -10,6 +10,8 @@
 // own distance between W8A8 and W8A16 on the golden prompts (fp8_gpu_test.cc's rule): the GPU's
 // small steps (m <= 8: decode) run the weight-only FP8 GEMV, where the reference quantizes the
 // activations at every step, and its bf16 activations move some e4m3 roundings by a whole step.
+// INT8 quantizes the activations at every m on both sides (the CPU's weight-only variant below
+// still quantizes them: that distance is 0), so it is held to 0.5.
 #include <algorithm>
 #include <filesystem>
 #include <string>

@@ -171,12 +171,14 @@ cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes) {
   ctx->workspace_bytes = workspace_bytes;
   ctx->plans = new LtPlanCache();
   ctx->fp8_plans = fp8_plan_cache_new();
+  ctx->int8_plans = int8_plan_cache_new();
   return cudaSuccess;
 }
 
 void blas_context_destroy(BlasContext* ctx) {
   delete ctx->plans;
   fp8_plan_cache_delete(ctx->fp8_plans);
+  int8_plan_cache_delete(ctx->int8_plans);
   if (ctx->workspace) cudaFree(ctx->workspace);
   if (ctx->handle) cublasLtDestroy(ctx->handle);
   *ctx = BlasContext{};

@@ -28,7 +28,8 @@ inline constexpr int64_t kGemvMmaMaxM = 8;
 /// What cuBLASLt needs across calls: a handle and a device workspace. Owned by the caller (one per
 /// device/stream); create with blas_context_create, free with blas_context_destroy.
 struct LtPlanCache;
-struct Fp8PlanCache;  // linear_fp8.cu
+struct Fp8PlanCache;   // linear_fp8.cu
+struct Int8PlanCache;  // linear_int8.cu
 struct BlasContext {
   cublasLtHandle_t handle = nullptr;
   void* workspace = nullptr;  // device memory, workspace_bytes long
@@ -37,7 +38,8 @@ struct BlasContext {
   // microseconds of host time, paid once per shape instead of on each of a step's 129 GEMMs.
   // Used by one thread at a time, as the stream is.
   LtPlanCache* plans = nullptr;
-  Fp8PlanCache* fp8_plans = nullptr;  // the same for linear_fp8_cublaslt (linear_fp8.h)
+  Fp8PlanCache* fp8_plans = nullptr;    // the same for linear_fp8_cublaslt (linear_fp8.h)
+  Int8PlanCache* int8_plans = nullptr;  // and for int8_gemm_cublaslt (linear_int8.h)
   // linear() runs linear_gemv_mma for kGemvMaxM < m <= gemv_mma_max_m (0: never, cuBLASLt
   // instead); kGemvMmaMaxM unless changed (A/B of the crossover).
   int64_t gemv_mma_max_m = kGemvMmaMaxM;
@@ -56,9 +58,12 @@ struct BlasContext {
 inline constexpr int64_t kTuneMaxM = 256;
 inline constexpr int kTuneCandidates = 8;
 
-/// The FP8 plan cache's owner is the BlasContext (blas_context_create / _destroy call these).
+/// The FP8 and INT8 plan caches' owner is the BlasContext (blas_context_create / _destroy call
+/// these).
 [[nodiscard]] Fp8PlanCache* fp8_plan_cache_new();
 void fp8_plan_cache_delete(Fp8PlanCache* cache);
+[[nodiscard]] Int8PlanCache* int8_plan_cache_new();
+void int8_plan_cache_delete(Int8PlanCache* cache);
 
 [[nodiscard]] cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes = 32u << 20);
 void blas_context_destroy(BlasContext* ctx);

@@ -33,6 +33,11 @@ __global__ void fill_uniform_kernel(void* dst, DType d, int64_t n, uint64_t seed
     if (d == DType::kF8E4M3) {  // FP8 dummy weights: core/fp8.h's float_to_e4m3 (RNE, saturating)
       static_cast<uint8_t*>(dst)[i] =
           static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+    } else if (d == DType::kI8) {
+      // INT8 dummy weights: the CPU rounds offset + scale * u in double (half to even), clamped to
+      // +-127; u is exact in float (24 bits), so the double product here is the CPU's.
+      const double vd = static_cast<double>(offset) + static_cast<double>(scale) * u;
+      static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(fmin(127.0, fmax(-127.0, rint(vd))));
     } else {
       store_float(dst, d, i, v);
     }

@@ -16,7 +16,8 @@ cudaError_t convert(const void* src, DType src_dtype, void* dst, DType dst_dtype
 
 /// dst[i] = offset + scale * u(i), u uniform in [-1, 1) from a counter-based hash of (seed, i):
 /// the same values as the CPU dummy weights (model/dummy_weights.cc), whatever the launch shape.
-/// dtype bf16, f16, f32 or f8e4m3 (FP8 dummy weights, rounded to nearest even and saturated).
+/// dtype bf16, f16, f32, f8e4m3 (FP8 dummy weights, rounded to nearest even and saturated) or i8
+/// (INT8 dummy weights: rounded half to even in double, clamped to +-127).
 cudaError_t fill_uniform(void* dst, DType dtype, int64_t count, uint64_t seed, float offset,
                          float scale, cudaStream_t stream);
 

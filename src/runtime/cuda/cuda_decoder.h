@@ -10,6 +10,7 @@
 #include "kernels/cpu/paged_attention.h"
 #include "kernels/cuda/linear.h"
 #include "kernels/cuda/linear_fp8.h"
+#include "kernels/cuda/linear_int8.h"
 #include "kernels/cuda/linear_w4.h"
 #include "kernels/cuda/paged_attention.h"
 #include "model/model.h"
@@ -33,6 +34,11 @@ struct CudaActivations {
   // FP8 models only: a projection's input quantized per token for the W8A8 GEMM.
   DeviceBuffer fp8_x;      // [capacity, widest input] e4m3
   DeviceBuffer fp8_scale;  // [capacity] fp32
+  // INT8 models only (cuda::Int8LinearParams): a projection's input quantized per token, and the
+  // GEMM's int32 product before its scales.
+  DeviceBuffer int8_x;      // [capacity, widest input] int8
+  DeviceBuffer int8_scale;  // [capacity] fp32
+  DeviceBuffer int8_acc;    // [min(capacity, kInt8GemmRows), widest output] int32, or empty
   // GPTQ / AWQ models only (cuda::W4LinearParams), allocated once: an act-order projection's input
   // gathered by its permutation for the GEMV, and the large-m path's dequantized weight.
   DeviceBuffer w4_x;      // [kW4GemvMaxM, widest act-order input] or empty
@@ -134,10 +140,12 @@ class CudaDecoderModel final : public Model {
                   const cuda::GemvFusion& f);
   cuda::GemvFusion fusion(const DeviceBuffer& norm_weight, cuda::GemvEpilogue epilogue) const;
   // Steps of up to this many tokens run the fused projections (when fuse_small_steps_).
-  // FP8 and W4 projections: their GEMVs' limits (cuda::kFp8GemvMaxM, kW4GemvMaxM).
+  // FP8, INT8 and W4 projections: their GEMVs' limits (cuda::kFp8GemvMaxM, kInt8GemvMaxM,
+  // kW4GemvMaxM).
   int64_t fused_max_m() const {
     int64_t m = std::max(cuda::kGemvMaxM, blas_.gemv_mma_max_m);
     if (fp8_) m = std::min(m, cuda::kFp8GemvMaxM);
+    if (int8_) m = std::min(m, cuda::kInt8GemvMaxM);
     if (w4_) m = std::min(m, cuda::kW4GemvMaxM);
     return m;
   }
@@ -187,6 +195,7 @@ class CudaDecoderModel final : public Model {
   // 16-byte loads), unless options_.gemv_fusion is off (A/B).
   bool fuse_small_steps_ = false;
   bool fp8_ = false;     // some projection has FP8 weights (CudaLinear::fp8)
+  bool int8_ = false;    // some projection has INT8 weights (CudaLinear::int8)
   bool w4_ = false;      // some projection has GPTQ / AWQ weights (CudaLinear::w4)
   DecodeGraphs graphs_;  // of decode-only steps (options_.cuda_graphs)
   // A decode batch padded to its graph bucket (pad_to_graph_bucket).

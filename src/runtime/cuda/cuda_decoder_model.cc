@@ -71,6 +71,24 @@ void CudaActivations::reserve(int64_t tokens, const ModelDefinition& d, size_t e
     fp8_x = DeviceBuffer(static_cast<size_t>(capacity * fp8_in));
     fp8_scale = DeviceBuffer(static_cast<size_t>(capacity) * sizeof(float));
   }
+  int64_t int8_in = 0, int8_out = 0;  // the widest input and output of an INT8 projection
+  for (const LayerDef& l : d.layers) {
+    for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
+      if (lin->format != WeightFormat::kInt8) continue;
+      int8_in = std::max(int8_in, lin->in);
+      int8_out = std::max(int8_out, lin->out());
+    }
+  }
+  if (int8_in > 0) {
+    int8_x = DeviceBuffer(static_cast<size_t>(capacity * int8_in));
+    int8_scale = DeviceBuffer(static_cast<size_t>(capacity) * sizeof(float));
+    // Steps past the GEMV (m > kInt8GemvMaxM): the GEMM's int32 product, kInt8GemmRows at a time.
+    if (capacity > cuda::kInt8GemvMaxM) {
+      int8_acc =
+          DeviceBuffer(static_cast<size_t>(std::min(capacity, cuda::kInt8GemmRows) * int8_out) *
+                       sizeof(int32_t));
+    }
+  }
   int64_t w4_in = 0, w4_weight = 0;  // the widest act-order input, the largest W4 weight
   for (const LayerDef& l : d.layers) {
     for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down}) {
@@ -151,6 +169,8 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
       options_.gemv_fusion && def_.is_plain_llama_block() && k_aligned && !def_.eagle;
   for (const CudaLayerWeights& l : w_.layers)
     fp8_ = fp8_ || l.qkv.fp8() || l.o.fp8() || l.gate_up.fp8() || l.down.fp8();
+  for (const CudaLayerWeights& l : w_.layers)
+    int8_ = int8_ || l.qkv.int8() || l.o.int8() || l.gate_up.int8() || l.down.int8();
   for (const CudaLayerWeights& l : w_.layers)
     w4_ = w4_ || l.qkv.w4() || l.o.w4() || l.gate_up.w4() || l.down.w4();
   // Gemma multiplies the embeddings by sqrt(hidden) rounded to the activation dtype.
@@ -660,8 +680,9 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
                                        int device, ThreadPool& pool) {
   const ModelConfig config = load_model_config(model_dir);
   ModelDefinition definition = define_model(config, options.definition);
-  // The GPU runs dense, FP8 (per-tensor / per-channel, W8A8 or W8A16, and FP8 at load) and 4-bit
-  // GPTQ / AWQ projections; a quantized LM head and the other formats still run on the CPU only.
+  // The GPU runs dense, FP8 (per-tensor / per-channel, W8A8 or W8A16, and FP8 at load), INT8 W8A8
+  // and 4-bit GPTQ / AWQ projections; a quantized LM head and the other formats still run on the
+  // CPU only.
   const bool lm_head_quantized =
       !definition.lm_head_tied && definition.lm_head.format != WeightFormat::kDense;
   bool supported = !lm_head_quantized;
@@ -670,9 +691,9 @@ std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadO
       supported = supported && cuda_supports(*lin);
   if (!supported) {
     throw InvalidArgument(fmt::format(
-        "{}: quantized weights ({}) do not run on the GPU yet (it runs FP8 with per-tensor or "
-        "per-channel scales, 4-bit GPTQ / AWQ with input features and group size multiples of 32, "
-        "and a dense lm_head); pass --device cpu",
+        "{}: quantized weights ({}) do not run on the GPU yet (it runs FP8 and INT8 W8A8 with "
+        "per-tensor or per-channel scales, 4-bit GPTQ / AWQ with input features and group size "
+        "multiples of 32, and a dense lm_head); pass --device cpu",
         model_dir, definition.weight_summary()));
   }
   std::optional<WeightStore> store;

@@ -23,6 +23,16 @@ cuda::Fp8WeightView fp8_view(const CudaLinear& w) {
   return v;
 }
 
+cuda::Int8WeightView int8_view(const CudaLinear& w) {
+  cuda::Int8WeightView v;
+  v.w = w.weight.as<int8_t>();
+  v.scale = w.scale.as<float>();
+  v.bias = w.bias.get();
+  v.n = w.out;
+  v.k = w.in;
+  return v;
+}
+
 cuda::W4WeightView w4_view(const CudaLinear& w) {
   cuda::W4WeightView v;
   v.qweight = w.weight.as<uint32_t>();
@@ -39,6 +49,7 @@ cuda::W4WeightView w4_view(const CudaLinear& w) {
 
 // W4 weights: the GEMV for small m, else dequantized into act_.w4_dense and the dense GEMM.
 // FP8 weights: the weight-only GEMV for small m, else W8A8 (x quantized into act_.fp8_x).
+// INT8 weights: x quantized into act_.int8_x, then the GEMV for small m, else cuBLASLt's IMMA.
 void CudaDecoderModel::linear(const void* x, int64_t m, const CudaLinear& w, void* y) {
   if (w.w4()) {
     cuda::W4LinearParams p;
@@ -66,6 +77,20 @@ void CudaDecoderModel::linear(const void* x, int64_t m, const CudaLinear& w, voi
     PAGODA_CUDA_CHECK(cuda::linear_fp8(blas_, p, stream_));
     return;
   }
+  if (w.int8()) {
+    cuda::Int8LinearParams p;
+    p.x = x;
+    p.m = m;
+    p.w = int8_view(w);
+    p.y = y;
+    p.dtype = dtype_;
+    p.input_scale = w.input_scale;
+    p.xq = act_.int8_x.as<int8_t>();
+    p.x_scale = act_.int8_scale.as<float>();
+    p.acc = act_.int8_acc.as<int32_t>();
+    PAGODA_CUDA_CHECK(cuda::linear_int8(blas_, p, stream_));
+    return;
+  }
   PAGODA_CUDA_CHECK(cuda::linear(blas_, x, m, w.in, w.weight.get(), w.out, w.bias.get(), y,
                                  cuda::LinearTypes{dtype_, w.dtype, dtype_}, stream_));
 }
@@ -80,7 +105,9 @@ cuda::GemvFusion CudaDecoderModel::fusion(const DeviceBuffer& norm_weight,
 }
 
 // The fused projection of a small step: the CUDA-core GEMV at m = 1, the tensor-core one above
-// (FP8 and W4 weights: their CUDA-core GEMVs at every m <= kFp8GemvMaxM / kW4GemvMaxM).
+// (FP8 and W4 weights: their CUDA-core GEMVs at every m <= kFp8GemvMaxM / kW4GemvMaxM; INT8: x,
+// normalised when the fusion has the norm, quantized into act_.int8_x, then the dp4a GEMV with
+// the fusion's epilogue).
 void CudaDecoderModel::gemv_fused(const void* x, int64_t m, const CudaLinear& w, void* y,
                                   const cuda::GemvFusion& f) {
   if (w.w4()) {
@@ -90,6 +117,24 @@ void CudaDecoderModel::gemv_fused(const void* x, int64_t m, const CudaLinear& w,
   }
   if (w.fp8()) {
     PAGODA_CUDA_CHECK(cuda::linear_fp8_gemv(x, m, fp8_view(w), y, f, dtype_, stream_));
+    return;
+  }
+  if (w.int8()) {
+    cuda::Int8QuantizeParams q;
+    q.x = x;
+    q.m = m;
+    q.k = w.in;
+    q.static_scale = w.input_scale;
+    q.norm_weight = f.norm_weight;
+    q.norm_eps = f.norm_eps;
+    q.q = act_.int8_x.as<int8_t>();
+    q.x_scale = act_.int8_scale.as<float>();
+    q.dtype = dtype_;
+    PAGODA_CUDA_CHECK(cuda::quantize_int8_rows(q, stream_));
+    cuda::GemvFusion epilogue = f;
+    epilogue.norm_weight = nullptr;  // applied by the quantization
+    PAGODA_CUDA_CHECK(
+        cuda::linear_int8_gemv(q.q, q.x_scale, m, int8_view(w), y, epilogue, dtype_, stream_));
     return;
   }
   if (m <= cuda::kGemvMaxM) {

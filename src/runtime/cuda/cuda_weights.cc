@@ -22,9 +22,11 @@ bool cuda_supports(const LinearDef& def) {
     case WeightFormat::kFp8Online:
       return true;
     case WeightFormat::kFp8:
+    case WeightFormat::kInt8:
       return (def.quant.weight_scales == ScaleStrategy::kTensor ||
               def.quant.weight_scales == ScaleStrategy::kChannel) &&
-             (def.quant.activations == ActivationQuant::kNone ||
+             ((def.quant.activations == ActivationQuant::kNone &&
+               def.format == WeightFormat::kFp8) ||
               def.quant.activations == ActivationQuant::kDynamicToken ||
               def.quant.activations == ActivationQuant::kStaticTensor);
     case WeightFormat::kGptq:
@@ -112,7 +114,10 @@ class Uploader {
                  weight_format_name(def.format));
     CudaLinear l;
     l.format = def.format;
-    l.dtype = def.format == WeightFormat::kDense ? dtype_ : l.w4() ? DType::kI32 : DType::kF8E4M3;
+    l.dtype = def.format == WeightFormat::kDense  ? dtype_
+              : l.w4()                            ? DType::kI32
+              : def.format == WeightFormat::kInt8 ? DType::kI8
+                                                  : DType::kF8E4M3;
     l.out = def.out();
     l.in = def.in;
     if (def.bias) l.bias = alloc(l.out);
@@ -131,8 +136,8 @@ class Uploader {
       l.scale = DeviceBuffer(static_cast<size_t>(l.out) * sizeof(float));
       l.weight_only =
           def.quant.activations == ActivationQuant::kNone && def.format == WeightFormat::kFp8;
-      if (def.format == WeightFormat::kFp8) {
-        fp8(def, l);
+      if (def.format == WeightFormat::kFp8 || def.format == WeightFormat::kInt8) {
+        eight_bit(def, l);
       } else {
         fp8_online(def, l);
       }
@@ -189,9 +194,11 @@ class Uploader {
     return source_.store ? *source_.store : *dummy_small_;
   }
 
-  /// A serialized FP8 projection (kFp8): each source's e4m3 rows uploaded as they are, its scales
+  /// A serialized FP8 or INT8 projection (kFp8, kInt8): each source's e4m3 / int8 rows uploaded
+  /// as they are ([rows, in] row-major: what the GEMVs and cuBLASLt's "TN" GEMMs read), its scales
   /// expanded to one per row (scale [out]), its static input scale folded into the largest.
-  void fp8(const LinearDef& def, CudaLinear& l) {
+  void eight_bit(const LinearDef& def, CudaLinear& l) {
+    const DType code = l.dtype;  // kF8E4M3 or kI8
     std::vector<float> scales(static_cast<size_t>(l.out));
     const WeightStore& small = small_store();
     const std::initializer_list<DType> scale_dtypes = {DType::kF32, DType::kBF16, DType::kF16};
@@ -200,19 +207,18 @@ class Uploader {
       auto* dst = static_cast<uint8_t*>(l.weight.at(static_cast<size_t>(first * def.in)));
       const std::string name = s.prefix + ".weight";
       if (source_.store) {
-        const Tensor& t = checked_quant_tensor(*source_.store, name, {Shape{rows, def.in}},
-                                               {DType::kF8E4M3}, def);
+        const Tensor& t =
+            checked_quant_tensor(*source_.store, name, {Shape{rows, def.in}}, {code}, def);
         check_zero_points_absent(*source_.store, s.prefix + ".weight_zero_point", def);
         check_zero_points_absent(*source_.store, s.prefix + ".input_zero_point", def);
-        pending_.push_back(
-            WeightUpload{t.data, DType::kF8E4M3, dst, DType::kF8E4M3, rows * def.in});
+        pending_.push_back(WeightUpload{t.data, code, dst, code, rows * def.in});
       } else {
         const auto it = index_.find(name);
         PAGODA_CHECK(it != index_.end(), "dummy weights have no tensor {}", name);
         const TensorSpec& spec = specs_[it->second];
         const DummyInit init = dummy_init(spec, it->second, source_.seed);
         dummy_progress(rows * def.in);
-        PAGODA_CUDA_CHECK(cuda::fill_uniform(dst, DType::kF8E4M3, rows * def.in, init.seed, 0.0f,
+        PAGODA_CUDA_CHECK(cuda::fill_uniform(dst, code, rows * def.in, init.seed, 0.0f,
                                              static_cast<float>(spec.fill_value), stream_));
       }
       // Rows [first, first + rows) of scale [out]: e.g. a fused qkv of 4096 + 1024 + 1024 rows with

@@ -23,6 +23,8 @@ namespace pagoda {
 ///   kFp8Online     per-tensor scale repeated on its source's rows, so a fused qkv keeps q's, k's
 ///                  and v's own scales; per channel as the checkpoint has it; at load: max|w| /
 ///                  448)
+///   kInt8          weight [out, in] int8 (the checkpoint's rows as they are), scale [out] fp32 as
+///                  kFp8; activations quantized per token or by input_scale (W8A8)
 ///   kGptq, kAwq    4-bit, in the W4 layout (kernels/cpu/int4_repack.h, repacked on the host at
 ///                  load): weight = qweight [out, in / 8] uint32, meta [out, in / group_size]
 ///                  uint32 (fp16 scale | zero << 16), perm [in] int32 (act-order) or empty; the
@@ -30,19 +32,20 @@ namespace pagoda {
 /// bias [out] (or empty) in the activation dtype.
 struct CudaLinear {
   WeightFormat format = WeightFormat::kDense;
-  DType dtype = DType::kBF16;  // of the weight: the activation dtype, kF8E4M3, or kI32 (W4 words)
+  DType dtype = DType::kBF16;  // of the weight: the activation dtype, kF8E4M3, kI8, or kI32 (W4)
   int64_t out = 0;
   int64_t in = 0;
   DeviceBuffer weight;
   DeviceBuffer bias;
-  DeviceBuffer scale;        // FP8: [out] fp32
-  float input_scale = 0;     // FP8 static activations: the largest of the sources'; 0: per token
+  DeviceBuffer scale;     // FP8, INT8: [out] fp32
+  float input_scale = 0;  // FP8, INT8 static activations: the largest of the sources'; 0: per token
   bool weight_only = false;  // FP8 without input quantization (W8A16 checkpoints)
   DeviceBuffer meta;         // W4: [out, in / group_size] uint32
   DeviceBuffer perm;         // W4 act-order: [in] int32, or empty
   int64_t group_size = 0;    // W4
 
   [[nodiscard]] bool fp8() const { return dtype == DType::kF8E4M3; }
+  [[nodiscard]] bool int8() const { return dtype == DType::kI8; }
   [[nodiscard]] bool w4() const {
     return format == WeightFormat::kGptq || format == WeightFormat::kAwq;
   }
@@ -50,8 +53,9 @@ struct CudaLinear {
 
 /// Whether the GPU runs a projection of this format and quantization scheme: dense, FP8 with
 /// per-tensor or per-channel weight scales and no or per-token or static activation scales, FP8
-/// at load, 4-bit GPTQ / AWQ whose input features and group size are multiples of 32 (the W4
-/// GEMV's 16-byte chunks). Others (block FP8, INT8, 8-bit GPTQ, FP4) are refused by
+/// at load, INT8 W8A8 with per-tensor or per-channel weight scales and per-token or static
+/// activation scales, 4-bit GPTQ / AWQ whose input features and group size are multiples of 32
+/// (the W4 GEMV's 16-byte chunks). Others (block FP8, 8-bit GPTQ, FP4) are refused by
 /// load_cuda_model by name.
 [[nodiscard]] bool cuda_supports(const LinearDef& def);
 
