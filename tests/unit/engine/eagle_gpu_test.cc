@@ -317,22 +317,10 @@ TEST(EagleHeadGpu, TargetVerifyStepsReplayGraphsWithHiddenStates) {
     a += 4;
     b += 4;
   }
-  // Three sequences: padded to four on the graph's side (the eager step is not: close only).
-  StepInput three;
-  three.add(a, {1, 2, 3, 4}, true);
-  three.add(b, {5, 6, 7, 8}, true);
-  three.add(4, {9, 10, 11, 12}, true);
-  three.layers = {5, 1, 3};
-  const StepOut e3 = run_step(*eager, three.batch(), false);
-  const StepOut g3 = run_step(*graphs, three.batch(), false);
-  ASSERT_EQ(g3.hidden.size(), size_t{3 * 12 * 64});
-  expect_close(e3.hidden, g3.hidden, "padded step hidden");
-  expect_close(e3.logits, g3.logits, "padded step logits");
-  EXPECT_EQ(graphs->device_hidden_states()->layer_stride, 16 * 64);
   // Only the first layer on the host; the device keeps all three.
   StepInput one;
-  one.add(a + 4, {3, 4, 5, 6}, true);
-  one.add(b + 4, {7, 8, 9, 10}, true);
+  one.add(a, {3, 4, 5, 6}, true);
+  one.add(b, {7, 8, 9, 10}, true);
   one.layers = {5, 1, 3};
   ForwardBatch first_only = one.batch();
   first_only.host_hidden_layers = 1;
@@ -341,6 +329,19 @@ TEST(EagleHeadGpu, TargetVerifyStepsReplayGraphsWithHiddenStates) {
   expect_same(std::vector<float>(e1.hidden.begin(), e1.hidden.begin() + 8 * 64), g1.hidden,
               "the host's first layer");
   EXPECT_EQ(graphs->device_hidden_states()->layers, 3);
+  // Last (its KV differs in the last bits between the two): three sequences, padded to four on
+  // the graph's side (the eager step is not: close only).
+  StepInput three;
+  three.add(a + 4, {1, 2, 3, 4}, true);
+  three.add(b + 4, {5, 6, 7, 8}, true);
+  three.add(4, {9, 10, 11, 12}, true);
+  three.layers = {5, 1, 3};
+  const StepOut e3 = run_step(*eager, three.batch(), false);
+  const StepOut g3 = run_step(*graphs, three.batch(), false);
+  ASSERT_EQ(g3.hidden.size(), size_t{3 * 12 * 64});
+  expect_close(e3.hidden, g3.hidden, "padded step hidden");
+  expect_close(e3.logits, g3.logits, "padded step logits");
+  EXPECT_EQ(graphs->device_hidden_states()->layer_stride, 16 * 64);
 }
 
 TEST(EagleHeadGpu, DeviceInputEqualsHostInput) {
@@ -492,17 +493,22 @@ TEST(EagleGpu, GreedyFollowsPlainDecoding) {
     EngineCore engine(gpu_engine(2048, false));
     plain = run_alone(engine, w, kLogprobs);
   }
-  // Batched with whole prompts and with chunked prefill (budget 64), prefix caching, adaptive k.
+  // Batched with whole prompts and with chunked prefill (budget 64), prefix caching, adaptive k;
+  // with graphs (the target's verification and the head's passes) and eagerly.
   struct Case {
     int budget;
     bool caching;
     bool adaptive;
+    bool eager;
   };
   for (const Head& h : heads()) {
-    for (const Case& c : {Case{2048, false, false}, Case{64, true, true}}) {
-      const std::string what = fmt::format("{} budget {} caching {} adaptive {}", h.method,
-                                           c.budget, c.caching, c.adaptive);
-      EngineCore engine(gpu_eagle_engine(h, 4, c.adaptive, c.budget, c.caching));
+    for (const Case& c : {Case{2048, false, false, false}, Case{64, true, true, false},
+                          Case{2048, false, false, true}}) {
+      const std::string what = fmt::format("{} budget {} caching {} adaptive {} eager {}", h.method,
+                                           c.budget, c.caching, c.adaptive, c.eager);
+      EngineArgs args = gpu_eagle_engine(h, 4, c.adaptive, c.budget, c.caching);
+      args.enforce_eager = c.eager;
+      EngineCore engine(args);
       const auto out = run_batched_outputs(engine, w, 300, kLogprobs);
       expect_workload_close(plain, out, kStoriesTolerance, what);
       const EngineStats st = engine.stats();
