@@ -88,8 +88,6 @@ void CudaActivations::reserve(int64_t tokens, const ModelDefinition& d, size_t e
     eagle_in_f32 = DeviceBuffer(static_cast<size_t>(capacity * d.eagle->fc.in) * sizeof(float));
     eagle_in = buf(d.eagle->fc.in);
     eagle_cat = buf(std::max(2 * d.hidden_size, d.eagle->fc.in));
-    // A graph's padded rows read the rows past a step's inputs: zeros until written, finite.
-    PAGODA_CUDA_CHECK(cudaMemset(eagle_in.get(), 0, eagle_in.size()));
   }
 }
 
@@ -400,6 +398,11 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   if (T > act_.capacity) {
     act_.reserve(T, c, es);
     graphs_.clear();
+    // A graph's padded rows read an EAGLE head's inputs past the step's: zeros until written
+    // (finite), on the step's stream, before this step's inputs land there.
+    if (c.eagle) {
+      PAGODA_CUDA_CHECK(cudaMemsetAsync(act_.eagle_in.get(), 0, act_.eagle_in.size(), stream_));
+    }
   }
   const size_t gathered_bytes = static_cast<size_t>(L * c.hidden_size) * es;
   const size_t logits_elems = static_cast<size_t>(L) * static_cast<size_t>(c.vocab_size);
