@@ -37,8 +37,9 @@ struct CudaActivations {
   // gathered by its permutation for the GEMV, and the large-m path's dequantized weight.
   DeviceBuffer w4_x;      // [kW4GemvMaxM, widest act-order input] or empty
   DeviceBuffer w4_dense;  // [largest W4 out * in] or empty
-  // EAGLE heads only: the step's input hidden states as the host sent them (fp32) and in the
-  // activation dtype, [capacity, fc.in] each (wide enough for every input width: hidden <= fc.in),
+  // EAGLE heads only: the step's input hidden states as the host sent them (fp32; unused when
+  // they are gathered on the device) and in the activation dtype, [capacity, fc.in] each (wide
+  // enough for every input width: hidden <= fc.in; rows [T, width] packed at the step's width),
   // and the concatenated inputs of fc (EAGLE-1) and of the attention (EAGLE-3).
   DeviceBuffer eagle_in_f32, eagle_in;  // [capacity, fc.in]
   DeviceBuffer eagle_cat;               // [capacity, max(2 hidden, fc.in)]
