@@ -174,9 +174,10 @@ CudaDecoderModel::~CudaDecoderModel() {
 void CudaDecoderModel::reserve_hidden(size_t device, size_t convert, size_t host) {
   const size_t es = dtype_size(dtype_);
   if (hidden_dev_.size() < device * es) {
-    // The graphs bake hidden_dev_'s address (their hidden-state copies).
+    // The graphs bake hidden_dev_'s address (their hidden-state copies): grown geometrically, so
+    // that prefills of growing sizes drop them a few times only.
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    hidden_dev_ = DeviceBuffer(device * es);
+    hidden_dev_ = DeviceBuffer(std::max(device * es, 2 * hidden_dev_.size()));
     graphs_.clear();
   }
   if (hidden_f32_.size() < convert * sizeof(float)) {
