@@ -381,6 +381,9 @@ void CpuDecoderModel::attention(int l, const ForwardBatch& batch, const Tensor& 
 Tensor CpuDecoderModel::eagle_input(const ForwardBatch& batch) {
   const EagleHeadDef& e = *def_.eagle;
   const int64_t T = batch.num_tokens(), h = def_.hidden_size, width = batch.input_hidden_width;
+  // Hidden states on a device are a GPU head's input (device_hidden_states() is nullopt here).
+  PAGODA_CHECK(batch.input_hidden_device == nullptr,
+               "EAGLE head on the CPU: input hidden states on a device");
   PAGODA_CHECK(width > 0 && batch.input_hidden.size() == static_cast<size_t>(T * width),
                "EAGLE head: input_hidden of {} floats for {} tokens of width {}",
                batch.input_hidden.size(), T, width);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -131,6 +132,13 @@ class Model {
   /// The hidden states of the last forward's batch.hidden_layers: [layers, num_tokens, hidden]
   /// fp32, valid until the next forward (empty when none were asked for).
   [[nodiscard]] virtual std::span<float> hidden_states() { return {}; }
+  /// The last forward's batch.hidden_layers where they were computed (every layer, also those
+  /// past host_hidden_layers), valid until the next forward; its device and dtype are set before
+  /// any forward (data then null). nullopt: this model keeps hidden states on the host only and
+  /// reads no ForwardBatch::input_hidden_device (the CPU model).
+  [[nodiscard]] virtual std::optional<DeviceHidden> device_hidden_states() const {
+    return std::nullopt;
+  }
   /// Starts forward_sample(batch, draws) and returns while the device still computes, so that the
   /// caller's host work (emitting the previous step's tokens) overlaps it; finish_step() then
   /// waits and returns what forward_sample would. The batch's spans must stay valid until then;

@@ -92,7 +92,7 @@ double profile_run(Model& model, int64_t max_tokens, int max_num_seqs, int64_t m
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-int capture_decode_graphs(Model& model, int max_num_seqs) {
+int capture_decode_graphs(Model& model, int max_num_seqs, std::span<const int32_t> hidden_layers) {
   // Largest first (as vLLM captures them): sequences of one token at position 0 that read the
   // null block and write no KV, drawn greedily on the device (no logits copy).
   const std::vector<int> sizes = model.decode_graph_sizes(max_num_seqs);
@@ -108,7 +108,9 @@ int capture_decode_graphs(Model& model, int max_num_seqs) {
     std::vector<int32_t> tokens(n, -1);
     std::vector<DrawnLogprobs> logprobs(n);
     // ids 0, positions 0, one key each, block table [0].
-    const ForwardBatch decode{zeros, zeros, query_start_loc, ones, zeros, 1, slots, rows};
+    ForwardBatch decode{zeros, zeros, query_start_loc, ones, zeros, 1, slots, rows};
+    decode.hidden_layers = hidden_layers;
+    decode.host_hidden_layers = 0;
     (void)model.forward_sample(decode, draws, tokens, logprobs);
   }
   return static_cast<int>(sizes.size());

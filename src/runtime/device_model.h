@@ -3,6 +3,7 @@
 // pagoda was built with CUDA and one is present, else the CPU).
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 
 #include "core/thread_pool.h"
@@ -42,7 +43,9 @@ double profile_run(Model& model, int64_t max_tokens, int max_num_seqs, int64_t m
 
 /// One decode step of each of the model's decode_graph_sizes(max_num_seqs), largest first, so
 /// that their graphs are captured before the first request (after the KV pool is allocated: the
-/// graphs bake its addresses in). Returns how many.
-int capture_decode_graphs(Model& model, int max_num_seqs);
+/// graphs bake its addresses in). Returns how many. hidden_layers: the layers every decode step
+/// keeps (an EAGLE head's target layers; ForwardBatch::hidden_layers), part of the graphs' shape.
+int capture_decode_graphs(Model& model, int max_num_seqs,
+                          std::span<const int32_t> hidden_layers = {});
 
 }  // namespace pagoda

@@ -7,26 +7,48 @@
 #include "runtime/draft_proposer.h"
 
 namespace pagoda {
+namespace {
 
-EagleProposer::EagleProposer(Model& head, int block_size, int64_t target_hidden)
+// The most tokens per sequence of a decode-shaped catch-up (a decode graph's q, at most 1 + k).
+constexpr size_t kMaxUniformTokens = 16;
+
+}  // namespace
+
+EagleProposer::EagleProposer(Model& head, int block_size, const Model& target)
     : head_(head),
       block_size_(block_size),
       hidden_(head.definition().hidden_size),
-      target_hidden_(target_hidden) {
+      target_hidden_(target.config().hidden_size) {
   PAGODA_CHECK(head.definition().eagle.has_value(), "EagleProposer over a model without a head");
   target_layers_ = head.definition().eagle->target_layers;
   width_ = static_cast<int64_t>(target_layers_.size()) * target_hidden_;
+  const std::optional<DeviceHidden> t = target.device_hidden_states();
+  const std::optional<DeviceHidden> h = head.device_hidden_states();
+  on_device_ = t && h && t->device == h->device && t->dtype == h->dtype;
+  if (on_device_) {
+    // Until the first observed step: no rows (a first proposal reads zeros, row -1).
+    target_states_ = *t;
+    target_states_.data = nullptr;
+    target_states_.layers = static_cast<int>(target_layers_.size());
+    target_states_.hidden = target_hidden_;
+    target_states_.layer_stride = 0;
+  }
+  uniform_catch_up_ = !head.decode_graph_sizes(1).empty();
 }
 
 void EagleProposer::add_token(Pass& pass, const std::vector<int32_t>& table, int32_t position,
-                              int32_t token, std::span<const float> hidden) const {
+                              int32_t token, std::span<const float> hidden, int32_t row) const {
   const auto block = static_cast<size_t>(position / block_size_);
   PAGODA_CHECK(block < table.size(), "EAGLE: position {} past a table of {} blocks", position,
                table.size());
   pass.ids.push_back(token);
   pass.positions.push_back(position);
   pass.slots.push_back(int64_t{table[block]} * block_size_ + position % block_size_);
-  pass.hidden.insert(pass.hidden.end(), hidden.begin(), hidden.end());
+  if (on_device_) {
+    pass.hidden_rows.push_back(row);
+  } else {
+    pass.hidden.insert(pass.hidden.end(), hidden.begin(), hidden.end());
+  }
 }
 
 void EagleProposer::end_sequence(Pass& pass, const std::vector<int32_t>& table, int32_t end) {
@@ -36,7 +58,7 @@ void EagleProposer::end_sequence(Pass& pass, const std::vector<int32_t>& table, 
   pass.max_blocks = std::max(pass.max_blocks, static_cast<int>(table.size()));
 }
 
-std::span<float> EagleProposer::run(Pass& pass, int64_t width) {
+std::span<float> EagleProposer::run(Pass& pass, int64_t width, const DeviceHidden* source) {
   // Tables padded to [seqs, max_blocks] with the null block. Example: [7, 9] and [4] with
   // max_blocks 2 become [7, 9, 4, 0].
   pass.flat_tables.clear();
@@ -49,14 +71,27 @@ std::span<float> EagleProposer::run(Pass& pass, int64_t width) {
   ForwardBatch batch{pass.ids,         pass.positions,  pass.query_start, pass.seq_lens,
                      pass.flat_tables, pass.max_blocks, pass.slots,       pass.rows};
   batch.hidden_layers = std::span<const int32_t>(&kOutputLayer, 1);
-  batch.input_hidden = pass.hidden;
   batch.input_hidden_width = width;
+  if (on_device_) {
+    PAGODA_CHECK(source != nullptr, "EAGLE: a device pass without its source");
+    batch.input_hidden_device = source;
+    batch.input_hidden_rows = pass.hidden_rows;
+    batch.host_hidden_layers = 0;  // g stays on the device for the next pass
+  } else {
+    batch.input_hidden = pass.hidden;
+  }
   pass.drawn.assign(pass.rows.size(), -1);
   std::vector<DrawnLogprobs> unused(pass.rows.size());
   const std::span<float> logits = head_.forward_sample(batch, pass.draws, pass.drawn, unused);
   for (size_t row = 0; row < pass.drawn.size(); ++row) {
     PAGODA_CHECK(pass.drawn[row] >= 0 || !logits.empty(),
                  "EAGLE: row {} neither drawn nor returned", row);
+  }
+  if (on_device_) {
+    head_states_ = head_.device_hidden_states().value();
+    PAGODA_CHECK(head_states_.layers == 1 && head_states_.hidden == hidden_,
+                 "EAGLE: the head kept {} layers of {}", head_states_.layers, head_states_.hidden);
+    return logits;
   }
   const std::span<float> g = head_.hidden_states();  // [1, T, hidden_]
   outputs_.resize(pass.rows.size() * static_cast<size_t>(hidden_));
@@ -82,50 +117,48 @@ void EagleProposer::propose(StepPlan& plan,
     int32_t k;
   };
   std::vector<Active> active;
-  Pass first;
-  const std::vector<float> zeros(width, 0.0f);
+  std::vector<CatchUp> catch_up;  // plan order; every proposing sequence has one
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const PlannedSequence& s = plan.seqs[i];
     PAGODA_CHECK(!s.propose || s.num_spec > 0, "sequence {}: propose without drafts", s.id);
     const auto [it, inserted] = seqs_.try_emplace(s.id);
     SeqState& st = it->second;
     const int32_t n = s.num_computed;
-    if (inserted || s.fresh || st.computed > n) st = SeqState{n, {}, {}};
+    if (inserted || s.fresh || st.computed > n) st = SeqState{n, {}, {}, {}, 0};
     // Pending hidden states past n belong to rejected drafts.
     const auto keep = static_cast<size_t>(n - st.computed);
     if (st.tokens.size() > keep) {
       st.tokens.resize(keep);
-      st.hidden.resize(keep * width);
+      if (on_device_) {
+        st.rows.resize(keep);
+      } else {
+        st.hidden.resize(keep * width);
+      }
     }
-    if (st.tokens.size() < keep) {
-      // Positions the head has no hidden state for (never observed): it trusts its KV there.
-      st = SeqState{n, {}, {}};
-    }
-    const std::vector<int32_t>& table = tables.at(s.id);
+    // Positions the head has no hidden state for (never observed, or on the device from a step
+    // before the target's last one, since overwritten): it trusts its KV there.
+    if (st.tokens.size() < keep || (on_device_ && !st.tokens.empty() && st.step != observed_))
+      st = SeqState{n, {}, {}, {}, 0};
+    CatchUp c{i, st.computed, {}, {}, {}};
     // Position p reads the token at p + 1: the pending token after it, or the step's first.
     for (size_t j = 0; j < st.tokens.size(); ++j) {
-      const int32_t next = j + 1 < st.tokens.size() ? st.tokens[j + 1] : s.tokens[0];
-      add_token(first, table, st.computed + static_cast<int32_t>(j), next,
-                std::span<const float>(st.hidden).subspan(j * width, width));
+      c.ids.push_back(j + 1 < st.tokens.size() ? st.tokens[j + 1] : s.tokens[0]);
+      if (on_device_) {
+        c.rows.push_back(st.rows[j]);
+      } else {
+        c.host.push_back(st.hidden.data() + j * width);
+      }
     }
     if (s.propose && st.tokens.empty()) {
       // No hidden state for n - 1 (a sequence proposing right after cached blocks): zeros, so
       // the head still drafts; its KV at n - 1 is rewritten once the target's state exists.
       PAGODA_CHECK(n > 0, "sequence {}: proposing at position 0", s.id);
-      add_token(first, table, n - 1, s.tokens[0], zeros);
-      st.computed = n - 1;
+      c.start = n - 1;
+      c.ids.push_back(s.tokens[0]);
+      c.rows.push_back(-1);
+      c.host.push_back(nullptr);
     }
-    const bool rows = st.computed < n;
-    if (rows) {
-      if (s.propose) {
-        first.rows.push_back(static_cast<int32_t>(first.ids.size()) - 1);
-        first.draws.push_back(DraftProposer::device_draw(s.draft_draw));
-      }
-      end_sequence(first, table, n);
-    }
-    st.computed = n;
-    st.tokens.clear();
-    st.hidden.clear();
+    if (!c.ids.empty()) catch_up.push_back(std::move(c));
     if (s.propose) active.push_back({i, n, s.num_spec});
   }
   int32_t max_k = 0;
@@ -133,52 +166,94 @@ void EagleProposer::propose(StepPlan& plan,
     max_k = std::max(max_k, a.k);
     DraftProposer::size_results(plan.seqs[a.i], a.k, vocab, results[a.i]);
   }
+  // Decode-shaped (a row per token) when every sequence of the pass proposes with the same few
+  // tokens. Example: two sequences catching up [u v t] and [x y t'] ask for 6 rows; rows 2 and 5
+  // give their d1.
+  bool uniform = uniform_catch_up_ && !catch_up.empty();
+  for (const CatchUp& c : catch_up) {
+    uniform = uniform && plan.seqs[c.i].propose && c.ids.size() == catch_up[0].ids.size() &&
+              c.ids.size() <= kMaxUniformTokens;
+  }
+  Pass first;
+  std::vector<size_t> last_row;  // [active]: the row of each active sequence's draw in `first`
+  const std::vector<float> zeros(on_device_ ? 0 : width, 0.0f);
+  for (const CatchUp& c : catch_up) {
+    const PlannedSequence& s = plan.seqs[c.i];
+    const std::vector<int32_t>& table = tables.at(s.id);
+    for (size_t j = 0; j < c.ids.size(); ++j) {
+      std::span<const float> h;
+      if (!on_device_) h = c.host[j] == nullptr ? zeros : std::span<const float>(c.host[j], width);
+      add_token(first, table, c.start + static_cast<int32_t>(j), c.ids[j], h,
+                on_device_ ? c.rows[j] : -1);
+    }
+    const size_t rows = uniform ? c.ids.size() : s.propose ? 1 : 0;
+    for (size_t r = rows; r >= 1; --r) {
+      first.rows.push_back(static_cast<int32_t>(first.ids.size() - r));
+      first.draws.push_back(DraftProposer::device_draw(s.draft_draw));
+    }
+    if (s.propose) last_row.push_back(first.rows.size() - 1);
+    end_sequence(first, table, s.num_computed);
+  }
+  PAGODA_CHECK(last_row.size() == active.size(), "EAGLE: {} catch-up rows for {} proposals",
+               last_row.size(), active.size());
+  // The catch-up's inputs are built (copied): every sequence of the plan is now current to n.
+  for (const PlannedSequence& s : plan.seqs)
+    seqs_.at(s.id) = SeqState{s.num_computed, {}, {}, {}, 0};
   if (first.ids.empty()) return;
   // Pass j (1-based) draws draft j of each sequence that still needs one; pass 1 is the catch-up.
-  std::span<float> logits = run(first, width_);
+  std::span<float> logits = run(first, width_, on_device_ ? &target_states_ : nullptr);
   const Pass* last = &first;
   Pass pass;
   std::vector<size_t> in_pass;  // indices into active, in row order
   for (size_t a = 0; a < active.size(); ++a) in_pass.push_back(a);
   for (int32_t j = 1;; ++j) {
-    PAGODA_CHECK(last->drawn.size() == in_pass.size() &&
-                     (logits.empty() || logits.size() == in_pass.size() * vocab),
-                 "EAGLE: {} logits and {} rows for {} sequences", logits.size(), last->drawn.size(),
-                 in_pass.size());
-    for (size_t row = 0; row < in_pass.size(); ++row) {
-      const Active& a = active[in_pass[row]];
-      PlannedSequence& s = plan.seqs[a.i];
-      SequenceResult& r = results[a.i];
+    PAGODA_CHECK(logits.empty() || logits.size() == last->rows.size() * vocab,
+                 "EAGLE: {} logits for {} rows", logits.size(), last->rows.size());
+    // The row of in_pass[at]'s draw in the last pass: last_row in the catch-up, then one row each.
+    std::vector<size_t> prev(in_pass.size());
+    for (size_t at = 0; at < in_pass.size(); ++at) {
+      prev[at] = j == 1 ? last_row[in_pass[at]] : at;
+      const Active& a = active[in_pass[at]];
       const std::span<float> row_logits =
-          logits.empty() ? logits : logits.subspan(row * vocab, vocab);
-      DraftProposer::place_draft(row_logits, last->drawn[row], static_cast<size_t>(j - 1), s, r);
+          logits.empty() ? logits : logits.subspan(prev[at] * vocab, vocab);
+      DraftProposer::place_draft(row_logits, last->drawn[prev[at]], static_cast<size_t>(j - 1),
+                                 plan.seqs[a.i], results[a.i]);
     }
     if (j >= max_k) break;
     // Draft j, the token at n + j, is the input of position n + j - 1, with the head's output of
-    // the row before it.
+    // the row before it (host: outputs_ by row; device: that row's token in the head's buffer).
+    std::vector<int32_t> prev_tokens(in_pass.size());
+    for (size_t at = 0; at < in_pass.size(); ++at) prev_tokens[at] = last->rows[prev[at]];
+    const std::vector<float> g = outputs_;  // host: [last pass rows, hidden_]
     pass = Pass{};
     std::vector<size_t> next;
-    const std::vector<float> g = outputs_;  // [in_pass rows, hidden_]
-    for (size_t row = 0; row < in_pass.size(); ++row) {
-      const Active& act = active[in_pass[row]];
+    for (size_t at = 0; at < in_pass.size(); ++at) {
+      const Active& act = active[in_pass[at]];
       if (act.k <= j) continue;
       const std::vector<int32_t>& table = tables.at(plan.seqs[act.i].id);
       const int32_t position = act.n + j - 1;
-      add_token(pass, table, position, results[act.i].drafts[static_cast<size_t>(j - 1)],
-                std::span<const float>(g).subspan(row * static_cast<size_t>(hidden_),
-                                                  static_cast<size_t>(hidden_)));
+      std::span<const float> h;
+      if (!on_device_) {
+        h = std::span<const float>(g).subspan(prev[at] * static_cast<size_t>(hidden_),
+                                              static_cast<size_t>(hidden_));
+      }
+      add_token(pass, table, position, results[act.i].drafts[static_cast<size_t>(j - 1)], h,
+                prev_tokens[at]);
       pass.rows.push_back(static_cast<int32_t>(pass.ids.size()) - 1);
       pass.draws.push_back(DraftProposer::device_draw(plan.seqs[act.i].draft_draw));
       end_sequence(pass, table, position + 1);
-      next.push_back(in_pass[row]);
+      next.push_back(in_pass[at]);
     }
     in_pass = std::move(next);
-    logits = run(pass, hidden_);
+    // The source is a copy: the pass overwrites the head's buffer it reads (after the gather).
+    const DeviceHidden source = head_states_;
+    logits = run(pass, hidden_, on_device_ ? &source : nullptr);
     last = &pass;
   }
 }
 
 void EagleProposer::observe(const StepPlan& plan, std::span<const float> hidden) {
+  PAGODA_CHECK(!on_device_, "EAGLE: host hidden states for a head that reads them on the device");
   size_t total = 0;
   for (const PlannedSequence& s : plan.seqs) total += s.tokens.size();
   const auto layers = target_layers_.size();
@@ -203,6 +278,41 @@ void EagleProposer::observe(const StepPlan& plan, std::span<const float> hidden)
         st.hidden.insert(st.hidden.end(), row, row + th);
       }
       ++t;
+    }
+  }
+}
+
+void EagleProposer::observe(const StepPlan& plan, const DeviceHidden& hidden) {
+  PAGODA_CHECK(on_device_, "EAGLE: device hidden states for a head that reads host ones");
+  size_t total = 0;
+  for (const PlannedSequence& s : plan.seqs) total += s.tokens.size();
+  if (total == 0) return;  // no step ran: the last one's states stay
+  PAGODA_CHECK(hidden.data != nullptr && hidden.layers == static_cast<int>(target_layers_.size()) &&
+                   hidden.hidden == target_hidden_ &&
+                   hidden.layer_stride >= static_cast<int64_t>(total) * target_hidden_,
+               "EAGLE: the target kept {} layers of {} ({} per layer) for {} layers of {} tokens",
+               hidden.layers, hidden.hidden, hidden.layer_stride, target_layers_.size(), total);
+  ++observed_;
+  target_states_ = hidden;
+  // Token t of the plan is row t of every layer. Example: sequences A [a0 a1] and B [b0]: A's
+  // pending rows [0, 1], B's [2].
+  int32_t t = 0;
+  for (const PlannedSequence& s : plan.seqs) {
+    const auto it = seqs_.find(s.id);
+    if (it == seqs_.end()) {
+      t += static_cast<int32_t>(s.tokens.size());
+      continue;
+    }
+    SeqState& st = it->second;
+    if (!st.tokens.empty() && st.step != observed_ - 1) {
+      // Rows of an older step (propose() consumes the previous one's): gone.
+      st.tokens.clear();
+      st.rows.clear();
+    }
+    st.step = observed_;
+    for (const int32_t token : s.tokens) {
+      st.tokens.push_back(token);
+      st.rows.push_back(t++);
     }
   }
 }

@@ -23,6 +23,20 @@
 // target computes 20..23 (t d1 d2 d3). If it keeps d1 only, the next step has n = 22: the head
 // counts its KV valid to 19 and recomputes 20 and 21 from the target's hidden states h20, h21.
 //
+// On a device (the target and the head both GPU models of one device and dtype: on_device()),
+// the hidden states never cross to the host: the target keeps its step's layers in its fixed
+// buffer (Model::device_hidden_states), observe() records each token's row there, and the
+// catch-up pass gathers those rows straight into the head's input (ForwardBatch::
+// input_hidden_device); passes 2..k gather the head's own outputs g from its buffer the same way.
+// The target's buffer holds its last step only: a sequence whose pending states came from an
+// earlier step (it sat out a step) has lost them, and catches up as a sequence after cached
+// blocks does (below): its KV there trusted, zeros for the proposing row. On the CPU the states
+// come back to the host (fp32) as they always did. A head with decode graphs (a GPU head,
+// without --enforce-eager) asks, when every sequence of the catch-up proposes with the same
+// number of tokens (1 after a rejection, up to k + 1 after k accepted drafts), for a row per
+// token, so that the pass is decode-shaped and replays a graph; only each sequence's last row
+// is drawn from.
+//
 // KV validity. `computed` per sequence: the head's KV of positions [0, computed) holds verified
 // inputs. The head's KV never enters the prefix cache as its own: a sequence that starts with
 // cached blocks (PlannedSequence::fresh) has no target hidden states for them, so the head trusts
@@ -42,9 +56,9 @@ namespace pagoda {
 
 class EagleProposer {
  public:
-  /// `head` (ModelDefinition::eagle set) has a KV cache of the target's blocks; target_hidden is
-  /// the target's hidden size.
-  EagleProposer(Model& head, int block_size, int64_t target_hidden);
+  /// `head` (ModelDefinition::eagle set) has a KV cache of the target's blocks; `target` is the
+  /// model whose hidden states it reads (its hidden size; where they stay: on_device()).
+  EagleProposer(Model& head, int block_size, const Model& target);
 
   /// The target's hidden layers the head reads (StepPlan::hidden_layers' convention).
   [[nodiscard]] const std::vector<int32_t>& target_layers() const { return target_layers_; }
@@ -54,9 +68,15 @@ class EagleProposer {
   /// q) into results [plan.seqs.size()].
   void propose(StepPlan& plan, const std::unordered_map<uint64_t, std::vector<int32_t>>& tables,
                std::span<SequenceResult> results);
+  /// Whether the target's hidden states stay on its device (observe(plan, DeviceHidden)); else
+  /// they come to the host (observe(plan, span)), and the ModelRunner asks for them there.
+  [[nodiscard]] bool on_device() const { return on_device_; }
   /// The target computed `plan` (its drafts filled in): hidden [target_layers().size(), T,
   /// target_hidden] fp32, T the plan's tokens in order.
   void observe(const StepPlan& plan, std::span<const float> hidden);
+  /// The same on the device: the target's view of target_layers() (DeviceHidden::from_layer),
+  /// whose rows are the plan's tokens in order; valid until the target's next step.
+  void observe(const StepPlan& plan, const DeviceHidden& hidden);
   /// The sequence is gone.
   void forget(uint64_t id) { seqs_.erase(id); }
   /// Copies the head's KV blocks (copy-on-write of forks), as the target's.
@@ -68,28 +88,43 @@ class EagleProposer {
   struct SeqState {
     int32_t computed = 0;         // positions [0, computed) hold the head's KV of verified inputs
     std::vector<int32_t> tokens;  // [pending]: the target's tokens at computed, computed + 1, ...
-    std::vector<float> hidden;    // [pending, width_]: the target's hidden states there
+    std::vector<float> hidden;    // host: [pending, width_]: the target's hidden states there
+    std::vector<int32_t> rows;    // device: [pending]: their rows in target_states_ of `step`
+    uint64_t step = 0;            // device: the observed step (observed_) the rows belong to
+  };
+  // One token of a catch-up pass: its position's input token and hidden state (host: a row of
+  // SeqState::hidden, null for zeros; device: a row of target_states_, -1 for zeros).
+  struct CatchUp {
+    size_t i;       // plan index
+    int32_t start;  // position of ids[0]
+    std::vector<int32_t> ids;
+    std::vector<const float*> host;
+    std::vector<int32_t> rows;
   };
   // One head forward's inputs. Example: sequences A (positions 7, 8 with tokens a8, a9) and B
   // (position 3, token b4), a row for each: ids [a8, a9, b4], positions [7, 8, 3], query_start
-  // [0, 2, 3], seq_lens [9, 4], rows [1, 2], hidden [3, width] in the same order.
+  // [0, 2, 3], seq_lens [9, 4], rows [1, 2], hidden [3, width] (host) or hidden_rows [3] (device)
+  // in the same order.
   struct Pass {
     std::vector<int32_t> ids, positions, query_start{0}, seq_lens, flat_tables, rows;
     std::vector<std::vector<int32_t>> tables;  // [seqs]: padded to max_blocks by run()
     std::vector<int64_t> slots;
-    std::vector<float> hidden;
-    std::vector<DeviceDraw> draws;  // [rows]: each row's draw (device_draw of its draft draw)
-    std::vector<int32_t> drawn;     // [rows]: after run(), a token drawn on the device, else -1
+    std::vector<float> hidden;         // host: [tokens, width]
+    std::vector<int32_t> hidden_rows;  // device: [tokens], rows of the pass's source (-1: zeros)
+    std::vector<DeviceDraw> draws;     // [rows]: each row's draw (device_draw of its draft draw)
+    std::vector<int32_t> drawn;        // [rows]: after run(), a token drawn on the device, else -1
     int max_blocks = 1;
   };
+  // Adds a token whose input hidden state is `hidden` (host: width floats, empty for zeros) or
+  // row `row` of the pass's source (device).
   void add_token(Pass& pass, const std::vector<int32_t>& table, int32_t position, int32_t token,
-                 std::span<const float> hidden) const;
+                 std::span<const float> hidden, int32_t row) const;
   static void end_sequence(Pass& pass, const std::vector<int32_t>& table, int32_t end);
-  // Runs a pass whose hidden rows have `width` floats; returns the logits of its rows not drawn on
-  // the device (all rows' span; those rows only are valid, or empty when every row was drawn),
-  // pass.drawn the others' tokens, and leaves the head's outputs of the rows in outputs_ [rows,
-  // hidden].
-  [[nodiscard]] std::span<float> run(Pass& pass, int64_t width);
+  // Runs a pass whose hidden inputs are `width` wide (device: gathered from `source`); returns
+  // the logits of its rows not drawn on the device (all rows' span; those rows only are valid,
+  // or empty when every row was drawn), pass.drawn the others' tokens, and leaves the head's
+  // outputs of the rows in outputs_ [rows, hidden] (host) or in its device buffer (device).
+  [[nodiscard]] std::span<float> run(Pass& pass, int64_t width, const DeviceHidden* source);
 
   Model& head_;
   int block_size_;
@@ -97,7 +132,12 @@ class EagleProposer {
   int64_t width_;   // per token of the target: layers x target hidden
   int64_t target_hidden_;
   std::vector<int32_t> target_layers_;
-  std::vector<float> outputs_;  // [rows of the last pass, hidden_]
+  std::vector<float> outputs_;  // host: [rows of the last pass, hidden_]
+  bool on_device_ = false;
+  bool uniform_catch_up_ = false;  // the head replays decode graphs: decode-shaped catch-ups
+  uint64_t observed_ = 0;          // device: target steps observed
+  DeviceHidden target_states_;     // device: the last observed step's target layers
+  DeviceHidden head_states_;       // device: the head's outputs of its last pass (layer 0)
   std::unordered_map<uint64_t, SeqState> seqs_;
 };
 

@@ -93,7 +93,10 @@ void InProcessExecutor::init_kv_cache(int64_t num_blocks, int block_size) {
 }
 
 int InProcessExecutor::capture_graphs(int max_num_seqs) {
-  const int graphs = capture_decode_graphs(*model_, max_num_seqs);
+  // With an EAGLE head every target step keeps the head's layers: its graphs have them.
+  std::vector<int32_t> layers;
+  if (draft_ && draft_->definition().eagle) layers = draft_->definition().eagle->target_layers;
+  const int graphs = capture_decode_graphs(*model_, max_num_seqs, layers);
   model_->end_warm_up();
   return graphs;
 }

@@ -50,7 +50,7 @@ ModelRunner::ModelRunner(Model& model, int block_size, Model* draft,
     : model_(model), block_size_(block_size) {
   if (draft == nullptr) return;
   if (draft->definition().eagle) {
-    eagle_.emplace(*draft, block_size, model.config().hidden_size);
+    eagle_.emplace(*draft, block_size, model);
   } else {
     drafter_.emplace(*draft, block_size, mask_token);
   }
@@ -185,6 +185,8 @@ ForwardBatch ModelRunner::batch() const {
   ForwardBatch b{ids_,         positions_,  query_start_, seq_lens_,
                  tables_flat_, max_blocks_, slots_,       logits_rows_};
   b.hidden_layers = hidden_layers_;
+  // A head that reads the target's states on the device: only the plan's layers come back.
+  if (eagle_ && eagle_->on_device()) b.host_hidden_layers = static_cast<int>(plan_hidden_layers_);
   return b;
 }
 
@@ -206,10 +208,16 @@ StepResult ModelRunner::wait() {
       r.logprobs[j] = std::move(logprobs[row]);
     }
   }
-  // [hidden_layers_, T, hidden]: the plan's layers first, then the EAGLE head's.
+  // [hidden_layers_, T, hidden]: the plan's layers first, then the EAGLE head's (on the host, or
+  // left on the device for the head to gather).
   const std::span<float> hidden = model_.hidden_states();
   const size_t per_layer = ids_.size() * static_cast<size_t>(model_.config().hidden_size);
-  if (eagle_) eagle_->observe(plan_, hidden.subspan(plan_hidden_layers_ * per_layer));
+  if (eagle_ && eagle_->on_device()) {
+    eagle_->observe(plan_, model_.device_hidden_states().value().from_layer(
+                               static_cast<int>(plan_hidden_layers_)));
+  } else if (eagle_) {
+    eagle_->observe(plan_, hidden.subspan(plan_hidden_layers_ * per_layer));
+  }
   out.hidden_states = hidden.first(plan_hidden_layers_ * per_layer);
   return out;
 }

@@ -58,6 +58,23 @@ __global__ void gather_rows_kernel(const char* src, const int32_t* rows, int64_t
   }
 }
 
+// One block per (row, layer): the layer's row of the source, or zeros, into its slice of dst.
+__global__ void gather_layer_rows_kernel(const char* src, int64_t layer_bytes, int64_t row_bytes,
+                                         const int32_t* rows, char* dst, bool vec16) {
+  const int64_t r = blockIdx.x, l = blockIdx.y;
+  const int32_t from = rows[r];
+  char* o = dst + (r * gridDim.y + l) * row_bytes;
+  const char* s = from < 0 ? src : src + l * layer_bytes + static_cast<int64_t>(from) * row_bytes;
+  if (vec16) {
+    for (int64_t i = threadIdx.x; i < row_bytes / 16; i += blockDim.x) {
+      reinterpret_cast<int4*>(o)[i] =
+          from < 0 ? make_int4(0, 0, 0, 0) : reinterpret_cast<const int4*>(s)[i];
+    }
+  } else {
+    for (int64_t i = threadIdx.x; i < row_bytes; i += blockDim.x) o[i] = from < 0 ? 0 : s[i];
+  }
+}
+
 __global__ void affine_kernel(void* x, DType d, int64_t n, float scale, float offset) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -141,6 +158,21 @@ cudaError_t gather_rows(const void* src, const int32_t* rows, int64_t num_rows, 
                      reinterpret_cast<uintptr_t>(dst) % 16 == 0;
   gather_rows_kernel<<<static_cast<unsigned>(num_rows), 256, 0, stream>>>(
       static_cast<const char*>(src), rows, row_bytes, static_cast<char*>(dst), vec16);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_layer_rows(const void* src, int layers, int64_t layer_bytes, int64_t row_bytes,
+                              const int32_t* rows, int64_t num_rows, void* dst,
+                              cudaStream_t stream) {
+  if (num_rows <= 0) return cudaSuccess;
+  if (num_rows > 2147483647 || layers < 1 || layers > 65535 || row_bytes <= 0)
+    return cudaErrorInvalidValue;
+  const bool vec16 = row_bytes % 16 == 0 && layer_bytes % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(src) % 16 == 0 &&
+                     reinterpret_cast<uintptr_t>(dst) % 16 == 0;
+  const dim3 grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(layers));
+  gather_layer_rows_kernel<<<grid, 256, 0, stream>>>(
+      static_cast<const char*>(src), layer_bytes, row_bytes, rows, static_cast<char*>(dst), vec16);
   return cudaGetLastError();
 }
 

@@ -38,6 +38,16 @@ cudaError_t softcap(void* x, DType dtype, int64_t count, float cap, cudaStream_t
 cudaError_t gather_rows(const void* src, const int32_t* rows, int64_t num_rows, int64_t row_bytes,
                         void* dst, cudaStream_t stream);
 
+/// Rows of several layers gathered side by side: dst[r] = concat over l in [0, layers) of
+/// src[l * layer_bytes + rows[r] * row_bytes, + row_bytes), or row_bytes zeros per layer where
+/// rows[r] < 0; dst [num_rows, layers * row_bytes]. An EAGLE head's input hidden states read
+/// where the target left them ([layers, tokens, hidden]). Example: layers 3, row_bytes 8 (four
+/// bf16), rows [4, -1]: dst row 0 is bytes [4*8, 5*8) of layers 0, 1 and 2 (24 bytes), row 1 is
+/// 24 zero bytes. rows: device int32.
+cudaError_t gather_layer_rows(const void* src, int layers, int64_t layer_bytes, int64_t row_bytes,
+                              const int32_t* rows, int64_t num_rows, void* dst,
+                              cudaStream_t stream);
+
 /// dst[r, c] = src[r, columns[c]] when columns[c] >= 0, else -inf, for r in [0, rows) and c in
 /// [0, dst_cols); src [rows, src_cols], dst [rows, dst_cols], both in `dtype` (f32, bf16 or f16),
 /// columns device int32 [dst_cols] with entries in [-1, src_cols). An EAGLE-3 head's logits over

@@ -43,8 +43,9 @@ struct CudaActivations {
   // gathered by its permutation for the GEMV, and the large-m path's dequantized weight.
   DeviceBuffer w4_x;      // [kW4GemvMaxM, widest act-order input] or empty
   DeviceBuffer w4_dense;  // [largest W4 out * in] or empty
-  // EAGLE heads only: the step's input hidden states as the host sent them (fp32) and in the
-  // activation dtype, [capacity, fc.in] each (wide enough for every input width: hidden <= fc.in),
+  // EAGLE heads only: the step's input hidden states as the host sent them (fp32; unused when
+  // they are gathered on the device) and in the activation dtype, [capacity, fc.in] each (wide
+  // enough for every input width: hidden <= fc.in; rows [T, width] packed at the step's width),
   // and the concatenated inputs of fc (EAGLE-1) and of the attention (EAGLE-3).
   DeviceBuffer eagle_in_f32, eagle_in;  // [capacity, fc.in]
   DeviceBuffer eagle_cat;               // [capacity, max(2 hidden, fc.in)]
@@ -61,6 +62,8 @@ struct StepInputs {
   const int32_t* seq_lens;
   const int32_t* block_tables;  // [num_seqs, table_width]
   const int32_t* logits_rows;
+  // An EAGLE head's ForwardBatch::input_hidden_rows [real tokens] (null without them).
+  const int32_t* hidden_rows;
   int table_width;
 };
 
@@ -109,11 +112,13 @@ class CudaDecoderModel final : public Model {
   std::optional<std::pair<size_t, size_t>> device_memory() const override;
   void end_warm_up() override;
   std::span<float> hidden_states() override {
-    return {static_cast<float*>(host_hidden_), hidden_elems_};
+    return {static_cast<float*>(host_hidden_), host_hidden_elems_};
   }
+  std::optional<DeviceHidden> device_hidden_states() const override;
 
  private:
-  StepInputs stage_inputs(const ForwardBatch& batch, int table_width);
+  StepInputs stage_inputs(const ForwardBatch& batch, int table_width,
+                          std::span<const int32_t> hidden_rows);
   const ForwardBatch& pad_to_graph_bucket(const ForwardBatch& b);
   /// The kernel sequence of one step (cuda_forward.cc): enqueues only, so it can be captured.
   void run_kernels(const StepInputs& in, const cuda::AttentionPlan& plan, int64_t T, int S,
@@ -125,16 +130,19 @@ class CudaDecoderModel final : public Model {
   /// act_.normed and the step's input hidden states in act_.eagle_in [T, eagle_width_]: sets the
   /// residual stream to x and returns layer 0's attention input.
   const void* eagle_input(int64_t T);
-  /// Enqueues the upload of an EAGLE head's input hidden states (ForwardBatch::input_hidden).
-  void stage_eagle_input(const ForwardBatch& b);
+  /// Enqueues an EAGLE head's input hidden states into act_.eagle_in: the upload of
+  /// ForwardBatch::input_hidden, or the gather of input_hidden_rows from input_hidden_device
+  /// (in.hidden_rows). `b` is the caller's batch (unpadded).
+  void stage_eagle_input(const ForwardBatch& b, const StepInputs& in);
   /// The final norm of every token into hidden_dev_'s slice of each hidden_layers_ entry equal to
   /// the layer count (an EAGLE-1 head's input: what the LM head reads).
   void keep_final_normed(int64_t T, bool fused);
   /// Copies the residual stream (+ act_.hidden when a sublayer output is pending) into
   /// hidden_dev_'s slice of each hidden_layers_ entry equal to `layer`.
   void keep_hidden(int layer, int64_t T, bool pending);
-  /// Grows the hidden-state buffers for `elems` elements and enqueues their copy to the host.
-  void reserve_hidden(size_t elems);
+  /// Grows the hidden-state buffers: `device` elements on the device (every layer), `convert`
+  /// of them converted to fp32 and `host` elements on the host.
+  void reserve_hidden(size_t device, size_t convert, size_t host);
   void linear(const void* x, int64_t m, const CudaLinear& w, void* y);
   void gemv_fused(const void* x, int64_t m, const CudaLinear& w, void* y,
                   const cuda::GemvFusion& f);
@@ -180,13 +188,16 @@ class CudaDecoderModel final : public Model {
   // dtype, before gather_columns places them at their target ids in logits_dtype_.
   DeviceBuffer draft_logits_;
   int64_t eagle_width_ = 0;  // an EAGLE head's step: ForwardBatch::input_hidden_width
-  // Hidden states of the step's ForwardBatch::hidden_layers: [layers, T, hidden] in the activation
-  // dtype on the device, fp32 on the device and in pinned host memory.
+  // Hidden states of the step's ForwardBatch::hidden_layers: hidden_dev_ [layers, T, hidden] in
+  // the activation dtype (T the step's tokens, padded to its graph bucket: a fixed buffer the
+  // graphs write), the first host_hidden_layers of them in fp32 on the device [host layers, T,
+  // hidden] and in pinned host memory [host layers, real tokens, hidden] (the padding dropped).
   std::vector<int32_t> hidden_layers_;
   DeviceBuffer hidden_dev_, hidden_f32_;
+  int64_t hidden_stride_ = 0;  // elements per layer in hidden_dev_: T x hidden
   void* host_hidden_ = nullptr;
   size_t host_hidden_capacity_ = 0;  // elements
-  size_t hidden_elems_ = 0;          // of the last step
+  size_t host_hidden_elems_ = 0;     // of the last step
   size_t host_logits_elems_ = 0;
   cuda::AttentionLimits limits_;
   DeviceBuffer attention_workspace_;

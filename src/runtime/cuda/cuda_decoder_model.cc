@@ -19,14 +19,15 @@ namespace pagoda {
 namespace {
 
 /// The tokens per sequence of a step that a decode graph can run: every sequence computes the same
-/// q tokens, q <= DecodeGraphs::kMaxTokensPerSeq, every token has a logits row in order, and no
-/// hidden states are asked for; 0 otherwise. Plain decodes have q = 1, speculative verification
-/// of k drafts q = 1 + k.
+/// q tokens, q <= DecodeGraphs::kMaxTokensPerSeq, and every token has a logits row in order; 0
+/// otherwise. Plain decodes have q = 1, speculative verification of k drafts q = 1 + k, an EAGLE
+/// head's pass one token per sequence (or its catch-up's few). Hidden layers are part of the
+/// graph (DecodeGraphs::Shape).
 int graph_tokens_per_seq(const ForwardBatch& b) {
   const int64_t T = b.num_tokens();
   const int S = b.num_seqs();
   if (S == 0 || T % S != 0 || static_cast<int64_t>(b.logits_indices.size()) != T ||
-      T > DecodeGraphs::kMaxTokens || !b.hidden_layers.empty())
+      T > DecodeGraphs::kMaxTokens)
     return 0;
   const auto q = static_cast<int>(T / S);
   if (q > DecodeGraphs::kMaxTokensPerSeq) return 0;
@@ -116,9 +117,6 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
       dtype_(dtypes.activations),
       device_(device),
       options_(options) {
-  // An EAGLE head's steps read their input hidden states from a buffer of the step's width and
-  // always ask for its output hidden states: they run eagerly (no decode graphs).
-  if (def_.eagle) options_.cuda_graphs = false;
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PAGODA_CUDA_CHECK(cuda::blas_context_create(&blas_));
@@ -193,19 +191,36 @@ CudaDecoderModel::~CudaDecoderModel() {
   if (host_hidden_ != nullptr) cudaFreeHost(host_hidden_);
 }
 
-void CudaDecoderModel::reserve_hidden(size_t elems) {
+void CudaDecoderModel::reserve_hidden(size_t device, size_t convert, size_t host) {
   const size_t es = dtype_size(dtype_);
-  if (hidden_dev_.size() < elems * es) {
+  if (hidden_dev_.size() < device * es) {
+    // The graphs bake hidden_dev_'s address (their hidden-state copies): grown geometrically, so
+    // that prefills of growing sizes drop them a few times only.
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    hidden_dev_ = DeviceBuffer(elems * es);
-    hidden_f32_ = DeviceBuffer(elems * sizeof(float));
+    hidden_dev_ = DeviceBuffer(std::max(device * es, 2 * hidden_dev_.size()));
+    graphs_.clear();
   }
-  if (host_hidden_capacity_ < elems) {
+  if (hidden_f32_.size() < convert * sizeof(float)) {
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    hidden_f32_ = DeviceBuffer(convert * sizeof(float));
+  }
+  if (host_hidden_capacity_ < host) {
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (host_hidden_ != nullptr) cudaFreeHost(host_hidden_);
-    PAGODA_CUDA_CHECK(cudaMallocHost(&host_hidden_, elems * sizeof(float)));
-    host_hidden_capacity_ = elems;
+    PAGODA_CUDA_CHECK(cudaMallocHost(&host_hidden_, host * sizeof(float)));
+    host_hidden_capacity_ = host;
   }
+}
+
+std::optional<DeviceHidden> CudaDecoderModel::device_hidden_states() const {
+  DeviceHidden d;
+  d.dtype = dtype_;
+  d.device = device_;
+  d.layers = static_cast<int>(hidden_layers_.size());
+  d.layer_stride = hidden_stride_;
+  d.hidden = def_.hidden_size;
+  if (d.layers > 0) d.data = hidden_dev_.get();
+  return d;
 }
 
 void CudaDecoderModel::end_warm_up() {
@@ -299,13 +314,21 @@ std::optional<std::pair<size_t, size_t>> CudaDecoderModel::device_memory() const
 /// Device layout (16-byte aligned sections): slots i64[T], ids i32[T], positions i32[T],
 /// query_start_loc i32[S+1], seq_lens i32[S], block_tables i32[S*W], logits_indices i32[L], where
 /// W >= max_blocks_per_seq is the table width (padded for CUDA graphs, so that a graph's offsets
-/// stay fixed while contexts grow).
-StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width) {
+/// stay fixed while contexts grow), then an EAGLE head's input rows i32[R] (R: the caller's
+/// tokens, or 0).
+StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width,
+                                          std::span<const int32_t> hidden_rows) {
   auto align = [](size_t x) { return (x + 15) / 16 * 16; };
   const size_t T = static_cast<size_t>(b.num_tokens()), S = static_cast<size_t>(b.num_seqs());
   const size_t W = static_cast<size_t>(table_width);
-  const size_t sizes[] = {
-      T * 8, T * 4, T * 4, (S + 1) * 4, S * 4, S * W * 4, b.logits_indices.size() * 4};
+  const size_t sizes[] = {T * 8,
+                          T * 4,
+                          T * 4,
+                          (S + 1) * 4,
+                          S * 4,
+                          S * W * 4,
+                          b.logits_indices.size() * 4,
+                          hidden_rows.size() * 4};
   size_t total = 0;
   for (size_t sz : sizes) total += align(sz);
   if (total > host_inputs_bytes_) {
@@ -320,8 +343,8 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
   }
   char* host = static_cast<char*>(host_inputs_);
   size_t offset = 0;
-  size_t offsets[7];
-  for (size_t i = 0; i < 7; ++i) {
+  size_t offsets[8];
+  for (size_t i = 0; i < 8; ++i) {
     offsets[i] = offset;
     offset += align(sizes[i]);
   }
@@ -337,6 +360,7 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
     std::fill(tables + r * W + src_w, tables + (r + 1) * W, 0);
   }
   if (sizes[6] > 0) std::memcpy(host + offsets[6], b.logits_indices.data(), sizes[6]);
+  if (sizes[7] > 0) std::memcpy(host + offsets[7], hidden_rows.data(), sizes[7]);
   PAGODA_CUDA_CHECK(
       cudaMemcpyAsync(device_inputs_.get(), host_inputs_, total, cudaMemcpyHostToDevice, stream_));
   char* dev = device_inputs_.as<char>();
@@ -347,6 +371,7 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
                     reinterpret_cast<const int32_t*>(dev + offsets[4]),
                     reinterpret_cast<const int32_t*>(dev + offsets[5]),
                     reinterpret_cast<const int32_t*>(dev + offsets[6]),
+                    sizes[7] > 0 ? reinterpret_cast<const int32_t*>(dev + offsets[7]) : nullptr,
                     table_width};
 }
 
@@ -394,6 +419,11 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   if (T > act_.capacity) {
     act_.reserve(T, c, es);
     graphs_.clear();
+    // A graph's padded rows read an EAGLE head's inputs past the step's: zeros until written
+    // (finite), on the step's stream, before this step's inputs land there.
+    if (c.eagle) {
+      PAGODA_CUDA_CHECK(cudaMemsetAsync(act_.eagle_in.get(), 0, act_.eagle_in.size(), stream_));
+    }
   }
   const size_t gathered_bytes = static_cast<size_t>(L * c.hidden_size) * es;
   const size_t logits_elems = static_cast<size_t>(L) * static_cast<size_t>(c.vocab_size);
@@ -413,7 +443,6 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
     graphs_.clear();
   }
   hidden_layers_.assign(b.hidden_layers.begin(), b.hidden_layers.end());
-  hidden_elems_ = hidden_layers_.size() * static_cast<size_t>(T * c.hidden_size);
   for (const int32_t l : hidden_layers_) {
     // The layer count: the final-normed output (an EAGLE-1 head's input; an EAGLE-1 head itself
     // has no final norm).
@@ -421,17 +450,30 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
                      (l < static_cast<int>(c.layers.size()) || w_.final_norm.get() != nullptr),
                  "hidden layer {} of {}", l, c.layers.size());
   }
-  if (hidden_elems_ > 0) reserve_hidden(hidden_elems_);
+  const size_t host_layers =
+      batch.host_hidden_layers < 0
+          ? hidden_layers_.size()
+          : std::min(hidden_layers_.size(), static_cast<size_t>(batch.host_hidden_layers));
   if (w_.eagle.target_columns.get() != nullptr) {
     const size_t bytes = static_cast<size_t>(L * c.eagle->draft_vocab_size) * es;
     if (draft_logits_.size() < bytes) {
       PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
       draft_logits_ = DeviceBuffer(bytes * 2);
+      graphs_.clear();
     }
   }
-  phases.mark();  // buffers
-  const StepInputs in = stage_inputs(b, table_width);
-  if (c.eagle) stage_eagle_input(b);
+  const StepInputs in =
+      stage_inputs(b, table_width, c.eagle ? batch.input_hidden_rows : std::span<const int32_t>{});
+  if (c.eagle) stage_eagle_input(batch, in);
+  // After the head's input gather, which may read hidden_dev_ itself (its previous output): a
+  // grown buffer frees the old one. Device [layers, T, hidden], T padded; host the real tokens.
+  hidden_stride_ = T * c.hidden_size;
+  host_hidden_elems_ = host_layers * static_cast<size_t>(batch.num_tokens() * c.hidden_size);
+  if (!hidden_layers_.empty()) {
+    reserve_hidden(hidden_layers_.size() * static_cast<size_t>(hidden_stride_),
+                   host_layers * static_cast<size_t>(hidden_stride_), host_hidden_elems_);
+  }
+  phases.mark();  // buffers and inputs
 
   // The attention plan (host), grown until it fits the workspace, then uploaded.
   cuda::AttentionPlan plan;
@@ -470,12 +512,13 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   }
   PAGODA_CUDA_CHECK(
       cuda::upload_attention_plan(plan, limits_, attention_workspace_.get(), stream_));
-  phases.mark();  // inputs and attention plan
+  phases.mark();  // attention plan
 
   if (!graph) {
     run_kernels(in, plan, T, S, L);
   } else {
-    if (options_.cublaslt_tuning && !graphs_.captured(S, tokens_per_seq)) {
+    const DecodeGraphs::Shape shape{S, tokens_per_seq, hidden_layers_, c.eagle ? eagle_width_ : 0};
+    if (options_.cublaslt_tuning && !graphs_.captured(shape)) {
       // A bucket's first capture (at start-up): the step runs once eagerly first, with cuBLASLt
       // timing its candidates for each new shape, so that the graph bakes in the fastest. The
       // step is a pure function of its inputs and the KV writes repeat the same values.
@@ -483,16 +526,20 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
       run_kernels(in, plan, T, S, L);
       blas_.tune_new_plans = false;
     }
-    graphs_.launch({S, tokens_per_seq, table_width, plan.decode_grid}, stream_,
+    graphs_.launch({shape, table_width, plan.decode_grid}, stream_,
                    [&] { run_kernels(in, plan, T, S, L); });
   }
   phases.mark();  // kernels or graph
-  if (hidden_elems_ > 0) {
+  if (host_hidden_elems_ > 0) {
+    // The host's layers only, each without the graph's padded rows: [host layers, real T, h]
+    // from [host layers, T, h]. Example: T 4 padded from 3, hidden 2: layer 1's rows start at
+    // element 8 on the device and at 6 on the host.
     PAGODA_CUDA_CHECK(cuda::convert(hidden_dev_.get(), dtype_, hidden_f32_.get(), DType::kF32,
-                                    static_cast<int64_t>(hidden_elems_), stream_));
-    PAGODA_CUDA_CHECK(cudaMemcpyAsync(host_hidden_, hidden_f32_.get(),
-                                      hidden_elems_ * sizeof(float), cudaMemcpyDeviceToHost,
-                                      stream_));
+                                    static_cast<int64_t>(host_layers) * hidden_stride_, stream_));
+    const size_t host_row = host_hidden_elems_ / host_layers * sizeof(float);
+    PAGODA_CUDA_CHECK(cudaMemcpy2DAsync(host_hidden_, host_row, hidden_f32_.get(),
+                                        static_cast<size_t>(hidden_stride_) * sizeof(float),
+                                        host_row, host_layers, cudaMemcpyDeviceToHost, stream_));
   }
   pending_.active = true;
   pending_.rows = real_rows;
@@ -530,7 +577,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   return true;
 }
 
-void CudaDecoderModel::stage_eagle_input(const ForwardBatch& b) {
+void CudaDecoderModel::stage_eagle_input(const ForwardBatch& b, const StepInputs& in) {
   const EagleHeadDef& e = *def_.eagle;
   const int64_t T = b.num_tokens(), h = def_.hidden_size, width = b.input_hidden_width;
   // EAGLE-1 reads the target's final-normed hidden state or its own output (hidden wide each);
@@ -538,10 +585,34 @@ void CudaDecoderModel::stage_eagle_input(const ForwardBatch& b) {
   PAGODA_CHECK(width == h || (e.version == 3 && width == e.fc.in),
                "EAGLE-{} head: input hidden width {} (hidden {}, fc {})", e.version, width, h,
                e.fc.in);
-  PAGODA_CHECK(b.input_hidden.size() == static_cast<size_t>(T * width),
-               "EAGLE head: input_hidden of {} floats for {} tokens of width {}",
-               b.input_hidden.size(), T, width);
   eagle_width_ = width;
+  if (b.input_hidden_device != nullptr) {
+    // Where the source model left them: one gather of every layer's rows, no host copy.
+    const DeviceHidden& src = *b.input_hidden_device;
+    PAGODA_CHECK(src.device == device_ && src.dtype == dtype_ && src.layers * src.hidden == width &&
+                     src.hidden > 0 && b.input_hidden.empty(),
+                 "EAGLE head: input hidden states on device {} in {} ({} layers of {}) for a "
+                 "head on device {} in {} reading width {}",
+                 src.device, dtype_name(src.dtype), src.layers, src.hidden, device_,
+                 dtype_name(dtype_), width);
+    PAGODA_CHECK(b.input_hidden_rows.size() == static_cast<size_t>(T) && in.hidden_rows != nullptr,
+                 "EAGLE head: {} input hidden rows for {} tokens", b.input_hidden_rows.size(), T);
+    // Rows -1 read nothing (zeros): a source without data (none kept yet) has no other rows.
+    const int64_t source_rows = src.data == nullptr ? 0 : src.layer_stride / src.hidden;
+    for (const int32_t r : b.input_hidden_rows) {
+      PAGODA_CHECK(r >= -1 && r < source_rows, "EAGLE head: input hidden row {} of {}", r,
+                   source_rows);
+    }
+    const auto es = static_cast<int64_t>(dtype_size(dtype_));
+    PAGODA_CUDA_CHECK(cuda::gather_layer_rows(src.data, src.layers, src.layer_stride * es,
+                                              src.hidden * es, in.hidden_rows, T,
+                                              act_.eagle_in.get(), stream_));
+    return;
+  }
+  PAGODA_CHECK(
+      b.input_hidden.size() == static_cast<size_t>(T * width) && b.input_hidden_rows.empty(),
+      "EAGLE head: input_hidden of {} floats for {} tokens of width {}", b.input_hidden.size(), T,
+      width);
   // From pageable host memory: the call returns once the source is staged (the caller may free
   // it), and the conversion follows on the stream.
   PAGODA_CUDA_CHECK(cudaMemcpyAsync(act_.eagle_in_f32.get(), b.input_hidden.data(),
@@ -585,6 +656,9 @@ const ForwardBatch& CudaDecoderModel::pad_to_graph_bucket(const ForwardBatch& b)
   padded_.batch =
       ForwardBatch{padded_.ids,    padded_.positions,       padded_.query_start, padded_.seq_lens,
                    padded_.tables, static_cast<int>(width), padded_.slots,       padded_.rows};
+  // The hidden layers are kept for the padded rows too; the inputs of an EAGLE head and the
+  // host's layers are read from the caller's batch (start_step).
+  padded_.batch.hidden_layers = b.hidden_layers;
   return padded_.batch;
 }
 

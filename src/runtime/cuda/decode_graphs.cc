@@ -20,8 +20,7 @@ std::vector<int> DecodeGraphs::buckets(int max_num_seqs) {
 
 void DecodeGraphs::launch(const Key& key, cudaStream_t stream,
                           const std::function<void()>& record) {
-  const std::pair<int64_t, int> slot{key.seqs, key.tokens_per_seq};
-  BucketGraph& g = graphs_[slot];
+  BucketGraph& g = graphs_[key.shape];
   if (g.exec == nullptr || g.key != key) {
     cudaGraph_t captured = nullptr;
     PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
@@ -46,7 +45,7 @@ void DecodeGraphs::launch(const Key& key, cudaStream_t stream,
     if (err != cudaSuccess) err = cudaGraphInstantiate(&g.exec, captured, 0);
     cudaGraphDestroy(captured);
     if (err != cudaSuccess) {
-      graphs_.erase(slot);
+      graphs_.erase(key.shape);
       PAGODA_CUDA_CHECK(err);
     }
     g.key = key;

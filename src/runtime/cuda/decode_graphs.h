@@ -8,17 +8,25 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <utility>
 #include <vector>
 
 namespace pagoda {
 
 class DecodeGraphs {
  public:
-  /// What a graph bakes into its kernels' parameters besides the buffers' addresses.
-  struct Key {
+  /// The step shape a graph is kept for: one executable graph per shape.
+  struct Shape {
     int64_t seqs;        // the bucket of the sequence count
     int tokens_per_seq;  // 1 for decodes, 1 + k when verifying k drafts
+    // ForwardBatch::hidden_layers: the copies of these layers' hidden states into the model's
+    // fixed buffer are part of the graph (an EAGLE target's verification, a head's output).
+    std::vector<int32_t> hidden_layers;
+    int64_t input_width;  // an EAGLE head's input hidden width (fc or its own output), else 0
+    auto operator<=>(const Shape&) const = default;
+  };
+  /// What a graph bakes into its kernels' parameters besides the buffers' addresses.
+  struct Key {
+    Shape shape;
     int table_width;
     int decode_grid;
     auto operator<=>(const Key&) const = default;
@@ -37,16 +45,14 @@ class DecodeGraphs {
   DecodeGraphs& operator=(const DecodeGraphs&) = delete;
   ~DecodeGraphs() { clear(); }
 
-  /// Launches the graph of (key.seqs, key.tokens_per_seq) on `stream`. When the bucket has none
-  /// yet, or one captured for another key, `record` (which must only enqueue work on `stream`) is
+  /// Launches the graph of key.shape on `stream`. When the shape has none yet, or one captured
+  /// for another key, `record` (which must only enqueue work on `stream`) is
   /// captured first; a bucket's existing executable graph is updated in place (cudaGraphExecUpdate:
   /// only kernel parameters differ, a fraction of a fresh instantiate), else a new one
   /// instantiated. Throws Internal on a CUDA error.
   void launch(const Key& key, cudaStream_t stream, const std::function<void()>& record);
-  /// Whether a graph was captured for the bucket of `seqs` sequences of tokens_per_seq tokens.
-  [[nodiscard]] bool captured(int64_t seqs, int tokens_per_seq) const {
-    return graphs_.contains({bucket(seqs), tokens_per_seq});
-  }
+  /// Whether a graph was captured for the shape (its seqs a bucket).
+  [[nodiscard]] bool captured(const Shape& shape) const { return graphs_.contains(shape); }
   /// Destroys every graph (after a buffer they bake in moved).
   void clear();
 
@@ -55,7 +61,7 @@ class DecodeGraphs {
     Key key{};
     cudaGraphExec_t exec = nullptr;
   };
-  std::map<std::pair<int64_t, int>, BucketGraph> graphs_;  // by (Key::seqs, Key::tokens_per_seq)
+  std::map<Shape, BucketGraph> graphs_;  // by Key::shape
 };
 
 }  // namespace pagoda

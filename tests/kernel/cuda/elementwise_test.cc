@@ -1,4 +1,5 @@
-// CUDA rms_norm, add_rms_norm, silu_and_mul, embedding and rope_and_cache against the CPU kernels.
+// CUDA rms_norm, add_rms_norm, silu_and_mul, embedding and rope_and_cache against the CPU kernels;
+// gather_layer_rows against the host gather.
 //
 // How to add a case: extend a size list in the TEST below; every case draws fresh random 16-bit
 // inputs (never zeros), runs the CPU kernel on their exact fp32 values, poisons the GPU output and
@@ -21,6 +22,7 @@
 #include "kernels/cuda/embedding.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
+#include "kernels/cuda/tensor_ops.h"
 #include "paged_attention_case.h"
 
 namespace pagoda::cuda {
@@ -144,6 +146,41 @@ TEST(CudaEmbedding, GathersRows) {
 // rope_and_cache against cpu::rope_neox + cpu::reshape_and_cache: q and k rotated in place, the
 // rotated k and v in the GPU cache layout at the slots (negative slots skipped), from a fused qkv;
 // with the per-head norm (Qwen3), cpu::rms_norm over each head first, rounded to dtype.
+TEST(CudaGather, LayerRowsSideBySide) {
+  // Rows of 3 layers of [tokens, hidden] (layer stride padded past the tokens) into [rows, 3
+  // hidden], -1 for zeros; hidden 64 (16-byte vectors) and 5 (the byte loop). Exact copies.
+  REQUIRE_GPU();
+  for (const int64_t hidden : {64, 5}) {
+    SCOPED_TRACE(hidden);
+    const int layers = 3;
+    const int64_t stride = 8 * hidden;  // elements per layer: 8 tokens (rows 0..5 read)
+    std::vector<uint16_t> src(static_cast<size_t>(layers * stride));
+    std::iota(src.begin(), src.end(), uint16_t{1});
+    const std::vector<int32_t> rows{5, 0, -1, 3, 3};
+    const DeviceBuffer dsrc = to_device(src), drows = to_device(rows);
+    const auto n = static_cast<size_t>(static_cast<int64_t>(rows.size()) * layers * hidden);
+    DeviceBuffer out(n * 2);
+    poison(out);
+    CUDA_OK(gather_layer_rows(dsrc.get(), layers, stride * 2, hidden * 2, drows.as<int32_t>(),
+                              static_cast<int64_t>(rows.size()), out.get(), nullptr));
+    CUDA_OK(cudaDeviceSynchronize());
+    const std::vector<uint16_t> got = to_host<uint16_t>(out, n);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      for (int l = 0; l < layers; ++l) {
+        for (int64_t c = 0; c < hidden; ++c) {
+          const size_t at = (r * layers + static_cast<size_t>(l)) * static_cast<size_t>(hidden) +
+                            static_cast<size_t>(c);
+          const uint16_t want =
+              rows[r] < 0 ? 0 : src[static_cast<size_t>(l * stride + rows[r] * hidden + c)];
+          ASSERT_EQ(got[at], want) << "row " << r << " layer " << l << " column " << c;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(gather_layer_rows(nullptr, 0, 0, 2, nullptr, 1, nullptr, nullptr),
+            cudaErrorInvalidValue);
+}
+
 TEST(CudaRope, RopeAndCacheMatchesCpu) {
   REQUIRE_GPU();
   ThreadPool pool(4);

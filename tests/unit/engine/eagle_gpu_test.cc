@@ -9,7 +9,12 @@
 //    (engine_gpu_test.cc's rule: a verification step of 1 + k rows rounds differently from a
 //    one-row decode step); dummy heads build and draft; the sampled distribution equals plain
 //    sampling (two-sample chi-square per output position at significance 0.001, as
-//    draft_model_gpu_test.cc; seeds fixed, so no flakes).
+//    draft_model_gpu_test.cc; seeds fixed, so no flakes);
+//  - graphs and the device hand-off: the target's verification steps that keep hidden states
+//    replay graphs with the eager steps' results bit for bit (padded steps return the real
+//    rows), the head's decode-shaped passes likewise, and a head input gathered on the device
+//    (from the target's kept layers, then from the head's own output) equals the same states
+//    sent from the host, bit for bit.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +22,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "eagle_test_util.h"
@@ -200,6 +206,274 @@ TEST(EagleHeadGpu, TargetFinalNormedHiddenMatchesTheCpu) {
                "final-normed");
 }
 
+// ---- Graphs and the device hand-off ----
+
+/// Exact equality, with the count and largest difference printed on failure.
+void expect_same(const std::vector<float>& a, const std::vector<float>& b,
+                 const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  size_t differ = 0;
+  double max_diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] == b[i] || (std::isnan(a[i]) && std::isnan(b[i]))) continue;
+    ++differ;
+    max_diff = std::max(max_diff, static_cast<double>(std::fabs(a[i] - b[i])));
+  }
+  EXPECT_EQ(differ, 0u) << what << ": " << differ << " of " << a.size()
+                        << " values differ, by up to " << max_diff;
+}
+
+/// A step over sequences of block_size 16 with two blocks each (sequence i: blocks 2i + 1, 2i +
+/// 2), every token with a logits row when all_rows, else the last token of each. Example:
+/// sequences (start 5, 4 tokens) and (start 3, 4 tokens): ids in that order, positions [5..8,
+/// 3..6], query_start [0, 4, 8], seq_lens [9, 7], tables [1, 2, 3, 4].
+struct StepInput {
+  std::vector<int32_t> ids, positions, query_start{0}, seq_lens, tables, rows;
+  std::vector<int64_t> slots;
+  std::vector<int32_t> layers;
+
+  void add(int32_t start, std::vector<int32_t> tokens, bool all_rows) {
+    const auto i = static_cast<int32_t>(seq_lens.size());
+    const int32_t blocks[2] = {2 * i + 1, 2 * i + 2};
+    for (size_t j = 0; j < tokens.size(); ++j) {
+      const int32_t p = start + static_cast<int32_t>(j);
+      if (all_rows || j + 1 == tokens.size()) rows.push_back(static_cast<int32_t>(ids.size()));
+      ids.push_back(tokens[j]);
+      positions.push_back(p);
+      slots.push_back(int64_t{blocks[p / 16]} * 16 + p % 16);
+    }
+    query_start.push_back(static_cast<int32_t>(ids.size()));
+    seq_lens.push_back(start + static_cast<int32_t>(tokens.size()));
+    tables.insert(tables.end(), blocks, blocks + 2);
+  }
+  [[nodiscard]] ForwardBatch batch() const {
+    ForwardBatch b{ids, positions, query_start, seq_lens, tables, 2, slots, rows};
+    b.hidden_layers = layers;
+    return b;
+  }
+};
+
+/// Greedy device draws of a batch's rows, the logits of the plain forward and the hidden states.
+struct StepOut {
+  std::vector<float> logits, hidden;
+  std::vector<int32_t> drawn;
+};
+
+StepOut run_step(Model& m, const ForwardBatch& b, bool draw) {
+  StepOut out;
+  std::vector<DeviceDraw> draws(b.logits_indices.size());
+  for (DeviceDraw& d : draws) d.temperature = draw ? 0.0f : -1.0f;
+  out.drawn.assign(draws.size(), -1);
+  std::vector<DrawnLogprobs> logprobs(draws.size());
+  const std::span<float> logits = m.forward_sample(b, draws, out.drawn, logprobs);
+  out.logits.assign(logits.begin(), logits.end());
+  const std::span<float> hidden = m.hidden_states();
+  out.hidden.assign(hidden.begin(), hidden.end());
+  return out;
+}
+
+LoadOptions with_graphs(bool graphs) {
+  LoadOptions o;
+  o.runtime.cuda_graphs = graphs;
+  o.runtime.cublaslt_tuning = false;  // the heuristic's algorithm in both: the same kernels
+  return o;
+}
+
+TEST(EagleHeadGpu, TargetVerifyStepsReplayGraphsWithHiddenStates) {
+  // Verification-shaped steps (4 tokens per sequence, a row each) that keep three layers' hidden
+  // states run as graphs, capture then replays, and give the eager steps' logits and hidden
+  // states bit for bit; a padded step (3 sequences in the bucket of 4) returns the real tokens'
+  // rows only; host_hidden_layers 1 returns the first layer alone.
+  REQUIRE_GPU();
+  ThreadPool pool(2);
+  std::unique_ptr<Model> graphs = load_model_on_device(kStories, with_graphs(true), "cuda", pool);
+  std::unique_ptr<Model> eager = load_model_on_device(kStories, with_graphs(false), "cuda", pool);
+  for (Model* m : {graphs.get(), eager.get()}) m->init_kv_cache(16, 16);
+  StepInput prefill;
+  prefill.add(0, {1, 400, 36, 280, 7}, false);
+  prefill.add(0, {1, 77, 250}, false);
+  prefill.add(0, {1, 12, 99, 5}, false);
+  prefill.layers = {5, 1, 3};
+  expect_same(run_step(*eager, prefill.batch(), false).hidden,
+              run_step(*graphs, prefill.batch(), false).hidden, "prefill hidden");
+  int32_t a = 5, b = 3;
+  for (int step = 0; step < 4; ++step) {
+    SCOPED_TRACE(step);
+    StepInput v;
+    v.add(a, {11, 22, 33, static_cast<int32_t>(44 + step)}, true);
+    v.add(b, {55, 66, 77, static_cast<int32_t>(88 + step)}, true);
+    v.layers = {5, 1, 3};
+    const StepOut e = run_step(*eager, v.batch(), step % 2 == 1);
+    const StepOut g = run_step(*graphs, v.batch(), step % 2 == 1);
+    expect_same(e.logits, g.logits, "verify logits");
+    expect_same(e.hidden, g.hidden, "verify hidden");
+    EXPECT_EQ(e.drawn, g.drawn);
+    ASSERT_EQ(g.hidden.size(), size_t{3 * 8 * 64});
+    const std::optional<DeviceHidden> d = graphs->device_hidden_states();
+    ASSERT_TRUE(d.has_value());
+    EXPECT_EQ(d->layers, 3);
+    EXPECT_EQ(d->layer_stride, 8 * 64);
+    EXPECT_NE(d->data, nullptr);
+    a += 4;
+    b += 4;
+  }
+  // Only the first layer on the host; the device keeps all three.
+  StepInput one;
+  one.add(a, {3, 4, 5, 6}, true);
+  one.add(b, {7, 8, 9, 10}, true);
+  one.layers = {5, 1, 3};
+  ForwardBatch first_only = one.batch();
+  first_only.host_hidden_layers = 1;
+  const StepOut e1 = run_step(*eager, one.batch(), false);
+  const StepOut g1 = run_step(*graphs, first_only, false);
+  expect_same(std::vector<float>(e1.hidden.begin(), e1.hidden.begin() + 8 * 64), g1.hidden,
+              "the host's first layer");
+  EXPECT_EQ(graphs->device_hidden_states()->layers, 3);
+  // Last (its KV differs in the last bits between the two): three sequences, padded to four on
+  // the graph's side (the eager step is not: close only).
+  StepInput three;
+  three.add(a + 4, {1, 2, 3, 4}, true);
+  three.add(b + 4, {5, 6, 7, 8}, true);
+  three.add(4, {9, 10, 11, 12}, true);
+  three.layers = {5, 1, 3};
+  const StepOut e3 = run_step(*eager, three.batch(), false);
+  const StepOut g3 = run_step(*graphs, three.batch(), false);
+  ASSERT_EQ(g3.hidden.size(), size_t{3 * 12 * 64});
+  expect_close(e3.hidden, g3.hidden, "padded step hidden");
+  expect_close(e3.logits, g3.logits, "padded step logits");
+  EXPECT_EQ(graphs->device_hidden_states()->layer_stride, 16 * 64);
+}
+
+TEST(EagleHeadGpu, DeviceInputEqualsHostInput) {
+  // The head's input gathered on the device from the target's kept layers (rows in any order,
+  // -1 for zeros) and then from its own output equals the same states sent from the host (bf16
+  // -> fp32 -> bf16 is exact): logits and outputs bit for bit.
+  REQUIRE_GPU();
+  ThreadPool pool(2);
+  for (const Head& h : heads()) {
+    SCOPED_TRACE(h.method);
+    const EagleHeadOptions eagle{h.version, kStories};
+    std::unique_ptr<Model> target =
+        load_model_on_device(kStories, with_graphs(false), "cuda", pool);
+    std::unique_ptr<Model> dev =
+        load_eagle_head_on_device(h.dir, eagle, with_graphs(false), "cuda", pool);
+    std::unique_ptr<Model> host =
+        load_eagle_head_on_device(h.dir, eagle, with_graphs(false), "cuda", pool);
+    for (Model* m : {target.get(), dev.get(), host.get()}) m->init_kv_cache(8, 16);
+    StepInput t;
+    t.add(0, {1, 400, 36, 280, 7, 99}, false);
+    t.layers = dev->definition().eagle->target_layers;
+    const StepOut target_out = run_step(*target, t.batch(), false);
+    const DeviceHidden states = target->device_hidden_states().value();
+    const auto layers = static_cast<size_t>(states.layers);
+    ASSERT_EQ(layers, t.layers.size());
+    // Head positions 0..5 read the target's rows [5, 4, 0, 1, 2] and zeros.
+    StepInput p;
+    p.add(0, {400, 36, 280, 7, 99, 3}, true);
+    p.layers = {0};
+    const std::vector<int32_t> rows{5, 4, 0, 1, 2, -1};
+    ForwardBatch on_dev = p.batch();
+    on_dev.input_hidden_device = &states;
+    on_dev.input_hidden_rows = rows;
+    on_dev.input_hidden_width = states.layers * 64;
+    std::vector<float> in;
+    for (const int32_t r : rows) {
+      for (size_t l = 0; l < layers; ++l) {
+        const float* row =
+            target_out.hidden.data() + (l * 6 + static_cast<size_t>(std::max(r, 0))) * 64;
+        for (size_t c = 0; c < 64; ++c) in.push_back(r < 0 ? 0.0f : row[c]);
+      }
+    }
+    ForwardBatch from_host = p.batch();
+    from_host.input_hidden = in;
+    from_host.input_hidden_width = on_dev.input_hidden_width;
+    const StepOut d1 = run_step(*dev, on_dev, false), h1 = run_step(*host, from_host, false);
+    expect_same(h1.logits, d1.logits, "catch-up logits");
+    expect_same(h1.hidden, d1.hidden, "catch-up outputs");
+    // The next pass at position 6 from the head's own output of row 5, kept on the device only.
+    const DeviceHidden g = dev->device_hidden_states().value();
+    ASSERT_EQ(g.layers, 1);
+    StepInput q;
+    q.add(6, {42}, true);
+    q.layers = {0};
+    const std::vector<int32_t> g_row{5};
+    ForwardBatch next_dev = q.batch();
+    next_dev.input_hidden_device = &g;
+    next_dev.input_hidden_rows = g_row;
+    next_dev.input_hidden_width = 64;
+    next_dev.host_hidden_layers = 0;
+    ForwardBatch next_host = q.batch();
+    const std::vector<float> g5(h1.hidden.begin() + 5 * 64, h1.hidden.begin() + 6 * 64);
+    next_host.input_hidden = g5;
+    next_host.input_hidden_width = 64;
+    const StepOut d2 = run_step(*dev, next_dev, false), h2 = run_step(*host, next_host, false);
+    EXPECT_TRUE(d2.hidden.empty()) << "host_hidden_layers 0 returned hidden states";
+    expect_same(h2.logits, d2.logits, "second pass logits");
+  }
+}
+
+TEST(EagleHeadGpu, HeadPassesReplayGraphsAsEager) {
+  // A head with graphs against one without: a catch-up of 5 and 3 tokens (eager in both), then
+  // decode-shaped passes (one token per sequence from its own output; a uniform catch-up of 3
+  // tokens each) captured once and replayed: the same logits, outputs and draws bit for bit.
+  REQUIRE_GPU();
+  ThreadPool pool(2);
+  for (const Head& h : heads()) {
+    SCOPED_TRACE(h.method);
+    const EagleHeadOptions eagle{h.version, kStories};
+    std::unique_ptr<Model> graphs =
+        load_eagle_head_on_device(h.dir, eagle, with_graphs(true), "cuda", pool);
+    std::unique_ptr<Model> eager =
+        load_eagle_head_on_device(h.dir, eagle, with_graphs(false), "cuda", pool);
+    ASSERT_FALSE(graphs->decode_graph_sizes(4).empty());
+    ASSERT_TRUE(eager->decode_graph_sizes(4).empty());
+    for (Model* m : {graphs.get(), eager.get()}) m->init_kv_cache(8, 16);
+    const int64_t width = h.version == 1 ? 64 : 192;
+    std::mt19937 rng(29);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    auto inputs = [&](size_t tokens, int64_t w) {
+      std::vector<float> v(tokens * static_cast<size_t>(w));
+      for (float& x : v) x = u(rng);
+      return v;
+    };
+    StepInput first;
+    first.add(0, {5, 17, 300, 42, 9}, false);
+    first.add(0, {77, 1, 250}, false);
+    first.layers = {0};
+    const std::vector<float> in0 = inputs(8, width);
+    ForwardBatch b0 = first.batch();
+    b0.input_hidden = in0;
+    b0.input_hidden_width = width;
+    expect_same(run_step(*eager, b0, true).hidden, run_step(*graphs, b0, true).hidden, "catch-up");
+    int32_t a = 5, b = 3;
+    for (int pass = 0; pass < 4; ++pass) {
+      SCOPED_TRACE(pass);
+      StepInput s;
+      const bool catch_up = pass == 2;  // three tokens each from the target's states
+      if (catch_up) {
+        s.add(a, {8, 9, 10}, true);
+        s.add(b, {11, 12, 13}, true);
+      } else {
+        s.add(a, {static_cast<int32_t>(20 + pass)}, true);
+        s.add(b, {static_cast<int32_t>(30 + pass)}, true);
+      }
+      s.layers = {0};
+      const int64_t w = catch_up ? width : 64;
+      const std::vector<float> in = inputs(s.ids.size(), w);
+      ForwardBatch bt = s.batch();
+      bt.input_hidden = in;
+      bt.input_hidden_width = w;
+      const StepOut e = run_step(*eager, bt, pass % 2 == 0);
+      const StepOut g = run_step(*graphs, bt, pass % 2 == 0);
+      expect_same(e.hidden, g.hidden, "outputs");
+      expect_same(e.logits, g.logits, "logits");
+      EXPECT_EQ(e.drawn, g.drawn);
+      a += catch_up ? 3 : 1;
+      b += catch_up ? 3 : 1;
+    }
+  }
+}
+
 // ---- The engine ----
 
 EngineArgs gpu_engine(int budget, bool prefix_caching) {
@@ -219,17 +493,22 @@ TEST(EagleGpu, GreedyFollowsPlainDecoding) {
     EngineCore engine(gpu_engine(2048, false));
     plain = run_alone(engine, w, kLogprobs);
   }
-  // Batched with whole prompts and with chunked prefill (budget 64), prefix caching, adaptive k.
+  // Batched with whole prompts and with chunked prefill (budget 64), prefix caching, adaptive k;
+  // with graphs (the target's verification and the head's passes) and eagerly.
   struct Case {
     int budget;
     bool caching;
     bool adaptive;
+    bool eager;
   };
   for (const Head& h : heads()) {
-    for (const Case& c : {Case{2048, false, false}, Case{64, true, true}}) {
-      const std::string what = fmt::format("{} budget {} caching {} adaptive {}", h.method,
-                                           c.budget, c.caching, c.adaptive);
-      EngineCore engine(gpu_eagle_engine(h, 4, c.adaptive, c.budget, c.caching));
+    for (const Case& c : {Case{2048, false, false, false}, Case{64, true, true, false},
+                          Case{2048, false, false, true}}) {
+      const std::string what = fmt::format("{} budget {} caching {} adaptive {} eager {}", h.method,
+                                           c.budget, c.caching, c.adaptive, c.eager);
+      EngineArgs args = gpu_eagle_engine(h, 4, c.adaptive, c.budget, c.caching);
+      args.enforce_eager = c.eager;
+      EngineCore engine(args);
       const auto out = run_batched_outputs(engine, w, 300, kLogprobs);
       expect_workload_close(plain, out, kStoriesTolerance, what);
       const EngineStats st = engine.stats();
