@@ -58,7 +58,7 @@ TEST(KVImportedBlocks, TheSaltIsPartOfTheHashes) {
 }
 
 TEST(KVImportedBlocks, PlacingNeverEvictsTheChainsHeadAndStopsWhenFull) {
-  KVCacheManager m(KVCacheConfig{4, 4, true});  // 3 usable blocks
+  KVCacheManager m(KVCacheConfig{4, 4, true});        // 3 usable blocks
   const std::vector<TokenId> turn = iota_tokens(20);  // 5 full blocks
   // Block 0 of the chain is cached and free: the least recently used, first to be evicted.
   const std::vector<TokenId> head(turn.begin(), turn.begin() + 4);
