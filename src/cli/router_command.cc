@@ -21,6 +21,7 @@ struct RouterFlags {
   std::vector<std::string> backends;
   std::vector<std::string> prefill, decode;  // P/D mode: producers and consumers
   double prefill_timeout = 120;              // P/D mode: seconds a prefill may take
+  bool bidirectional_kv = false;             // P/D mode: finished turns' KV back to the producer
   std::string host = "127.0.0.1";
   int port = 8000;
   std::string api_key;
@@ -61,6 +62,10 @@ router::RouterOptions router_options(const RouterFlags& f) {
     o.backends = f.backends;
   }
   o.prefill_timeout = seconds_flag(f.prefill_timeout, "--prefill-timeout", false);
+  if (f.bidirectional_kv && o.prefill_backends.empty()) {
+    throw InvalidArgument("--bidirectional-kv needs P/D mode (--prefill URL... --decode URL...)");
+  }
+  o.bidirectional_kv = f.bidirectional_kv;
   o.http.host = f.host;
   o.http.port = static_cast<uint16_t>(f.port);
   o.http.num_io_threads =
@@ -132,6 +137,9 @@ void register_router_command(CLI::App& app, int& exit_code) {
   cmd->add_option("--prefill-timeout", f->prefill_timeout,
                   "P/D mode: seconds a prefill may take before the decode engine prefills the "
                   "request itself (default 120)");
+  cmd->add_flag("--bidirectional-kv", f->bidirectional_kv,
+                "P/D mode: each finished turn's KV flows back from the decode engine to the "
+                "producer, so the next turn prefills only its new tokens (every engine kv_both)");
   cmd->add_option("--host", f->host, "address to listen on (default 127.0.0.1)");
   cmd->add_option("--port", f->port, "port to listen on (default 8000; 0: any free port)")
       ->check(CLI::Range(0, 65535));

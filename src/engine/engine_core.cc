@@ -383,6 +383,7 @@ std::shared_ptr<OutputStream> EngineCore::submit(EngineRequest r) {
   request->do_remote_decode = r.do_remote_decode;
   request->do_remote_prefill = r.do_remote_prefill;
   request->remote = std::move(r.remote);
+  request->return_kv = r.return_kv;
   {
     std::lock_guard lock(impl_->mutex);
     if (impl_->stopping) throw Unavailable("the engine is shutting down");
@@ -413,6 +414,7 @@ void EngineCore::abort(const std::string& request_id) {
 void EngineCore::Impl::loop() {
   for (;;) {
     decltype(incoming) new_requests;
+    decltype(incoming_imports) new_imports;
     std::vector<std::string> new_aborts;
     bool stop = false;
     {
@@ -420,17 +422,21 @@ void EngineCore::Impl::loop() {
       wake.wait(lock, [&] {
         return stopping || !incoming.empty() || !aborts.empty() || in_flight.has_value() ||
                scheduler->has_schedulable_requests() ||
-               (kv_connector && kv_connector->has_arrivals());
+               (kv_connector && (kv_connector->has_arrivals() || !incoming_imports.empty() ||
+                                 !held_turns.empty() || !arrived_imports.empty()));
       });
       new_requests.swap(incoming);
+      new_imports.swap(incoming_imports);
       new_aborts.swap(aborts);
       stop = stopping;
     }
     for (auto& [request, prompt] : new_requests) admit(std::move(request), std::move(prompt));
     for (const std::string& id : new_aborts) abort_request(id, "");
+    for (KVImport& import : new_imports) start_import(std::move(import));
     if (kv_connector) take_kv_arrivals();
     if (stop) {
       fail_all("the engine shut down");
+      if (kv_connector) release_kv_returns();
       publish_stats();
       return;
     }
@@ -441,6 +447,7 @@ void EngineCore::Impl::loop() {
       const double waited_before = times.device_wait_seconds;
       const bool decode_step = in_flight && completing_decode_step;
       if (in_flight) complete_step();
+      if (kv_connector) run_kv_returns();  // no step in flight here
       if (scheduler->has_schedulable_requests()) launch_step();
       const double waited = times.device_wait_seconds - waited_before;
       const double serial =
@@ -651,40 +658,6 @@ void EngineCore::Impl::launch_step() {
   for (const auto& [id, what] : failed) fail_request(id, what);
 }
 
-void EngineCore::Impl::fill_masks(const scheduler::SchedulerOutput& out, StepPlan& plan) {
-  // Structured outputs: each constrained row's mask of its next token, on the pool when there
-  // are several (a mask costs microseconds; one whose position was not seen before, tens). A
-  // constrained request's drafts are jump-forward drafts (CompletionConstraint): its sampled rows
-  // are its last 1 + num_spec_tokens, row j with the mask after drafts 0..j-1.
-  std::vector<size_t> constrained;
-  for (size_t i = 0; i < out.scheduled.size(); ++i) {
-    if (!out.scheduled[i].samples || plan.seqs[i].rows.empty()) continue;
-    const auto it = completions.find(out.scheduled[i].id);
-    if (it != completions.end() && it->second.constraint.active()) constrained.push_back(i);
-  }
-  auto fill = [&](int64_t begin, int64_t end) {
-    for (int64_t j = begin; j < end; ++j) {
-      const size_t i = constrained[static_cast<size_t>(j)];
-      const scheduler::ScheduledRequest& s = out.scheduled[i];
-      CompletionConstraint& cc = completions.at(s.id).constraint;
-      const auto drafts = scheduler->get(s.id)->spec_token_ids().first(std::min(
-          static_cast<size_t>(s.num_spec_tokens), scheduler->get(s.id)->spec_token_ids().size()));
-      (void)cc.compute_masks(drafts);
-      std::vector<RowDraw>& rows = plan.seqs[i].rows;
-      const size_t first = rows.size() - 1 - static_cast<size_t>(s.num_spec_tokens);
-      for (size_t k = first; k < rows.size(); ++k) {
-        const std::span<const uint32_t> mask = cc.allowed(k - first);
-        rows[k].allowed.assign(mask.begin(), mask.end());
-      }
-    }
-  };
-  if (constrained.size() >= 8) {
-    pool->parallel_for(static_cast<int64_t>(constrained.size()), 4, fill);
-  } else {
-    fill(0, static_cast<int64_t>(constrained.size()));
-  }
-}
-
 void EngineCore::Impl::emit_token(kv::RequestId id, const SampledToken& token,
                                   bool length_finished) {
   auto it = completions.find(id);
@@ -759,6 +732,8 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
   const RequestStatus status = reason == FinishReason::kStop     ? RequestStatus::kFinishedStopped
                                : reason == FinishReason::kLength ? RequestStatus::kFinishedLength
                                                                  : RequestStatus::kFinishedAborted;
+  // Bi-directional KV: the turn's blocks are held past the free below, until they are exported.
+  const bool held = a->return_kv && keep_turn(id, c, reason == FinishReason::kAbort);
   scheduler->finish_request(id, status);  // frees its KV blocks now (no-op if already finished)
   planner.forget(id);                     // and the executor forgets its block table
   if (flush_text && c.detok && !c.stop.matched()) {
@@ -781,15 +756,27 @@ void EngineCore::Impl::finish(kv::RequestId id, FinishReason reason, std::string
   out.num_cached_tokens = c.num_cached_tokens;
   if (reason != FinishReason::kAbort) out.kv_transfer_params = a->transfer_out;
   if (kv_connector) kv_connector->drop(id);
-  a->stream->push(std::move(out));
   completions.erase(it);
-  if (--a->num_unfinished == 0) {
-    publish_stats();  // a caller that saw its stream close sees the blocks freed too
-    a->stream->close();
+  if (held) {
+    // n is 1 (return_kv refuses n > 1): the output goes out with the hand-off once exported.
+    held_turns.back().out = std::move(out);
     requests.erase(a->id);
-    std::lock_guard lock(mutex);
-    live_ids.erase(a->id);
+    return;
   }
+  if (--a->num_unfinished == 0) {
+    requests.erase(a->id);
+    close_request(a, std::move(out));
+  } else {
+    a->stream->push(std::move(out));
+  }
+}
+
+void EngineCore::Impl::close_request(const std::shared_ptr<ActiveRequest>& a, RequestOutput out) {
+  a->stream->push(std::move(out));
+  publish_stats();  // a caller that saw its stream close sees the blocks freed too
+  a->stream->close();
+  std::lock_guard lock(mutex);
+  live_ids.erase(a->id);
 }
 
 void EngineCore::Impl::abort_request(const std::string& id, const std::string& error,
@@ -810,37 +797,6 @@ void EngineCore::Impl::abort_request(const std::string& id, const std::string& e
   for (kv::RequestId k : ids) {
     finish(k, FinishReason::kAbort, "", error, RequestOutput{}, flush_text);
   }
-}
-
-void EngineCore::Impl::publish_stats() {
-  const auto prefix = kv_manager->prefix_cache_stats();
-  std::lock_guard lock(mutex);
-  stats.num_running = scheduler->num_running();
-  stats.num_waiting = scheduler->num_waiting();
-  stats.kv_cache_usage = kv_manager->usage();
-  stats.num_preemptions = scheduler->num_preemptions_total();
-  stats.prefix_cache_queries_tokens = prefix.queries_tokens;
-  stats.prefix_cache_hits_tokens = prefix.hits_tokens;
-  stats.external_prefix_cache_queries_tokens = kv_manager->host_cache_stats().queries_tokens;
-  stats.external_prefix_cache_hits_tokens = kv_manager->host_cache_stats().hits_tokens;
-  if (host_transfer) {
-    stats.host_kv_blocks_saved = host_transfer->blocks_saved();
-    stats.host_kv_blocks_loaded = host_transfer->blocks_loaded();
-    stats.host_kv_cache_usage = host_tier->usage();
-  }
-  if (kv_connector) {
-    kv_connector->fill_consumer_stats(stats);
-    kv_connector->fill_producer_stats(stats);
-  }
-  stats.prompt_tokens = prompt_tokens;
-  stats.generation_tokens = generation_tokens;
-  stats.num_steps = num_steps;
-  stats.iteration_tokens = iteration_tokens;
-  stats.spec_decode_num_drafts = spec_counters.num_drafts;
-  stats.spec_decode_num_draft_tokens = spec_counters.num_draft_tokens;
-  stats.spec_decode_num_accepted_tokens = spec_counters.num_accepted_tokens;
-  stats.spec_decode_num_accepted_tokens_per_pos = spec_counters.accepted_per_pos;
-  stats.step_times = times;
 }
 
 }  // namespace pagoda

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -40,6 +41,19 @@ struct EngineRequest {
   bool do_remote_decode = false;
   bool do_remote_prefill = false;
   KVTransferParams remote;  // with do_remote_prefill
+  /// Bi-directional KV (pagoda's kv_transfer_params key return_kv, on an engine with the producer
+  /// half: kv_both): when the request finishes, keep its full blocks (prompt and generated tokens
+  /// whose KV is computed) for a pull, named in the final output's kv_transfer_params, so that
+  /// the engine prefilling the next turn can import them (EngineCore::import_kv).
+  bool return_kv = false;
+};
+
+/// What EngineCore::import_kv did: the blocks of the finished turn placed in the prefix cache.
+struct KVImportResult {
+  int num_blocks = 0;       // full blocks the pull brought
+  int imported_blocks = 0;  // placed in the prefix cache (their bytes loaded)
+  int cached_blocks = 0;    // already in the prefix cache: kept, not loaded again
+  std::string error;        // why nothing was imported (the pull failed, ...); empty otherwise
 };
 
 /// Upper bounds (inclusive) of the buckets of tokens per engine step: vLLM's
@@ -110,6 +124,13 @@ struct EngineStats {
   int64_t kv_transfer_blocks_sent = 0;
   int64_t kv_transfer_blocks_freed_timeout = 0;
   int64_t kv_transfer_pending_blocks = 0;
+  // Bi-directional KV: blocks of finished return_kv turns kept for a pull back; blocks imported
+  // into the prefix cache, imports that failed, and the tokens of prefix hits on imported blocks
+  // (part of prefix_cache_hits_tokens).
+  int64_t kv_transfer_returned_blocks = 0;
+  int64_t kv_transfer_imported_blocks = 0;
+  int64_t kv_transfer_import_failures = 0;
+  int64_t prefix_cache_imported_hits_tokens = 0;
   int64_t prompt_tokens = 0;      // computed prompt tokens (cache hits excluded)
   int64_t generation_tokens = 0;  // sampled tokens
   int64_t num_steps = 0;
@@ -153,6 +174,14 @@ class EngineCore {
   /// Aborts a request at any moment; its KV blocks are freed at the next loop turn. Unknown or
   /// finished ids are ignored.
   void abort(const std::string& request_id);
+  /// Bi-directional KV: pulls a finished turn's blocks (the kv_transfer_params of a return_kv
+  /// request's answer on another engine) into this engine's prefix cache, hashed with
+  /// `cache_salt` (the conversation's), so that a prompt continuing that turn only computes its
+  /// new tokens. Checks on the calling thread (InvalidArgument: no kv_both/kv_consumer role,
+  /// prefix caching off, a hand-off without an address); `done` runs once, on the engine thread,
+  /// when the blocks are in or the pull failed (any failure only costs a recompute later).
+  void import_kv(const KVTransferParams& params, std::string cache_salt,
+                 std::function<void(KVImportResult)> done);
   /// Stops the engine thread; unfinished requests end with finish_reason abort.
   void shutdown();
 

@@ -2,10 +2,12 @@
 // The engine's state (internal to engine/): the requests it tracks, their completions, and the
 // Impl behind EngineCore. engine_core.cc has the construction, the loop, admission, the step's
 // launch and the emission of tokens; engine_step.cc completes a step (prompt log-probabilities,
-// sampling with draft verification, forks, drafts for the next step).
+// sampling with draft verification, forks, drafts for the next step), fills a launch's masks and
+// publishes the stats; engine_beam.cc runs beam search; engine_kv_return.cc bi-directional KV.
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -80,6 +82,7 @@ struct ActiveRequest {
   bool do_remote_prefill = false;
   KVTransferParams remote;
   std::optional<KVTransferParams> transfer_out;
+  bool return_kv = false;  // bi-directional KV: keep the finished turn's blocks for a pull
 };
 
 /// One of a request's completions: its sampler, detokenizer and stop strings.
@@ -143,6 +146,13 @@ struct EngineCore::Impl {
   std::deque<std::pair<std::shared_ptr<ActiveRequest>, std::vector<int32_t>>> incoming;
   std::vector<std::string> aborts;
   std::unordered_map<std::string, bool> live_ids;  // ids submitted and not yet finished
+  // Bi-directional KV (engine_kv_return.cc): imports asked for by EngineCore::import_kv.
+  struct KVImport {
+    KVTransferParams params;
+    std::string cache_salt;
+    std::function<void(KVImportResult)> done;
+  };
+  std::deque<KVImport> incoming_imports;
   bool stopping = false;
   EngineStats stats;
   uint64_t next_request_number = 0;
@@ -153,6 +163,22 @@ struct EngineCore::Impl {
   // Beam search: each live beam's sequence -> its request (beams have no Completion).
   std::unordered_map<kv::RequestId, std::shared_ptr<ActiveRequest>> beam_seqs;
   kv::RequestId next_kv_id = 1;
+  // Bi-directional KV (engine_kv_return.cc). A finished return_kv turn whose blocks are held (by
+  // a KV cache reference under `holder`) until no step is in flight, when they are exported and
+  // its final output, with the hand-off, is pushed.
+  struct HeldTurn {
+    kv::RequestId holder = 0;
+    std::shared_ptr<ActiveRequest> request;
+    std::vector<int32_t> tokens;  // [blocks * block_size]: the tokens the held blocks hold
+    RequestOutput out;            // the final output, pushed once exported
+  };
+  std::vector<HeldTurn> held_turns;
+  // Requests that a completed step finished by length (the scheduler frees their blocks at once,
+  // before their last tokens are emitted): held there, moved to held_turns by finish().
+  std::unordered_map<kv::RequestId, HeldTurn> pre_held;
+  std::unordered_map<kv::RequestId, KVImport> imports;  // pulls under way, by their pull id
+  // Imports whose blocks arrived, placed when no step is in flight.
+  std::vector<std::pair<KVImport, std::shared_ptr<kv_transfer::ExportedKV>>> arrived_imports;
   std::mt19937_64 seed_source;
   int64_t prompt_tokens = 0, generation_tokens = 0, num_steps = 0;
   int64_t in_flight_prompt_tokens = 0;  // prompt tokens that the step in flight computes
@@ -214,6 +240,30 @@ struct EngineCore::Impl {
   /// Producer: exports the prompt KV of the do_remote_decode requests whose prompt `out`
   /// computed (before update_from_output can free their blocks).
   void export_remote_decodes(const scheduler::SchedulerOutput& out);
+  // Bi-directional KV (engine_kv_return.cc).
+  /// In finish(), before the request's blocks are freed: holds a return_kv turn's full blocks for
+  /// run_kv_returns() (or takes those pre_hold_turns() held), or releases them on an abort.
+  /// False when nothing is held (an abort, no full block computed, or no blocks: preempted).
+  bool keep_turn(kv::RequestId id, const Completion& c, bool aborted);
+  /// Before update_from_output: holds the blocks of the return_kv requests that `new_tokens`
+  /// finish by length, with those tokens.
+  void pre_hold_turns(
+      const std::vector<std::pair<kv::RequestId, std::vector<int32_t>>>& new_tokens);
+  /// A reference under a new holder id on the full blocks of request `id` that hold `tokens`
+  /// (all but the last token have their KV computed); nullopt when there is none.
+  std::optional<HeldTurn> hold_blocks(kv::RequestId id, std::span<const int32_t> tokens,
+                                      const std::shared_ptr<ActiveRequest>& request);
+  /// With no step in flight: exports the held turns (their final outputs go out with the
+  /// hand-off) and places the arrived imports in the prefix cache.
+  void run_kv_returns();
+  /// Starts the pull of an import (engine thread).
+  void start_import(KVImport import);
+  /// An import's pull ended (take_kv_arrivals); false when `arrival` is not an import's.
+  bool take_import_arrival(KVConnector::Arrival& arrival);
+  /// Shutdown: the held turns' outputs go out without a hand-off, the imports fail.
+  void release_kv_returns();
+  /// Pushes a finished request's last output and closes its stream.
+  void close_request(const std::shared_ptr<ActiveRequest>& a, RequestOutput out);
   void launch_step();
   /// The structured-output masks of a plan's constrained rows (RowDraw::allowed).
   void fill_masks(const scheduler::SchedulerOutput& out, StepPlan& plan);

@@ -1,5 +1,6 @@
 // Completing a step (engine_impl.h): prompt log-probabilities, sampling with the verification of
-// drafts, the forks of n > 1 requests, and the drafts of the next step.
+// drafts, the forks of n > 1 requests, and the drafts of the next step; the structured-output
+// masks of a step being launched, and the stats published after each loop turn.
 #include <algorithm>
 
 #include "core/logging.h"
@@ -147,7 +148,10 @@ void EngineCore::Impl::complete_step() {
     }
     new_tokens.emplace_back(id, std::move(ids));
   }
-  if (kv_connector) export_remote_decodes(out);
+  if (kv_connector) {
+    export_remote_decodes(out);
+    pre_hold_turns(new_tokens);
+  }
   // Beam rows are copied before update_from_output, which leaves those beams idle.
   collect_beam_rows(out, result);
   const std::vector<kv::RequestId> length_finished = scheduler->update_from_output(out, new_tokens);
@@ -406,6 +410,7 @@ void EngineCore::Impl::export_remote_decodes(const scheduler::SchedulerOutput& o
 
 void EngineCore::Impl::take_kv_arrivals() {
   for (KVConnector::Arrival& arrival : kv_connector->take_arrivals()) {
+    if (take_import_arrival(arrival)) continue;
     const scheduler::Request* r = scheduler->get(arrival.id);
     if (r == nullptr || r->status() != scheduler::RequestStatus::kWaitingForRemoteKV)
       continue;  // aborted
@@ -418,6 +423,72 @@ void EngineCore::Impl::take_kv_arrivals() {
     }
     scheduler->remote_kv_ready(arrival.id, num_blocks);
   }
+}
+
+void EngineCore::Impl::fill_masks(const scheduler::SchedulerOutput& out, StepPlan& plan) {
+  // Structured outputs: each constrained row's mask of its next token, on the pool when there
+  // are several (a mask costs microseconds; one whose position was not seen before, tens). A
+  // constrained request's drafts are jump-forward drafts (CompletionConstraint): its sampled rows
+  // are its last 1 + num_spec_tokens, row j with the mask after drafts 0..j-1.
+  std::vector<size_t> constrained;
+  for (size_t i = 0; i < out.scheduled.size(); ++i) {
+    if (!out.scheduled[i].samples || plan.seqs[i].rows.empty()) continue;
+    const auto it = completions.find(out.scheduled[i].id);
+    if (it != completions.end() && it->second.constraint.active()) constrained.push_back(i);
+  }
+  auto fill = [&](int64_t begin, int64_t end) {
+    for (int64_t j = begin; j < end; ++j) {
+      const size_t i = constrained[static_cast<size_t>(j)];
+      const scheduler::ScheduledRequest& s = out.scheduled[i];
+      CompletionConstraint& cc = completions.at(s.id).constraint;
+      const auto drafts = scheduler->get(s.id)->spec_token_ids().first(std::min(
+          static_cast<size_t>(s.num_spec_tokens), scheduler->get(s.id)->spec_token_ids().size()));
+      (void)cc.compute_masks(drafts);
+      std::vector<RowDraw>& rows = plan.seqs[i].rows;
+      const size_t first = rows.size() - 1 - static_cast<size_t>(s.num_spec_tokens);
+      for (size_t k = first; k < rows.size(); ++k) {
+        const std::span<const uint32_t> mask = cc.allowed(k - first);
+        rows[k].allowed.assign(mask.begin(), mask.end());
+      }
+    }
+  };
+  if (constrained.size() >= 8) {
+    pool->parallel_for(static_cast<int64_t>(constrained.size()), 4, fill);
+  } else {
+    fill(0, static_cast<int64_t>(constrained.size()));
+  }
+}
+
+void EngineCore::Impl::publish_stats() {
+  const auto prefix = kv_manager->prefix_cache_stats();
+  std::lock_guard lock(mutex);
+  stats.num_running = scheduler->num_running();
+  stats.num_waiting = scheduler->num_waiting();
+  stats.kv_cache_usage = kv_manager->usage();
+  stats.num_preemptions = scheduler->num_preemptions_total();
+  stats.prefix_cache_queries_tokens = prefix.queries_tokens;
+  stats.prefix_cache_hits_tokens = prefix.hits_tokens;
+  stats.prefix_cache_imported_hits_tokens = kv_manager->imported_hits_tokens();
+  stats.external_prefix_cache_queries_tokens = kv_manager->host_cache_stats().queries_tokens;
+  stats.external_prefix_cache_hits_tokens = kv_manager->host_cache_stats().hits_tokens;
+  if (host_transfer) {
+    stats.host_kv_blocks_saved = host_transfer->blocks_saved();
+    stats.host_kv_blocks_loaded = host_transfer->blocks_loaded();
+    stats.host_kv_cache_usage = host_tier->usage();
+  }
+  if (kv_connector) {
+    kv_connector->fill_consumer_stats(stats);
+    kv_connector->fill_producer_stats(stats);
+  }
+  stats.prompt_tokens = prompt_tokens;
+  stats.generation_tokens = generation_tokens;
+  stats.num_steps = num_steps;
+  stats.iteration_tokens = iteration_tokens;
+  stats.spec_decode_num_drafts = spec_counters.num_drafts;
+  stats.spec_decode_num_draft_tokens = spec_counters.num_draft_tokens;
+  stats.spec_decode_num_accepted_tokens = spec_counters.num_accepted_tokens;
+  stats.spec_decode_num_accepted_tokens_per_pos = spec_counters.accepted_per_pos;
+  stats.step_times = times;
 }
 
 }  // namespace pagoda

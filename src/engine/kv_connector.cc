@@ -103,7 +103,6 @@ int KVConnector::port() const { return server_ ? server_->port() : 0; }
 KVTransferParams KVConnector::export_prompt(const std::string& request_id,
                                             std::span<const int32_t> prompt,
                                             std::span<const kv::BlockId> block_table) {
-  PAGODA_CHECK(store_ != nullptr, "export_prompt without the producer role");
   // The blocks a consumer can load: all full prompt blocks but one holding the last token.
   // Example (block_size 16): a 40-token prompt sends blocks 0-1 (tokens 0-31); a 33-token prompt
   // sends blocks 0-1 as well; a 32-token prompt sends block 0 (token 31 must be recomputed).
@@ -111,21 +110,37 @@ KVTransferParams KVConnector::export_prompt(const std::string& request_id,
   const int64_t num_blocks =
       std::min<int64_t>(std::max<int64_t>(static_cast<int64_t>(prompt.size()) - 1, 0) / bs,
                         static_cast<int64_t>(block_table.size()));
+  return export_blocks(request_id, prompt.first(static_cast<size_t>(num_blocks * bs)),
+                       block_table.first(static_cast<size_t>(num_blocks)));
+}
+
+KVTransferParams KVConnector::export_blocks(const std::string& request_id,
+                                            std::span<const int32_t> token_ids,
+                                            std::span<const kv::BlockId> block_ids) {
+  PAGODA_CHECK(store_ != nullptr, "exporting KV without the producer role");
+  const auto num_blocks = static_cast<int64_t>(block_ids.size());
+  PAGODA_CHECK(static_cast<int64_t>(token_ids.size()) == num_blocks * layout_.block_size,
+               "{} tokens for {} blocks of {}", token_ids.size(), num_blocks, layout_.block_size);
   auto kv = std::make_shared<kv_transfer::ExportedKV>();
   kv->fingerprint = fingerprint_;
   kv->block_size = layout_.block_size;
   kv->block_bytes = layout_.block_bytes;
-  kv->token_ids.assign(prompt.begin(), prompt.begin() + num_blocks * bs);
+  kv->token_ids.assign(token_ids.begin(), token_ids.end());
   kv->bytes.resize(static_cast<size_t>(num_blocks * layout_.block_bytes));
-  const std::vector<int32_t> ids(block_table.begin(), block_table.begin() + num_blocks);
+  const std::vector<int32_t> ids(block_ids.begin(), block_ids.end());
   if (num_blocks > 0) executor_.save_kv_blocks(ids, kv->bytes);
   kv->compute_checksums();
   store_->put(request_id, kv);
+  return hand_off(request_id, block_ids);
+}
+
+KVTransferParams KVConnector::hand_off(const std::string& request_id,
+                                       std::span<const kv::BlockId> block_ids) const {
   KVTransferParams params;
   params.remote_engine_id = engine_id_;
   params.remote_host = config_.host;
   params.remote_port = port();
-  params.remote_block_ids = ids;
+  params.remote_block_ids.assign(block_ids.begin(), block_ids.end());
   params.remote_request_id = request_id;
   return params;
 }
@@ -187,6 +202,32 @@ int KVConnector::accept(Arrival& arrival, std::span<const int32_t> prompt, std::
   return num_blocks;
 }
 
+std::shared_ptr<kv_transfer::ExportedKV> KVConnector::accept_import(Arrival& arrival,
+                                                                    std::string& why) {
+  kv_transfer::PullResult& r = arrival.result;
+  received_bytes_ += r.bytes_received;
+  size_t bucket = 0;
+  while (bucket < kKVTransferLatencyBuckets.size() && r.seconds > kKVTransferLatencyBuckets[bucket])
+    ++bucket;
+  ++latency_counts_[bucket];
+  latency_sum_ += r.seconds;
+  if (!r.ok()) {
+    why = r.error;
+    ++import_failures_;
+    return nullptr;
+  }
+  // The transport checked the shape (block size and bytes, checksums); the token ids must fill
+  // the blocks exactly, since they are what the blocks are hashed by.
+  if (r.kv->token_ids.size() !=
+      static_cast<size_t>(r.kv->num_blocks()) * static_cast<size_t>(layout_.block_size)) {
+    why = fmt::format("{} token ids for {} blocks of {} tokens", r.kv->token_ids.size(),
+                      r.kv->num_blocks(), layout_.block_size);
+    ++import_failures_;
+    return nullptr;
+  }
+  return std::move(r.kv);
+}
+
 void KVConnector::before_launch() {
   const std::vector<kv::ExternalKVLoad> loads = kv_.take_external_loads();
   if (loads.empty()) return;
@@ -214,6 +255,9 @@ void KVConnector::fill_consumer_stats(EngineStats& stats) const {
   stats.kv_transfer_failures = failures_;
   stats.kv_transfer_latency_counts = latency_counts_;
   stats.kv_transfer_latency_sum = latency_sum_;
+  stats.kv_transfer_returned_blocks = returned_blocks_;
+  stats.kv_transfer_imported_blocks = imported_blocks_;
+  stats.kv_transfer_import_failures = import_failures_;
 }
 
 void KVConnector::fill_producer_stats(EngineStats& stats) const {
@@ -242,7 +286,7 @@ std::unique_ptr<KVConnector> make_kv_connector(const EngineArgs& args, const Mod
 }
 
 void check_kv_transfer_request(const KVConnector* connector, EngineRequest& r) {
-  if (!r.do_remote_decode && !r.do_remote_prefill) return;
+  if (!r.do_remote_decode && !r.do_remote_prefill && !r.return_kv) return;
   if (r.do_remote_decode && r.do_remote_prefill) {
     throw InvalidArgument(
         "kv_transfer_params: do_remote_decode and do_remote_prefill exclude each other");
@@ -256,6 +300,16 @@ void check_kv_transfer_request(const KVConnector* connector, EngineRequest& r) {
     throw InvalidArgument(
         "kv_transfer_params: do_remote_prefill needs an engine started with --kv-transfer-config "
         "kv_role kv_consumer or kv_both");
+  }
+  if (r.return_kv && (connector == nullptr || !connector->config().producer())) {
+    throw InvalidArgument(
+        "kv_transfer_params: return_kv needs an engine started with --kv-transfer-config kv_role "
+        "kv_both (or kv_producer): its transfer port serves the finished turn's KV");
+  }
+  if (r.return_kv && r.do_remote_decode) {
+    throw InvalidArgument(
+        "kv_transfer_params: return_kv is for the engine that decodes; a do_remote_decode "
+        "request's KV is handed off already");
   }
   if (r.params.use_beam_search || r.params.n > 1 || r.params.prompt_logprobs) {
     throw InvalidArgument(

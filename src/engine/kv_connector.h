@@ -18,6 +18,10 @@
 //   fresh device blocks (after any device prefix hit) and counts them computed; before_launch()
 //   copies their bytes in before the step runs, so the step computes only the rest (the last
 //   partial block and the last token).
+//   Bi-directional KV (both engines kv_both): a `return_kv` request's finished turn (prompt and
+//   generated tokens) is exported the same way by export_blocks() on the engine that decoded it,
+//   its hand-off in the final output; the engine that prefills the next turn pulls it with
+//   start_pull() and accept_import() and caches the blocks (engine_kv_return.cc).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -72,6 +76,15 @@ class KVConnector {
   [[nodiscard]] KVTransferParams export_prompt(const std::string& request_id,
                                                std::span<const int32_t> prompt,
                                                std::span<const kv::BlockId> block_table);
+  /// Exports blocks `block_ids` ([token_ids.size() / block_size], full blocks holding
+  /// `token_ids` in order; one executor copy, no step in flight) under `request_id` and returns
+  /// the hand-off. export_prompt's second half; a finished turn's return uses it directly.
+  [[nodiscard]] KVTransferParams export_blocks(const std::string& request_id,
+                                               std::span<const int32_t> token_ids,
+                                               std::span<const kv::BlockId> block_ids);
+  /// The hand-off export_blocks() will return for `block_ids` under `request_id`.
+  [[nodiscard]] KVTransferParams hand_off(const std::string& request_id,
+                                          std::span<const kv::BlockId> block_ids) const;
 
   // ---- Consumer ----
   /// Pulls `remote`'s blocks for request `id`; the result arrives through take_arrivals().
@@ -81,6 +94,15 @@ class KVConnector {
   /// Checks an arrival against the request's prompt: the number of blocks it may load (0 on a
   /// failed pull or a mismatch, with the reason in `why`). Counts bytes, latency and failures.
   [[nodiscard]] int accept(Arrival& arrival, std::span<const int32_t> prompt, std::string& why);
+  /// Bi-directional KV: checks an import's arrival (a finished turn pulled back). The blocks, or
+  /// null with the reason in `why` (a failed pull, or tokens not a whole number of blocks).
+  /// Counts bytes, latency, and imported blocks or failed imports.
+  [[nodiscard]] std::shared_ptr<kv_transfer::ExportedKV> accept_import(Arrival& arrival,
+                                                                       std::string& why);
+  /// Counts blocks a finished turn kept for a pull back (`returned`), and imported blocks placed
+  /// in the prefix cache (`imported`).
+  void count_returned(int64_t blocks) { returned_blocks_ += blocks; }
+  void count_imported(int64_t blocks) { imported_blocks_ += blocks; }
   /// Copies the received blocks the KV cache manager allocated since the last call into the
   /// device (one executor call) and drops what was loaded. Call right before the step launches.
   void before_launch();
@@ -123,6 +145,9 @@ class KVConnector {
   int64_t received_tokens_ = 0;
   int64_t received_bytes_ = 0;
   int64_t failures_ = 0;
+  int64_t returned_blocks_ = 0;  // bi-directional KV: finished turns' blocks kept for a pull
+  int64_t imported_blocks_ = 0;  // ... and blocks pulled back into the prefix cache
+  int64_t import_failures_ = 0;  // ... and imports that failed (nothing cached)
   std::vector<int64_t> latency_counts_;  // [kKVTransferLatencyBuckets.size() + 1]
   double latency_sum_ = 0;
 };
@@ -136,7 +161,8 @@ class KVConnector {
 
 /// Checks a request's kv_transfer_params against the engine's role (InvalidArgument naming
 /// kv_transfer_params; `connector` null: no --kv-transfer-config) and makes a do_remote_decode
-/// request a prefill (max_tokens 1, vLLM's rule).
+/// request a prefill (max_tokens 1, vLLM's rule). return_kv needs the producer's half (a store
+/// and a transfer port: kv_producer or kv_both).
 void check_kv_transfer_request(const KVConnector* connector, EngineRequest& request);
 
 }  // namespace pagoda

@@ -69,6 +69,10 @@ ComputedBlocks KVCacheManager::get_computed_blocks(const KVRequestView& request)
     if (result.host_block_hashes.empty()) {
       if (const std::optional<BlockId> hit = pool_.get_cached_block(hash)) {
         if (pending_.contains(*hit)) break;  // this window's step fills it: not written yet
+        if (const auto imported = imported_.find(*hit);
+            imported != imported_.end() && imported->second == hash) {
+          imported_hits_tokens_ += config_.block_size;
+        }
         result.block_ids.push_back(*hit);
         result.block_hashes.push_back(hash);
         continue;
@@ -281,10 +285,57 @@ std::vector<HostKVCopy> KVCacheManager::take_host_saves() {
       stored_now.erase(it);  // its step never ran: nothing to save
       continue;
     }
+    if (const auto u = unwritten_.find(e.block_id); u != unwritten_.end() && u->second == e.hash)
+      continue;                               // an import whose bytes were never written
     if (host_tier_->touch(e.hash)) continue;  // the tier has this content already
     saves.push_back({e.block_id, e.hash});
   }
+  unwritten_.clear();
   return saves;
+}
+
+ImportedBlocks KVCacheManager::import_blocks(std::span<const TokenId> token_ids,
+                                             std::string_view cache_salt) {
+  ImportedBlocks result;
+  if (!config_.enable_prefix_caching) return result;
+  const int64_t num_blocks = static_cast<int64_t>(token_ids.size()) / config_.block_size;
+  const KVRequestView view{0, token_ids, 0, cache_salt};
+  std::vector<BlockId> chain;  // the chain's blocks so far, each holding one reference
+  std::optional<BlockHash> parent;
+  for (int64_t i = 0; i < num_blocks; ++i) {
+    const BlockHash hash = hash_block(view, i, parent);
+    parent = hash;
+    if (const std::optional<BlockId> hit = pool_.get_cached_block(hash)) {
+      pool_.touch(std::span<const BlockId>(&*hit, 1));
+      chain.push_back(*hit);
+      ++result.num_cached;
+      continue;
+    }
+    if (pool_.num_free_blocks() < 1) break;
+    const BlockId block = pool_.get_new_blocks(1).front();
+    pool_.cache_full_blocks(std::span<const BlockId>(&block, 1),
+                            std::span<const BlockHash>(&hash, 1));
+    chain.push_back(block);
+    result.placed.push_back({static_cast<int>(i), block});
+    imported_.insert_or_assign(block, hash);
+  }
+  // Tail first, as free() does: the chain's head, the most shareable part, is evicted last.
+  const std::vector<BlockId> reversed(chain.rbegin(), chain.rend());
+  pool_.free_blocks(reversed);
+  return result;
+}
+
+void KVCacheManager::uncache_imported(std::span<const ImportedBlock> blocks) {
+  for (const ImportedBlock& b : blocks) {
+    const auto it = imported_.find(b.block);
+    if (it == imported_.end()) continue;
+    if (pool_.block(b.block).block_hash == it->second) {
+      pool_.uncache(b.block);
+      // take_host_saves must not save it.
+      if (host_tier_ != nullptr) unwritten_.insert_or_assign(b.block, it->second);
+    }
+    imported_.erase(it);
+  }
 }
 
 std::vector<HostKVCopy> KVCacheManager::take_host_loads() {

@@ -74,6 +74,20 @@ struct HostKVCopy {
   friend bool operator==(const HostKVCopy&, const HostKVCopy&) = default;
 };
 
+/// A block of KV from another engine that import_blocks() placed: logical block `index` of the
+/// imported chain goes to device block `block`, whose bytes the engine must write.
+struct ImportedBlock {
+  int index = 0;
+  BlockId block = kNullBlockId;
+  friend bool operator==(const ImportedBlock&, const ImportedBlock&) = default;
+};
+
+/// What import_blocks() did with a chain of imported blocks.
+struct ImportedBlocks {
+  std::vector<ImportedBlock> placed;  // the blocks whose bytes the engine must write
+  int num_cached = 0;                 // blocks the device cache held already (kept)
+};
+
 /// A block the model runner must copy before the step runs (copy-on-write of a fork).
 struct BlockCopy {
   BlockId src = kNullBlockId;
@@ -175,6 +189,28 @@ class KVCacheManager {
   /// The host tier's share of the lookups (vLLM's external prefix cache): queries count the
   /// tokens of every lookup while a host tier is attached, hits the tokens found there.
   [[nodiscard]] const PrefixCacheStats& host_cache_stats() const { return host_stats_; }
+  /// Tokens of device prefix hits on blocks that import_blocks() placed (part of
+  /// prefix_cache_stats().hits_tokens): the KV another engine computed.
+  [[nodiscard]] int64_t imported_hits_tokens() const { return imported_hits_tokens_; }
+
+  /// Bi-directional KV: caches KV blocks computed by another engine (a consumer's finished turn)
+  /// so that later prompts starting with the same tokens hit them. `token_ids`
+  /// [num_blocks * block_size] are the tokens the blocks hold, hashed as a request's with
+  /// `cache_salt`. Each block the device cache lacks gets a free block (the least recently used
+  /// cached block is evicted for it), cached under its hash and freed again at once: it is then
+  /// a cached free block like a finished request's, findable until evicted (the chain's tail
+  /// first). Blocks the cache holds are kept, and the chain's blocks are held while the others
+  /// are placed, so that placing block i never evicts block j < i. Stops at the first block
+  /// with no room (the blocks after a missing one can never be hit). Returns the blocks whose
+  /// bytes the caller must write before the next step launches, with no step in flight (their
+  /// hashes are not pending: the next lookup may hit them). Empty with prefix caching off.
+  /// Example (block_size 16, 64 tokens, blocks 0-1 cached as 7 and 3, 5 free blocks): blocks 0-1
+  /// stay, 2-3 get fresh blocks, say 9 and 4: placed [{2, 9}, {3, 4}], num_cached 2.
+  [[nodiscard]] ImportedBlocks import_blocks(std::span<const TokenId> token_ids,
+                                             std::string_view cache_salt);
+  /// Uncaches blocks import_blocks() placed whose bytes could not be written (a failed copy), so
+  /// that no lookup ever hits them; a block reused since is left alone.
+  void uncache_imported(std::span<const ImportedBlock> blocks);
 
   /// The device blocks to copy into the host tier before the next step runs: the cached blocks
   /// the pool evicted since the last call whose hashes the tier lacks (those it has are made its
@@ -219,6 +255,13 @@ class KVCacheManager {
   std::unordered_map<RequestId, RequestBlocks> requests_;
   PrefixCacheStats stats_;
   PrefixCacheStats host_stats_;
+  int64_t imported_hits_tokens_ = 0;
+  // Blocks import_blocks() placed, with the hash they were placed under: a hit on block b is on
+  // imported KV while b is still cached under that hash (a reused block has another).
+  std::unordered_map<BlockId, BlockHash> imported_;
+  // Imported blocks uncached because their bytes were never written: their evictions are not
+  // saved to the host tier (until the next take_host_saves).
+  std::unordered_map<BlockId, BlockHash> unwritten_;
   std::vector<HostKVCopy> pending_loads_;         // host hits allocated since take_host_loads()
   std::vector<ExternalKVLoad> pending_external_;  // external blocks since take_external_loads()
   bool windows_ = false;                          // begin_window() was called: track pending blocks

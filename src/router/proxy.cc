@@ -23,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/logging.h"
+#include "router/kv_return.h"
 #include "router/router_impl.h"
 
 namespace pagoda::router {
@@ -60,6 +61,12 @@ struct Call {
   Strand strand;
   std::optional<beast::tcp_stream> backend;  // this attempt's connection (on the strand)
   bool cancelled = false;                    // the client went away (on the strand)
+  // Bi-directional KV (--bidirectional-kv): the decode engine was asked for the finished turn's
+  // KV; the scanner finds its hand-off in the answer, for the producer that prefilled (if any).
+  bool kv_return = false;
+  KVReturnScanner kv_scanner;
+  std::optional<size_t> producer;
+  std::string cache_salt;  // the client's, for the import's hashes
 };
 
 /// How one attempt ended; `error` says why when it failed. `counted`: the metrics have it.
@@ -80,7 +87,8 @@ Attempt count_end(Call& call, size_t b, Outcome outcome, std::string error = "")
 
 bhttp::request<bhttp::string_body> backend_request(const Call& call,
                                                    const client::Endpoint& endpoint,
-                                                   const std::string& body) {
+                                                   const std::string& body,
+                                                   const std::string* target = nullptr) {
   bhttp::request<bhttp::string_body> req;
   const bhttp::verb verb = bhttp::string_to_verb(call.request.method);
   if (verb == bhttp::verb::unknown) {
@@ -88,7 +96,7 @@ bhttp::request<bhttp::string_body> backend_request(const Call& call,
   } else {
     req.method(verb);
   }
-  req.target(endpoint.base_path + call.request.target);
+  req.target(endpoint.base_path + (target != nullptr ? *target : call.request.target));
   req.version(11);
   req.set(bhttp::field::host, endpoint.host + ":" + endpoint.port);
   req.set(bhttp::field::user_agent, "pagoda-router");
@@ -180,9 +188,11 @@ net::awaitable<Attempt> attempt(Call& call, size_t b) {
     if (whole) {
       body.append(chunk.data(), n);
     } else {
+      if (call.kv_return) call.kv_scanner.feed_stream(std::string_view(chunk.data(), n));
       call.responder->write(chunk.substr(0, n));
     }
   }
+  if (call.kv_return && whole) call.kv_scanner.feed_body(body);
   Attempt result = count_end(call, b, answered);
   if (whole) {
     call.responder->send({status, content_type, std::move(body), {}});
@@ -253,6 +263,10 @@ net::awaitable<std::string> prefill(Call& call) {
   if (body.is_discarded() || !body.is_object() || body.contains("kv_transfer_params")) {
     co_return call.request.body;
   }
+  // Bi-directional KV: the decode engine keeps the finished turn's KV, handed off or not.
+  call.kv_return = router.options.bidirectional_kv;
+  if (const auto salt = body.find("cache_salt"); salt != body.end() && salt->is_string())
+    call.cache_salt = salt->get<std::string>();
   Json p = body;
   p["max_tokens"] = 1;
   if (p.contains("max_completion_tokens")) p["max_completion_tokens"] = 1;
@@ -269,6 +283,7 @@ net::awaitable<std::string> prefill(Call& call) {
       break;
     }
     const size_t b = lease->backend();
+    call.producer = b;
     const size_t index = router.pool.size() + b;  // its metrics index
     RouteDecision decision = lease->decision();
     decision.backend = index;
@@ -298,6 +313,7 @@ net::awaitable<std::string> prefill(Call& call) {
       if (!r.is_discarded() && r.is_object() && r.contains("kv_transfer_params") &&
           r["kv_transfer_params"].is_object()) {
         body["kv_transfer_params"] = r["kv_transfer_params"];
+        if (call.kv_return) body["kv_transfer_params"]["return_kv"] = true;
         router.metrics.count_prefill(true);
         co_return body.dump();
       }
@@ -311,7 +327,66 @@ net::awaitable<std::string> prefill(Call& call) {
   }
   spdlog::warn("router: prefill failed ({}); the decode engine prefills the request itself", why);
   router.metrics.count_prefill(false);
+  if (call.kv_return) {
+    body["kv_transfer_params"] = {{"return_kv", true}};
+    co_return body.dump();
+  }
   co_return call.request.body;
+}
+
+/// Bi-directional KV, after the client has its answer: asks the producer that prefilled the
+/// turn (else the one the prefix policy picks) to import the turn's KV that the decode engine's
+/// answer named, bounded by --prefill-timeout. Any failure only costs the next turn a recompute.
+net::awaitable<void> import_turn(Call& call) {
+  RouterServer::Impl& router = call.router;
+  BackendPool& producers = *router.prefill_pool;
+  const std::optional<std::string>& params = call.kv_scanner.params();
+  if (!params) {
+    router.metrics.count_kv_return(KVReturnOutcome::kNoHandOff);
+    co_return;
+  }
+  std::vector<bool> tried(producers.size(), false);
+  std::unique_ptr<Lease> lease;
+  if (call.producer) {
+    for (size_t i = 0; i < producers.size(); ++i) tried[i] = i != *call.producer;
+    lease = producers.assign(call.hashes, tried);
+  }
+  if (!lease) lease = producers.assign(call.hashes, std::vector<bool>(producers.size(), false));
+  if (!lease) {
+    router.metrics.count_kv_return(KVReturnOutcome::kFailed);
+    co_return;
+  }
+  const size_t b = lease->backend();
+  const client::Endpoint& endpoint = producers.endpoint(b);
+  error_code ec;
+  auto on_error = net::redirect_error(net::use_awaitable, ec);
+  tcp::resolver resolver(call.strand);
+  const auto addresses = co_await resolver.async_resolve(endpoint.host, endpoint.port, on_error);
+  std::string why;
+  int status = 0;
+  if (!ec) {
+    beast::tcp_stream stream(call.strand);
+    stream.expires_after(router.options.prefill_timeout);
+    co_await stream.async_connect(addresses, on_error);
+    static const std::string kTarget = "/v1/kv_transfer/import";
+    auto req = backend_request(call, endpoint, kv_import_body(*params, call.cache_salt), &kTarget);
+    if (!ec) co_await bhttp::async_write(stream, req, on_error);
+    beast::flat_buffer buffer;
+    bhttp::response<bhttp::string_body> res;
+    if (!ec) co_await bhttp::async_read(stream, buffer, res, on_error);
+    if (!ec) {
+      status = static_cast<int>(res.result_int());
+      if (status != 200) why = fmt::format("answered {}: {}", status, res.body().substr(0, 300));
+    }
+  }
+  if (ec) why = ec.message();
+  if (why.empty()) {
+    router.metrics.count_kv_return(KVReturnOutcome::kImported);
+  } else {
+    spdlog::warn("router: importing a finished turn's KV into {} failed ({})", producers.url(b),
+                 why);
+    router.metrics.count_kv_return(KVReturnOutcome::kFailed);
+  }
 }
 
 /// The whole forwarding of one request: attempts on backends until one answers, none is left,
@@ -365,6 +440,8 @@ net::awaitable<void> run(std::shared_ptr<Call> call) {
       router.metrics.count_request(b, result.outcome);
     } else {
       if (!result.counted) (void)count_end(*call, b, result.outcome);
+      lease.reset();  // the decode engine is done with the request
+      if (call->kv_return && result.outcome == Outcome::kSuccess) co_await import_turn(*call);
       co_return;
     }
     tried[b] = true;

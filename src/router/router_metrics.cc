@@ -86,6 +86,12 @@ void RouterMetrics::count_prefill(bool handed_off) {
   ++prefills_[handed_off ? 1 : 0];
 }
 
+void RouterMetrics::count_kv_return(KVReturnOutcome outcome) {
+  std::lock_guard lock(mutex_);
+  kv_return_mode_ = true;
+  ++kv_returns_[static_cast<size_t>(outcome)];
+}
+
 void RouterMetrics::observe_duration(double seconds) {
   std::lock_guard lock(mutex_);
   for (size_t i = 0; i < kDurationBuckets.size(); ++i) {
@@ -162,6 +168,14 @@ std::string RouterMetrics::render(const PoolSnapshot& pool) const {
            "back to a prefill on the decode engine");
     line("pd_prefills_total", "outcome=\"handed_off\"", prefills_[1]);
     line("pd_prefills_total", "outcome=\"fallback\"", prefills_[0]);
+  }
+  if (kv_return_mode_) {
+    header(out, "kv_returns_total", "counter",
+           "Bi-directional KV: finished turns whose KV a producer imported, whose import failed, "
+           "and answers that named no KV");
+    line("kv_returns_total", "outcome=\"imported\"", kv_returns_[0]);
+    line("kv_returns_total", "outcome=\"failed\"", kv_returns_[1]);
+    line("kv_returns_total", "outcome=\"no_hand_off\"", kv_returns_[2]);
   }
   header(out, "request_duration_seconds", "histogram",
          "Seconds from a request's arrival at the router to the end of its answer");

@@ -25,6 +25,13 @@ enum class Outcome {
 inline constexpr size_t kNumOutcomes = 6;
 [[nodiscard]] const char* outcome_name(Outcome outcome);
 
+/// Bi-directional KV (--bidirectional-kv): how the import of a finished turn's KV ended.
+enum class KVReturnOutcome {
+  kImported,   // the producer imported it
+  kFailed,     // no producer, or its import failed
+  kNoHandOff,  // the decode engine's answer named no KV (nothing full to keep)
+};
+
 class RouterMetrics {
  public:
   explicit RouterMetrics(std::vector<std::string> backend_urls);
@@ -39,6 +46,8 @@ class RouterMetrics {
   /// P/D mode (--prefill/--decode): a request's prefill handed its KV off to the decode engine
   /// (`handed_off`), or it was sent to the decode engine to prefill itself (the fallback).
   void count_prefill(bool handed_off);
+  /// Bi-directional KV: a finished turn's import into a producer.
+  void count_kv_return(KVReturnOutcome outcome);
 
   /// The whole /metrics page; the gauges come from `pool`.
   [[nodiscard]] std::string render(const PoolSnapshot& pool) const;
@@ -55,8 +64,10 @@ class RouterMetrics {
   std::vector<uint64_t> duration_buckets_;              // cumulative at render
   uint64_t duration_count_ = 0;
   double duration_sum_ = 0;
-  std::array<uint64_t, 2> prefills_{};  // P/D mode: fallback, handed_off
-  bool pd_mode_ = false;                // a prefill was counted: render the P/D counters
+  std::array<uint64_t, 2> prefills_{};    // P/D mode: fallback, handed_off
+  bool pd_mode_ = false;                  // a prefill was counted: render the P/D counters
+  std::array<uint64_t, 3> kv_returns_{};  // imported, failed, no_hand_off
+  bool kv_return_mode_ = false;           // a return was counted: render its counter
 };
 
 }  // namespace pagoda::router

@@ -26,6 +26,11 @@ struct RouterOptions {
   /// P/D mode: the most a prefill may take (connect to answer) before the request falls back to a
   /// prefill on the decode engine.
   std::chrono::milliseconds prefill_timeout{120000};
+  /// P/D mode, bi-directional KV (--bidirectional-kv; every engine kv_both): the decode engine
+  /// keeps each finished turn's KV (kv_transfer_params return_kv) and, once the client has the
+  /// answer, the producer that prefilled the turn imports it, so that the conversation's next
+  /// turn prefills only its new tokens.
+  bool bidirectional_kv = false;
   /// Required as "Authorization: Bearer <key>" on every route but /health and /metrics; empty:
   /// none. The header is forwarded to the backends either way.
   std::string api_key;

@@ -309,6 +309,21 @@ std::string ServingMetrics::render(const EngineStats& stats) const {
     m.scalar(out, "kv_transfer_pending_blocks", "gauge",
              "KV blocks a producer holds for consumers now.",
              format_value(stats.kv_transfer_pending_blocks));
+    // Bi-directional KV: finished turns' blocks kept for a pull back, and imported ones.
+    m.scalar(out, "kv_transfer_returned_blocks_total", "counter",
+             "KV blocks of finished return_kv turns kept for the engine of the next turn's "
+             "prefill.",
+             format_value(stats.kv_transfer_returned_blocks));
+    m.scalar(out, "kv_transfer_imported_blocks_total", "counter",
+             "KV blocks of finished turns pulled from another engine into the prefix cache.",
+             format_value(stats.kv_transfer_imported_blocks));
+    m.scalar(out, "kv_transfer_import_failures_total", "counter",
+             "KV imports that failed (the next turn recomputes those tokens).",
+             format_value(stats.kv_transfer_import_failures));
+    m.scalar(out, "prefix_cache_imported_hits_total", "counter",
+             "Prefix cache hits on imported KV blocks (finished turns from another engine), in "
+             "terms of number of cached tokens; part of prefix_cache_hits_total.",
+             format_value(stats.prefix_cache_imported_hits_tokens));
   }
   m.scalar(out, "num_preemptions_total", "counter",
            "Cumulative number of preemption from the engine.", format_value(stats.num_preemptions));

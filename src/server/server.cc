@@ -521,6 +521,20 @@ void Server::Impl::add_routes() {
   heavy_route("POST", "/detokenize", [this](http::HttpRequest request, auto responder) {
     responder->send(json_response(openai::detokenize_response(request.body, ctx)));
   });
+  // Bi-directional KV: pulls a finished turn's KV (another engine's return_kv hand-off) into this
+  // engine's prefix cache; answers once the blocks are in (200) or the pull failed (502).
+  route("POST", "/v1/kv_transfer/import", [this](http::HttpRequest request, auto responder) {
+    openai::KVImportRequest parsed = openai::parse_kv_import_request(request.body);
+    engine.import_kv(
+        parsed.params, std::move(parsed.cache_salt), [responder](const KVImportResult& result) {
+          if (!result.error.empty()) {
+            responder->send(
+                api_error_response({502, "", "importing the KV failed: " + result.error, ""}));
+            return;
+          }
+          responder->send(json_response(openai::kv_import_response(result)));
+        });
+  });
   route("GET", "/version", [](http::HttpRequest, auto responder) {
     responder->send(json_response(openai::version_response()));
   });

@@ -167,6 +167,9 @@ std::vector<Json> ChatResponseBuilder::stream_chunks(const RequestOutput& out) {
     for (Json& tail : tool_call_chunks(c, out, finish_reason)) chunks.push_back(std::move(tail));
     chunks.push_back(chunk(out.index, Json::object(), nullptr, std::move(finish_reason),
                            stop_reason_json(out, params_)));
+    // Bi-directional KV: the finished turn's hand-off rides on the chunk that ends it.
+    if (out.kv_transfer_params)
+      chunks.back()["kv_transfer_params"] = kv_transfer_params_json(*out.kv_transfer_params);
   }
   if (return_token_ids_ && !out.token_ids.empty()) {
     // The update's tokens ride on its first chunk; text held back (a possible tool call) still

@@ -194,7 +194,7 @@ CompletionRequest parse_completion_request(std::string_view body_text, const Ser
 
   check_request_size(body, base.params.n, ctx);
   std::vector<Prompt> prompts = read_prompts(body, add_special_tokens, ctx);
-  if ((base.do_remote_decode || base.do_remote_prefill) && prompts.size() != 1) {
+  if ((base.do_remote_decode || base.do_remote_prefill || base.return_kv) && prompts.size() != 1) {
     throw bad_request(
         fmt::format("'kv_transfer_params' is for one prompt; got {} prompts", prompts.size()),
         "kv_transfer_params");

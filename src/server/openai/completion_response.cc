@@ -112,6 +112,9 @@ std::vector<Json> CompletionResponseBuilder::stream_chunks(size_t prompt_index,
   chunk["choices"] =
       Json::array({choice_json(prompt_index * n_ + out.index, delta, /*whole=*/false)});
   if (continuous_usage_) chunk["usage"] = usage_chunk()["usage"];
+  // Bi-directional KV: the finished turn's hand-off rides on the chunk that ends it.
+  if (out.finish_reason && out.kv_transfer_params)
+    chunk["kv_transfer_params"] = kv_transfer_params_json(*out.kv_transfer_params);
   return {std::move(chunk)};
 }
 

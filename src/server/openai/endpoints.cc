@@ -112,6 +112,42 @@ Json detokenize_response(std::string_view body_text, const ServerContext& ctx) {
   return out;
 }
 
+KVImportRequest parse_kv_import_request(std::string_view body_text) {
+  const Json body = parse_json_body(body_text);
+  if (!body.is_object()) throw bad_request("The body must be a JSON object");
+  for (const auto& [key, value] : body.items()) {
+    if (key != "kv_transfer_params" && key != "cache_salt")
+      throw bad_request(fmt::format("Unknown field '{}'", key), key);
+  }
+  if (find_field(body, "kv_transfer_params") == nullptr) {
+    throw bad_request("Field 'kv_transfer_params' is required", "kv_transfer_params");
+  }
+  EngineRequest request;
+  read_kv_transfer_params(body, request);
+  if (!request.do_remote_prefill || request.do_remote_decode || request.return_kv) {
+    throw bad_request(
+        "'kv_transfer_params' must be a finished turn's hand-off: do_remote_prefill true with "
+        "its remote_* keys, no do_remote_decode or return_kv",
+        "kv_transfer_params.do_remote_prefill");
+  }
+  KVImportRequest out;
+  out.params = std::move(request.remote);
+  if (auto salt = get_string(body, "cache_salt", "cache_salt")) {
+    if (salt->empty()) throw bad_request("'cache_salt' must be a non-empty string", "cache_salt");
+    out.cache_salt = std::move(*salt);
+  }
+  return out;
+}
+
+Json kv_import_response(const KVImportResult& result) {
+  Json out = Json::object();
+  out["object"] = "kv_transfer.import";
+  out["num_blocks"] = result.num_blocks;
+  out["imported_blocks"] = result.imported_blocks;
+  out["cached_blocks"] = result.cached_blocks;
+  return out;
+}
+
 Json version_response() {
   Json out = Json::object();
   out["version"] = PAGODA_VERSION;

@@ -1,7 +1,10 @@
 #pragma once
-// The small endpoints: GET /v1/models[/{name}], POST /tokenize, POST /detokenize, GET /version.
+// The small endpoints: GET /v1/models[/{name}], POST /tokenize, POST /detokenize, GET /version,
+// POST /v1/kv_transfer/import.
 #include <string>
 #include <string_view>
+
+#include "engine/engine_core.h"
 
 #include "server/openai/json_body.h"
 #include "server/openai/server_context.h"
@@ -29,5 +32,18 @@ namespace pagoda::openai {
 
 /// GET /version: {"version": "<pagoda version>"}.
 [[nodiscard]] Json version_response();
+
+/// POST /v1/kv_transfer/import (pagoda's, bi-directional KV): {"kv_transfer_params": a
+/// return_kv answer's hand-off (do_remote_prefill true and every remote_* key), "cache_salt":
+/// the conversation's salt (optional, non-empty)}. Unknown keys and wrong types are a 400
+/// naming the field.
+struct KVImportRequest {
+  KVTransferParams params;
+  std::string cache_salt;
+};
+[[nodiscard]] KVImportRequest parse_kv_import_request(std::string_view body);
+/// The answer: {"object": "kv_transfer.import", "num_blocks", "imported_blocks",
+/// "cached_blocks"}.
+[[nodiscard]] Json kv_import_response(const KVImportResult& result);
 
 }  // namespace pagoda::openai

@@ -169,8 +169,9 @@ void read_kv_transfer_params(const Json& body, EngineRequest& request) {
   if (!p->is_object()) throw bad_request("'kv_transfer_params' must be an object", where);
   reject_unknown_keys(*p,
                       {"do_remote_decode", "do_remote_prefill", "remote_engine_id", "remote_host",
-                       "remote_port", "remote_block_ids", "remote_request_id"},
+                       "remote_port", "remote_block_ids", "remote_request_id", "return_kv"},
                       where);
+  request.return_kv = get_bool(*p, "return_kv", where + ".return_kv").value_or(false);
   request.do_remote_decode =
       get_bool(*p, "do_remote_decode", where + ".do_remote_decode").value_or(false);
   request.do_remote_prefill =

@@ -67,10 +67,11 @@ void read_request_extensions(const Json& body, const ServerContext& ctx, EngineR
 /// vLLM's kv_transfer_params (NixlConnector's keys; part of read_request_extensions):
 /// do_remote_decode (a producer's prefill; stream must be false), or do_remote_prefill with
 /// remote_engine_id, remote_host, remote_port, remote_block_ids and remote_request_id (a
-/// consumer's request). Unknown keys and wrong types are a 400 naming the field.
+/// consumer's request); pagoda's return_kv (bi-directional KV: keep the finished turn's KV for
+/// a pull, its hand-off in the answer). Unknown keys and wrong types are a 400 naming the field.
 void read_kv_transfer_params(const Json& body, EngineRequest& request);
-/// A producer's hand-off as the response's kv_transfer_params: what the consumer's request sends
-/// back (do_remote_prefill true).
+/// A producer's (or a return_kv turn's) hand-off as the response's kv_transfer_params: what the
+/// consumer's request (or an import) sends back (do_remote_prefill true).
 [[nodiscard]] Json kv_transfer_params_json(const KVTransferParams& params);
 
 /// vLLM's output extras of both endpoints: return_token_ids (the prompt's and each choice's token
