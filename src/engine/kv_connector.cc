@@ -177,14 +177,18 @@ std::vector<KVConnector::Arrival> KVConnector::take_arrivals() {
   return out;
 }
 
-int KVConnector::accept(Arrival& arrival, std::span<const int32_t> prompt, std::string& why) {
-  kv_transfer::PullResult& r = arrival.result;
+void KVConnector::record_pull(const kv_transfer::PullResult& r) {
   received_bytes_ += r.bytes_received;
   size_t bucket = 0;
   while (bucket < kKVTransferLatencyBuckets.size() && r.seconds > kKVTransferLatencyBuckets[bucket])
     ++bucket;
   ++latency_counts_[bucket];
   latency_sum_ += r.seconds;
+}
+
+int KVConnector::accept(Arrival& arrival, std::span<const int32_t> prompt, std::string& why) {
+  kv_transfer::PullResult& r = arrival.result;
+  record_pull(r);
   if (!r.ok()) {
     why = r.error;
     ++failures_;
@@ -205,12 +209,7 @@ int KVConnector::accept(Arrival& arrival, std::span<const int32_t> prompt, std::
 std::shared_ptr<kv_transfer::ExportedKV> KVConnector::accept_import(Arrival& arrival,
                                                                     std::string& why) {
   kv_transfer::PullResult& r = arrival.result;
-  received_bytes_ += r.bytes_received;
-  size_t bucket = 0;
-  while (bucket < kKVTransferLatencyBuckets.size() && r.seconds > kKVTransferLatencyBuckets[bucket])
-    ++bucket;
-  ++latency_counts_[bucket];
-  latency_sum_ += r.seconds;
+  record_pull(r);
   if (!r.ok()) {
     why = r.error;
     ++import_failures_;

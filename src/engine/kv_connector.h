@@ -124,6 +124,8 @@ class KVConnector {
   [[nodiscard]] int num_received() const { return static_cast<int>(received_.size()); }
 
  private:
+  /// Counts a finished pull (an admission's or an import's): bytes and the latency histogram.
+  void record_pull(const kv_transfer::PullResult& r);
   KVTransferConfig config_;
   KVLayoutInfo layout_;
   uint64_t fingerprint_ = 0;
