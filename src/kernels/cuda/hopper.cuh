@@ -184,10 +184,10 @@ inline constexpr bool kIsBf16<__nv_bfloat16> = true;
 #define PAGODA_WGMMA_D32                                                                       \
   "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, " \
   "%20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
-#define PAGODA_WGMMA_D64                                                                        \
-  PAGODA_WGMMA_D32                                                                              \
-      ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, " \
-      "%49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+#define PAGODA_WGMMA_D64                                                                    \
+  PAGODA_WGMMA_D32                                                                          \
+  ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, " \
+  "%49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
 #define PAGODA_WGMMA_DN64 PAGODA_WGMMA_D32  // m64nN: N / 2 accumulators per thread
 #define PAGODA_WGMMA_DN128 PAGODA_WGMMA_D64
 #define PAGODA_WGMMA_OPS32(d)                                                                     \
