@@ -199,4 +199,25 @@ inline void print_speculation(const char* what, const EngineStats& s, int64_t pl
       static_cast<long long>(s.num_steps), static_cast<long long>(plain_steps));
 }
 
+/// A prompt of n ids from the small test vocabulary: 1, then a seeded walk over 3..502 (the KV
+/// transfer and host-tier tests: distinct seeds give prompts that share only the first token).
+inline std::vector<int32_t> prompt_of(int n, int32_t seed) {
+  std::vector<int32_t> p{1};
+  for (int i = 1; i < n; ++i) p.push_back(3 + (seed * 131 + i * 17) % 500);
+  return p;
+}
+
+/// A KV transport by name, with the UCX transports to use when it is "ucx": the parameter of the
+/// P/D suites, which run over each of kv_transports().
+struct KVTransport {
+  const char* name;
+  const char* ucx_tls;
+};
+inline auto kv_transports() {
+  return ::testing::Values(KVTransport{"tcp", ""}, KVTransport{"ucx", "tcp"});
+}
+inline std::string kv_transport_name(const ::testing::TestParamInfo<KVTransport>& info) {
+  return info.param.name;
+}
+
 }  // namespace pagoda::engine_test

@@ -15,17 +15,12 @@ namespace {
 
 using engine_test::greedy;
 using engine_test::make_workload;
+using engine_test::prompt_of;
 using engine_test::small_engine;
 
 // stories260K's KV: 5 layers x 4 KV heads x head_dim 8 x (K, V) x fp32 = 1,280 bytes per token,
 // 20,480 per block of 16 tokens.
 constexpr int64_t kBlockBytes = 20480;
-
-std::vector<int32_t> prompt_of(int n, int32_t seed) {
-  std::vector<int32_t> p{1};
-  for (int i = 1; i < n; ++i) p.push_back(3 + (seed * 131 + i * 17) % 500);
-  return p;
-}
 
 CompletionOutput run(EngineCore& engine, const std::vector<int32_t>& prompt) {
   EngineRequest r;

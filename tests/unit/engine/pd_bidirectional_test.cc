@@ -19,22 +19,13 @@ namespace pagoda {
 namespace {
 
 using engine_test::greedy;
+using engine_test::KVTransport;
+using engine_test::prompt_of;
 using engine_test::small_engine;
 
 constexpr int kGenerated = 30;
 
-std::vector<int32_t> prompt_of(int n, int32_t seed) {
-  std::vector<int32_t> p{1};
-  for (int i = 1; i < n; ++i) p.push_back(3 + (seed * 131 + i * 17) % 500);
-  return p;
-}
-
-struct Transport {
-  const char* name;
-  const char* ucx_tls;
-};
-
-class PDBidirectional : public ::testing::TestWithParam<Transport> {
+class PDBidirectional : public ::testing::TestWithParam<KVTransport> {
  protected:
   EngineArgs engine(const std::string& backend = "uni", int keep_timeout_ms = 120000) const {
     EngineArgs args = small_engine();
@@ -255,11 +246,8 @@ TEST_P(PDBidirectional, RolesAndFieldsAreChecked) {
   EXPECT_THROW(uncached.import_kv(p, "", [](KVImportResult) {}), InvalidArgument);
 }
 
-const auto kTransports = ::testing::Values(Transport{"tcp", ""}, Transport{"ucx", "tcp"});
-INSTANTIATE_TEST_SUITE_P(Transports, PDBidirectional, kTransports,
-                         [](const ::testing::TestParamInfo<Transport>& info) {
-                           return std::string(info.param.name);
-                         });
+INSTANTIATE_TEST_SUITE_P(Transports, PDBidirectional, engine_test::kv_transports(),
+                         engine_test::kv_transport_name);
 
 }  // namespace
 }  // namespace pagoda

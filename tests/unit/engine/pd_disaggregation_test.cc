@@ -31,24 +31,14 @@ namespace pagoda {
 namespace {
 
 using engine_test::greedy;
+using engine_test::KVTransport;
+using engine_test::prompt_of;
 using engine_test::small_engine;
 
-std::vector<int32_t> prompt_of(int n, int32_t seed) {
-  std::vector<int32_t> p{1};
-  for (int i = 1; i < n; ++i) p.push_back(3 + (seed * 131 + i * 17) % 500);
-  return p;
-}
-
-/// A transport by name, with the UCX transports to use when it is "ucx".
-struct Transport {
-  const char* name;
-  const char* ucx_tls;
-};
-
 /// Every test runs over each transport; pd_engine() and the helpers below use the current one.
-class PDDisaggregation : public ::testing::TestWithParam<Transport> {};
+class PDDisaggregation : public ::testing::TestWithParam<KVTransport> {};
 
-const Transport& transport() { return PDDisaggregation::GetParam(); }
+const KVTransport& transport() { return PDDisaggregation::GetParam(); }
 bool over_tcp() { return std::string(transport().name) == "tcp"; }
 
 EngineArgs pd_engine(const std::string& role, int block_size = 16, int pull_timeout_ms = 30000,
@@ -432,12 +422,10 @@ TEST_P(PDDisaggregation, RequestsMustMatchTheRole) {
   EXPECT_THROW(EngineCore{scales}, InvalidArgument);
 }
 
-const auto kTransports = ::testing::Values(Transport{"tcp", ""}, Transport{"ucx", "tcp"});
-const auto kTransportName = [](const ::testing::TestParamInfo<Transport>& info) {
-  return std::string(info.param.name);
-};
-INSTANTIATE_TEST_SUITE_P(Transports, PDDisaggregation, kTransports, kTransportName);
-INSTANTIATE_TEST_SUITE_P(Transports, PDFaults, kTransports, kTransportName);
+INSTANTIATE_TEST_SUITE_P(Transports, PDDisaggregation, engine_test::kv_transports(),
+                         engine_test::kv_transport_name);
+INSTANTIATE_TEST_SUITE_P(Transports, PDFaults, engine_test::kv_transports(),
+                         engine_test::kv_transport_name);
 
 }  // namespace
 }  // namespace pagoda
