@@ -81,7 +81,7 @@ TEST(CudaPagedAttention, LongContextsSplitKv) {
 
 // Prefills long enough for many 128-key tiles of the Hopper kernel (and the FlashAttention-2
 // kernel's 128-row items, kWideTilesFa2): whole prompts, a chunk after a cached prefix, windows,
-// block sizes 16 to 128, GQA 1 / 4 / 8.
+// block sizes 16 to 128, GQA 1 / 4 / 7 / 8.
 TEST(CudaPagedAttention, LongPrefillsMatchCpu) {
   REQUIRE_GPU();
   ThreadPool pool(16);
@@ -99,6 +99,8 @@ TEST(CudaPagedAttention, LongPrefillsMatchCpu) {
       run_case(Case{DType::kBF16, 128, 32, 8, bs, window, batches[b], b == 2}, seed++, pool, sms);
       run_case(Case{DType::kF16, 64, 8, 8, bs, window, batches[b], false}, seed++, pool, sms);
       run_case(Case{DType::kBF16, 128, 32, 4, bs, 0, batches[b], false}, seed++, pool, sms);
+      // GQA 7 (Qwen2.5-7B's 28 / 4): items of 18 tokens, 126 of the 128 rows.
+      run_case(Case{DType::kBF16, 128, 28, 4, bs, 0, batches[b], false}, seed++, pool, sms);
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
