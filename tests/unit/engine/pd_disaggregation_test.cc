@@ -22,6 +22,7 @@
 #include <future>
 #include <thread>
 
+#include "../kv_transfer/ucx_fake_consumer.h"
 #include "../kv_transfer/ucx_fake_producer.h"
 #include "core/status.h"
 #include "engine_test_util.h"
@@ -314,35 +315,42 @@ TEST_P(PDFaults, TheProducerDiesMidTransfer) {
   server.join();
 }
 
-// A consumer that dies after the producer accepted its pull (it reads the reply header and closes
-// the connection before the blocks): the producer survives the broken send, keeps no block of that
-// export (a pull takes the entry once), and serves the next request's pull in full.
+// A consumer that dies after the producer accepted its pull (it reads the reply and is gone before
+// the blocks: over TCP it closes the connection, over UCX its endpoint and worker vanish without
+// the done message): the producer survives, keeps no block of that export (a pull takes the entry
+// once), and serves the next request's pull in full.
 TEST_P(PDFaults, AConsumerThatDiesAfterThePullIsAcceptedLeaksNothing) {
-  if (!over_tcp()) GTEST_SKIP() << "a raw consumer speaks the TCP wire only (kv_transfer/wire.h)";
   EngineCore producer(pd_engine("kv_producer"));
   const KVTransferParams first = *run_producer(producer, prompt_of(70, 13)).params;
   EXPECT_GT(producer.stats().kv_transfer_pending_blocks, 0);
-
-  const int c = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(static_cast<uint16_t>(first.remote_port));
-  ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  kv_transfer::PullHeader h;
-  h.fingerprint = producer.kv_transfer_fingerprint();
-  h.id_len = static_cast<uint32_t>(first.remote_request_id.size());
-  ASSERT_EQ(::write(c, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
-  ASSERT_EQ(::write(c, first.remote_request_id.data(), h.id_len), static_cast<ssize_t>(h.id_len));
-  kv_transfer::ReplyHeader reply;
-  size_t got = 0;
-  while (got < sizeof(reply)) {
-    const ssize_t n = ::read(c, reinterpret_cast<char*>(&reply) + got, sizeof(reply) - got);
-    ASSERT_GT(n, 0) << "the producer closed before its reply";
-    got += static_cast<size_t>(n);
+  if (over_tcp()) {
+    const int c = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(static_cast<uint16_t>(first.remote_port));
+    ASSERT_EQ(::connect(c, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    kv_transfer::PullHeader h;
+    h.fingerprint = producer.kv_transfer_fingerprint();
+    h.id_len = static_cast<uint32_t>(first.remote_request_id.size());
+    ASSERT_EQ(::write(c, &h, sizeof(h)), static_cast<ssize_t>(sizeof(h)));
+    ASSERT_EQ(::write(c, first.remote_request_id.data(), h.id_len), static_cast<ssize_t>(h.id_len));
+    kv_transfer::ReplyHeader reply;
+    size_t got = 0;
+    while (got < sizeof(reply)) {
+      const ssize_t n = ::read(c, reinterpret_cast<char*>(&reply) + got, sizeof(reply) - got);
+      ASSERT_GT(n, 0) << "the producer closed before its reply";
+      got += static_cast<size_t>(n);
+    }
+    EXPECT_EQ(reply.status, static_cast<uint32_t>(kv_transfer::ReplyStatus::kOk));
+    ::close(c);  // gone before the token ids, checksums and blocks
+  } else {
+    kv_transfer::testing::UcxFakeConsumer fake(transport().ucx_tls);
+    EXPECT_EQ(fake.pull_and_await_reply(first.remote_port, producer.kv_transfer_fingerprint(),
+                                        first.remote_request_id),
+              static_cast<uint32_t>(kv_transfer::ReplyStatus::kOk));
+    fake.kill();  // gone before its get of the blocks and its done message
   }
-  EXPECT_EQ(reply.status, static_cast<uint32_t>(kv_transfer::ReplyStatus::kOk));
-  ::close(c);  // gone before the token ids, checksums and blocks
 
   // The export was taken by the pull: nothing stays pending. (The wait ends as soon as the
   // producer has handled the pull; the bound only keeps a broken producer from hanging the test.)
