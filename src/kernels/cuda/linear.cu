@@ -11,15 +11,11 @@
 #include <tuple>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cublaslt_util.h"
 #include "kernels/cuda/linear.h"
 
 namespace pagoda::cuda {
 namespace {
-
-cudaError_t from_cublas(cublasStatus_t s) {
-  if (s == CUBLAS_STATUS_SUCCESS) return cudaSuccess;
-  return s == CUBLAS_STATUS_NOT_SUPPORTED ? cudaErrorNotSupported : cudaErrorUnknown;
-}
 
 // Owns the cuBLASLt descriptors of one call.
 struct LtDescs {
@@ -34,12 +30,6 @@ struct LtDescs {
     if (op) cublasLtMatmulDescDestroy(op);
   }
 };
-
-#define PAGODA_LT(call)                                                \
-  do {                                                                 \
-    const cublasStatus_t status_ = (call);                             \
-    if (status_ != CUBLAS_STATUS_SUCCESS) return from_cublas(status_); \
-  } while (0)
 
 /// One shape's descriptors and the algorithm the heuristic chose for it.
 struct LtPlan {
@@ -160,7 +150,8 @@ cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t k, int64_t n, c
 
 cudaError_t blas_context_create(BlasContext* ctx, size_t workspace_bytes) {
   *ctx = BlasContext{};
-  if (const cudaError_t e = from_cublas(cublasLtCreate(&ctx->handle)); e != cudaSuccess) return e;
+  if (const cudaError_t e = lt::from_cublas(cublasLtCreate(&ctx->handle)); e != cudaSuccess)
+    return e;
   if (workspace_bytes > 0) {
     if (const cudaError_t e = cudaMalloc(&ctx->workspace, workspace_bytes); e != cudaSuccess) {
       cublasLtDestroy(ctx->handle);

@@ -17,21 +17,11 @@
 #include <tuple>
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cuda/cublaslt_util.h"
 #include "kernels/cuda/linear_int8.h"
 
 namespace pagoda::cuda {
 namespace {
-
-cudaError_t from_cublas(cublasStatus_t s) {
-  if (s == CUBLAS_STATUS_SUCCESS) return cudaSuccess;
-  return s == CUBLAS_STATUS_NOT_SUPPORTED ? cudaErrorNotSupported : cudaErrorUnknown;
-}
-
-#define PAGODA_LT(call)                                                \
-  do {                                                                 \
-    const cublasStatus_t status_ = (call);                             \
-    if (status_ != CUBLAS_STATUS_SUCCESS) return from_cublas(status_); \
-  } while (0)
 
 struct Int8Plan {
   cublasLtMatmulDesc_t op = nullptr;
@@ -57,21 +47,9 @@ cudaError_t make_plan(const BlasContext& ctx, int64_t m, int64_t n, int64_t k, I
   PAGODA_LT(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8I, u(k), u(n), k));
   PAGODA_LT(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8I, u(k), u(m), k));
   PAGODA_LT(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_32I, u(n), u(m), n));
-  cublasLtMatmulPreference_t pref = nullptr;
-  PAGODA_LT(cublasLtMatmulPreferenceCreate(&pref));
-  const uint64_t ws = ctx.workspace_bytes;
-  cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  if (s == CUBLAS_STATUS_SUCCESS) {
-    s = cublasLtMatmulAlgoGetHeuristic(ctx.handle, plan->op, plan->a, plan->b, plan->d, plan->d,
-                                       pref, 1, &result, &found);
-  }
-  cublasLtMatmulPreferenceDestroy(pref);
-  // An unsupported layout is "no algorithm" to the caller, whatever status says.
-  if (s != CUBLAS_STATUS_SUCCESS || found == 0) return cudaErrorNotSupported;
-  plan->algo = result.algo;
+  if (const cudaError_t e = lt::first_algo(ctx, plan->op, plan->a, plan->b, plan->d, &plan->algo);
+      e != cudaSuccess)
+    return e;
   plan->ready = true;
   return cudaSuccess;
 }
