@@ -15,3 +15,22 @@ export PKG_CONFIG_PATH=$deps/lib/pkgconfig LD_LIBRARY_PATH=$deps/lib
 flags=(-G Ninja -DCMAKE_BUILD_TYPE=Release -DPAGODA_CUDA=ON -DPAGODA_ONEDNN=OFF
        -DPAGODA_BUILD_TESTS=ON -DPAGODA_BUILD_BENCH=ON -DCMAKE_INCLUDE_PATH="$deps/include"
        -DCMAKE_LIBRARY_PATH="$deps/lib")
+
+# The quantized-format scripts' start (fp8_bench.sh, w4_bench.sh, int8_bench.sh): the GPU line and
+# a Release build of the given targets into $build (/tmp/build-cuda), logged to $out/build.log;
+# on a failed build the errors are printed and the calling script exits. Needs `out` and `start`.
+#   device_build SCRIPT_NAME TARGET...
+device_build() {
+  local name=$1
+  shift
+  build=/tmp/build-cuda
+  nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader |
+    tee "$out/build.log"
+  if ! cmake -S . -B "$build" "${flags[@]}" >>"$out/build.log" 2>&1 ||
+     ! ninja -C "$build" -j "$(nproc)" "$@" >>"$out/build.log" 2>&1; then
+    grep -E "error|Error" "$out/build.log" | head -30
+    echo "$name: FAIL: build (see build.log)"
+    exit 1
+  fi
+  echo "build: $(( $(date +%s) - start )) s"
+}

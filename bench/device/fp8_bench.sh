@@ -20,16 +20,7 @@ for a in "$@"; do
 done
 start=$(date +%s)
 source bench/device/device_env.sh
-nvidia-smi --query-gpu=name,driver_version,memory.used,memory.total --format=csv,noheader | tee "$out/build.log"
-build=/tmp/build-cuda
-if ! cmake -S . -B "$build" "${flags[@]}" >>"$out/build.log" 2>&1 ||
-   ! ninja -C "$build" -j "$(nproc)" kernels_cuda_test golden_gpu_test bench_decode \
-     >>"$out/build.log" 2>&1; then
-  grep -E "error|Error" "$out/build.log" | head -30
-  echo "fp8_bench.sh: FAIL: build (see build.log)"
-  exit 1
-fi
-echo "build: $(( $(date +%s) - start )) s"
+device_build fp8_bench.sh kernels_cuda_test golden_gpu_test bench_decode
 
 if [ $tests -eq 1 ]; then
   timeout 240 "$build/tests/kernel/cuda/kernels_cuda_test" --gtest_filter='CudaFp8.*' \
