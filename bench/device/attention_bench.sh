@@ -9,7 +9,8 @@
 #                                   [--profile NAME] [--ttft]
 #
 # --profile NAME: Nsight Compute's speed-of-light, warp-state and instruction sections for one Hopper launch of the case
-# NAME, and the kernel's SASS ($OUT/hopper.sass.gz). --ttft: also builds pagoda and times one
+# NAME, the kernel's SASS ($OUT/hopper.sass.gz) and its per-instruction stall samples
+# ($OUT/source.csv.gz). --ttft: also builds pagoda and times one
 # prompt of 8k, 32k and 120k tokens (Llama-3.1-8B shape, dummy weights, --max-model-len 131072,
 # one output token: `pagoda bench throughput`'s elapsed time is the time to first token without
 # HTTP) with the FlashAttention-2 kernel (PAGODA_DISABLE_HOPPER_ATTENTION=1) and the Hopper one.
@@ -54,6 +55,13 @@ if [ -n "$profile" ]; then
     --launch-skip 2 --launch-count 1 $build/bench/kernels_cuda/bench_kernels_cuda attention \
     "$profile" >"$out/ncu.txt" 2>&1
   grep -E "Duration|Throughput|Stall|Warp Cycles Per|Issued Ipc|Executed Ipc|Pipe|SM Busy" "$out/ncu.txt" | head -40
+  # Per-instruction warp-state samples (SourceCounters), as CSV over the SASS: $OUT/source.csv.gz.
+  timeout 240 ncu --clock-control none --section SourceCounters --section WarpStateStats \
+    -k regex:hopper_prefill --launch-skip 2 --launch-count 1 -f -o /tmp/hopper_source \
+    $build/bench/kernels_cuda/bench_kernels_cuda attention "$profile" >/dev/null 2>&1 &&
+    ncu -i /tmp/hopper_source.ncu-rep --page source --csv --print-source sass 2>&1 |
+    gzip >"$out/source.csv.gz"
+  echo "source page: $(zcat "$out/source.csv.gz" 2>/dev/null | wc -l) lines"
 fi
 if [ $ttft -eq 1 ]; then
   for len in 8192 32768 120000; do

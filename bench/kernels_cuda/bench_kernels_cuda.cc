@@ -394,6 +394,8 @@ void bench_attention(const AttnCase& c, int num_sms, bool hopper = true) {
   AttentionLimits limits{tokens, 1 << 20, 8192, d};
   AttentionPlanInput in{qsl.data(), lens.data(), c.num_seqs, heads, kvh, num_sms, c.min_split_keys};
   in.sliding_window = c.window;
+  in.hopper_prefill =
+      hopper && hopper_prefill_available({num_blocks, bs, kvh, d}, DType::kBF16, DType::kBF16, 0);
   AttentionPlan plan;
   CHECK_CUDA(plan_paged_attention(in, limits, &plan));
   void* ws = nullptr;

@@ -60,11 +60,9 @@ inline const QuantFixture kQuantFixtures[] = {
     // group_size -1: one group of all inputs, 128 or 256 (down_proj).
     {"gptq-channel", "gptq 4-bit group 128 sym (6 projections), gptq 4-bit group 256 sym (2", false,
      true},
-    // Written with an act-order permutation per source; AutoGPTQ's q, k, v (and gate, up) share
-    // one (the same input, the same Hessian), and the GPU runs one per fused projection, so it
-    // refuses this fixture naming g_idx. The tool now shares them: regenerate, then expect true.
-    {"gptq-g64-desc-act", "gptq 4-bit group 64 sym act-order (8 projections)", false, false,
-     "g_idx' differs from"},
+    // Act-order: one random permutation per input, shared by q, k, v (and gate, up) as AutoGPTQ's
+    // are (the same input, the same Hessian); the GPU applies it per fused projection.
+    {"gptq-g64-desc-act", "gptq 4-bit group 64 sym act-order (8 projections)", false, true},
     {"gptq-8bit-sidefile", "gptq 8-bit group 128 asym (8 projections)", false, false},
     {"awq-g64", "awq 4-bit group 64 (8 projections)", false, true},
     {"modelopt-nvfp4", "nvfp4 (modelopt_fp4) 4-bit group 16 (8 projections)", false, false},

@@ -102,7 +102,10 @@ int item_slots(const Tile& tile, int prefill_rows) {
 
 /// Rows of the plan's prefill items: 128 (each K/V fragment feeds two mma tiles per warp) when the
 /// batch makes enough such items to give every SM kBlocksPerSm of them, else 64, which doubles the
-/// blocks of a small batch (one 512-token prompt: 128 items of 128 rows on 132 SMs).
+/// blocks of a small batch (one 512-token prompt: 128 items of 128 rows on 132 SMs). With the
+/// Hopper kernel (in.hopper_prefill: one persistent block per SM, about twice the FlashAttention-2
+/// kernel's rate) 128 rows down to half a wave of items (66 on 132 SMs): one 512-token prompt of
+/// 8 kv heads and GQA 4 is then 16 x 8 = 128 Hopper items instead of 256 split-free 64-row ones.
 int choose_prefill_rows(const AttentionPlanInput& in, int group) {
   if (group > kAttentionSmallTileRows) return kAttentionTileRows;
   if (in.prefill_rows == kAttentionTileRows || in.prefill_rows == kAttentionSmallTileRows)
@@ -114,9 +117,9 @@ int choose_prefill_rows(const AttentionPlanInput& in, int group) {
     if (n * group > kDecodeRows) items += (n + tokens - 1) / tokens;
   }
   items *= in.num_kv_heads;
-  return items >= static_cast<int64_t>(std::max(1, in.num_sms)) * kBlocksPerSm
-             ? kAttentionTileRows
-             : kAttentionSmallTileRows;
+  const int64_t sms = std::max(1, in.num_sms);
+  if (in.hopper_prefill && 2 * items >= sms) return kAttentionTileRows;
+  return items >= sms * kBlocksPerSm ? kAttentionTileRows : kAttentionSmallTileRows;
 }
 
 // Partial-result slots the workspace really holds: none for a shape of the general kernel.
@@ -174,6 +177,10 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
   const int64_t target = static_cast<int64_t>(std::max(1, in.num_sms)) * kBlocksPerSm;
   int64_t want_splits =
       base_items > 0 && base_items < target ? (target + base_items - 1) / base_items : 1;
+  // The Hopper kernel takes no split items: its 128-row prefill items keep their whole key range
+  // (choose_prefill_rows chose them only when they make half a wave or more).
+  const bool whole_prefill =
+      in.hopper_prefill && in.prefill_rows == 0 && plan->prefill_rows == kAttentionTileRows;
   const bool all_decode = !tiles.empty() && std::all_of(tiles.begin(), tiles.end(),
                                                         [](const Tile& t) { return t.decode; });
   if (all_decode) want_splits = decode_splits(in, limits.head_dim, base_items, tiles);
@@ -187,6 +194,7 @@ cudaError_t plan_paged_attention(const AttentionPlanInput& in, const AttentionLi
     const int keys = tile_keys(in, tiles[i]).count();
     int n = static_cast<int>(
         std::min<int64_t>({want_splits, (keys + min_keys - 1) / min_keys, kAttentionMaxSplits}));
+    if (whole_prefill && !tiles[i].decode) n = 1;
     n = std::max(n, 1);
     int c = (keys + n - 1) / n;
     c = (c + kKeyTile - 1) / kKeyTile * kKeyTile;

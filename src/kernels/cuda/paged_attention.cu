@@ -47,4 +47,21 @@ cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionP
              : attention::launch_prefill(args, plan.prefill_grid, stream);
 }
 
+bool hopper_prefill_available(const KVCacheLayout& layout, DType dtype, DType kv_dtype,
+                              float softcap) {
+#ifdef PAGODA_HOPPER_ATTENTION
+  PagedAttentionParams p{};
+  p.layout = layout;
+  p.dtype = dtype;
+  p.kv_dtype = kv_dtype;
+  p.softcap = softcap;
+  static const int16_t aligned[8] = {};
+  p.key_cache = p.value_cache = aligned;  // the pointers' alignment is the launch's to check
+  return attention::hopper_prefill_supports(p);
+#else
+  (void)layout, (void)dtype, (void)kv_dtype, (void)softcap;
+  return false;
+#endif
+}
+
 }  // namespace pagoda::cuda

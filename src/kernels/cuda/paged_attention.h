@@ -144,6 +144,10 @@ struct AttentionPlanInput {
   // Rows of the prefill items: 0 lets the plan choose (choose_prefill_rows); tests force
   // kAttentionTileRows or kAttentionSmallTileRows to reach both kernels with small batches.
   int prefill_rows = 0;
+  // The launches may run the Hopper prefill kernel (hopper_prefill_available for the model's
+  // shape, PagedAttentionParams::hopper set): 128-row unsplit items are then kept down to half a
+  // wave of them, where the FlashAttention-2 kernel needs two waves or splits.
+  bool hopper_prefill = false;
 };
 
 /// The work partition of one step. Decode items (a sequence whose query rows fit in 16: decode,
@@ -179,6 +183,13 @@ cudaError_t upload_attention_plan(const AttentionPlan& plan, const AttentionLimi
 /// paged_attention_general instead, which needs neither the plan nor the workspace.
 cudaError_t paged_attention(const PagedAttentionParams& params, const AttentionPlan& plan,
                             const AttentionLimits& limits, void* workspace, cudaStream_t stream);
+
+/// Whether paged_attention can run the Hopper prefill kernel for this shape on the current device
+/// (a build with the sm_90a kernel, compute capability 9.0, head dim 64/128, a block size dividing
+/// 128, a bf16/f16 cache of the query's dtype, no soft-capping). Tells the plan
+/// (AttentionPlanInput::hopper_prefill); the launch checks again, with the cache pointers.
+[[nodiscard]] bool hopper_prefill_available(const KVCacheLayout& layout, DType dtype,
+                                            DType kv_dtype, float softcap);
 
 /// The general kernel alone (for tests): one warp per (token, head), keys streamed from the paged
 /// cache, fp32 online softmax. Any head_dim in [1, kGeneralAttentionMaxHeadDim], any block_size >=

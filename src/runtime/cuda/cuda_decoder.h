@@ -173,6 +173,7 @@ class CudaDecoderModel final : public Model {
   float embed_scale_ = 1.0f;
   cuda::KVCacheLayout layout_;
   int block_size_ = 0;
+  bool hopper_prefill_ = false;  // AttentionPlanInput::hopper_prefill of this cache's plans
   std::vector<DeviceBuffer> keys_, values_;  // per layer, KVCacheLayout
   // A code cache's scales: [layers, 2] fp32, (k, v) of layer l at 2 l (empty: no code cache).
   DeviceBuffer kv_scales_;

@@ -245,6 +245,12 @@ void CudaDecoderModel::init_kv_cache(int64_t num_blocks, int block_size) {
   }
   layout_ = cuda::KVCacheLayout{num_blocks, block_size, kv_spec_.num_kv_heads, kv_spec_.head_dim};
   block_size_ = block_size;
+  // Plans keep 128-row unsplit prefill items for the Hopper kernel when every layer can run it.
+  hopper_prefill_ = options_.hopper_attention;
+  for (const auto& layer : def_.layers)
+    hopper_prefill_ =
+        hopper_prefill_ &&
+        cuda::hopper_prefill_available(layout_, dtype_, kv_spec_.dtype, layer.attention.softcap);
   const auto block_bytes = static_cast<size_t>(kv_spec_.layer_block_bytes(block_size));
   // The null block (0) is zeroed: padded graph rows and the warm-up read it, and zeros keep their
   // (discarded) logits finite.
@@ -487,6 +493,7 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
                                       options_.attention_min_split_keys};
   // One plan serves every layer: it may cut splits to the window only if every layer has it.
   plan_input.sliding_window = c.common_window();
+  plan_input.hopper_prefill = hopper_prefill_;
   for (;;) {
     const cudaError_t err = limits_.max_tokens >= T
                                 ? cuda::plan_paged_attention(plan_input, limits_, &plan)

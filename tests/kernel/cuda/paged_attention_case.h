@@ -203,6 +203,10 @@ inline void run_case(const Case& c, uint32_t seed, ThreadPool& pool, int num_sms
         v == Variant::kWideTiles || v == Variant::kWideTilesFa2 || v == Variant::kWideFineSplits;
     gp.hopper = v != Variant::kWideTilesFa2;
     in.prefill_rows = wide ? kAttentionTileRows : 0;
+    // The planned variants plan as the model does (128-row unsplit items for the Hopper kernel
+    // where it runs); the split variants keep the FlashAttention-2 plan's small-batch splits.
+    in.hopper_prefill = (v == Variant::kPlanned || v == Variant::kPaddedGrid) &&
+                        hopper_prefill_available(gp.layout, gp.dtype, gp.kv_dtype, gp.softcap);
     AttentionPlan plan;
     CUDA_OK(plan_paged_attention(in, limits, &plan));
     if (v == Variant::kNoSplit) {

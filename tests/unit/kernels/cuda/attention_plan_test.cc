@@ -184,6 +184,51 @@ TEST(AttentionPlan, PrefillRowsAndCausalSplits) {
   }
 }
 
+// With the Hopper kernel (hopper_prefill) the plan keeps 128-row items, unsplit, down to half a
+// wave of them (66 on 132 SMs); below that it plans as the FlashAttention-2 kernel wants (64 rows,
+// splits), and decode items in the same step still split.
+TEST(AttentionPlan, HopperPrefillKeepsWholeWideItems) {
+  struct Case {
+    int seqs, len;
+    bool decode;  // one more sequence decoding (1 token after 4,096 cached)
+    int rows;
+    bool split;  // some prefill item split
+  };
+  const Case cases[] = {
+      {1, 512, false, 128, false},   // 16 x 8 = 128 items
+      {1, 512, true, 128, false},    // the decode sequence's items split, not the prefill's
+      {1, 288, false, 128, false},   // 9 x 8 = 72 items: more than half a wave
+      {1, 256, false, 64, true},     // 64 items: the FlashAttention-2 plan (64 rows, split)
+      {4, 2048, false, 128, false},  // 2,048 items
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "B" << c.seqs << " x " << c.len << (c.decode ? " + decode" : ""));
+    std::vector<int32_t> qsl, lens(static_cast<size_t>(c.seqs), c.len);
+    for (int s = 0; s <= c.seqs; ++s) qsl.push_back(s * c.len);
+    if (c.decode) {
+      qsl.push_back(qsl.back() + 1);
+      lens.push_back(4097);
+    }
+    const int seqs = static_cast<int>(lens.size());
+    AttentionPlanInput in{qsl.data(), lens.data(), seqs, 32, 8, 132};
+    in.hopper_prefill = true;
+    AttentionLimits limits{qsl.back(), 1 << 20, 1 << 16, 128};
+    AttentionPlan plan;
+    ASSERT_EQ(plan_paged_attention(in, limits, &plan), cudaSuccess);
+    EXPECT_EQ(plan.prefill_rows, c.rows);
+    EXPECT_EQ(plan.prefill_split, c.split);
+    int decode_items = 0;
+    for (const AttentionWorkItem& item : plan.items) decode_items += item.seq == c.seqs;
+    if (c.decode) EXPECT_GT(decode_items, 8) << "the decode sequence's items are split";
+    // Without the Hopper kernel the same batch plans 64-row split items below two waves.
+    in.hopper_prefill = false;
+    AttentionPlan fa2;
+    ASSERT_EQ(plan_paged_attention(in, limits, &fa2), cudaSuccess);
+    if (c.seqs == 1) EXPECT_EQ(fa2.prefill_rows, 64);
+  }
+}
+
 // With a sliding window the splits cut the keys inside it: a 32k-key decode under a 4,096-key
 // window splits like a 4,096-key one, and every split but the first (which starts at 0, so that
 // no key is lost) holds window keys only.
