@@ -103,12 +103,6 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   executor_options.backend = args.distributed_executor_backend;
   executor_options.tensor_parallel_size = args.tensor_parallel_size;
   executor_options.decode_context_parallel_size = args.decode_context_parallel_size;
-  if (args.decode_context_parallel_size > 1 && args.kv_transfer_config) {
-    throw InvalidArgument(fmt::format(
-        "--kv-transfer-config with --decode-context-parallel-size {}: KV transfers move one "
-        "rank's blocks only",
-        args.decode_context_parallel_size));
-  }
   if (args.tensor_parallel_size > 1 && args.kv_offloading_bytes > 0) {
     throw InvalidArgument(fmt::format(
         "--kv-offloading-size with --tensor-parallel-size {}: the host KV tier moves one rank's "
@@ -206,9 +200,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
       kv_memory = int64_t{4} << 30;
     }
   }
-  // -dcp D: the allocator's blocks hold block_size * D tokens, of which each rank's physical
-  // block of the same id holds block_size (model/context_parallel.h); a rank's budget sizes its
-  // physical blocks.
+  // -dcp D: blocks of block_size * D tokens, block_size on each rank (model/context_parallel.h).
   const int dcp = std::max(1, args.decode_context_parallel_size);
   const int block_size = args.block_size * dcp;
   const int num_blocks = kv::num_blocks_for_memory(kv_memory, args.block_size, kv_bytes_per_token);
@@ -278,16 +270,14 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   }
   e.scheduler = std::make_unique<scheduler::Scheduler>(sched, *e.kv_manager);
   spdlog::info(
-      "KV cache{}: {} ({} bytes per token), {} blocks of {} tokens{} = {} tokens ({:.1f} MiB), "
-      "max model length {}",
+      "KV cache{}: {} ({} bytes per token), {} blocks of {} tokens = {} tokens ({:.1f} MiB), max "
+      "model length {}",
       args.tensor_parallel_size > 1
-          ? fmt::format(
-                " per rank of {} ({} of {} KV heads each{})", args.tensor_parallel_size,
-                kv_spec.num_kv_heads, e.config().num_kv_heads,
-                dcp > 1 ? fmt::format(", 1 of every {} tokens: -dcp {}", dcp, dcp) : std::string())
+          ? fmt::format(" per rank of {} ({} of {} KV heads each{})", args.tensor_parallel_size,
+                        kv_spec.num_kv_heads, e.config().num_kv_heads,
+                        dcp > 1 ? fmt::format("; -dcp {}: 1 of every {} tokens", dcp, dcp) : "")
           : std::string(),
       kv::kv_cache_dtype_name(kv_spec.dtype), kv_bytes_per_token, num_blocks - 1, block_size,
-      dcp > 1 ? fmt::format(" ({} on each rank)", args.block_size) : std::string(),
       kv_capacity_tokens_,
       static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),
       max_model_len_);

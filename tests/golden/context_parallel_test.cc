@@ -207,6 +207,18 @@ TEST(DecodeContextParallel, RefusesADcpThatDoesNotDivideTheRanks) {
         << e.what();
   }
   EXPECT_THROW(check_context_parallel(12, 3, 12, 3), InvalidArgument);  // ranks 3-5: KV 0, 1, 1
+  EngineArgs pd = args_for(dir, 2, 2);  // KV transfers move one rank's whole blocks
+  pd.kv_transfer_config = KVTransferConfig{};
+  pd.kv_transfer_config->kv_role = "kv_consumer";
+  try {
+    LLM llm(pd);
+    FAIL() << "--kv-transfer-config with -dcp 2 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(
+        std::string(e.what()).find("--kv-transfer-config with --decode-context-parallel-size 2"),
+        std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
