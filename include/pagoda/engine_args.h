@@ -125,6 +125,10 @@ struct EngineArgs {
   /// mp), each holding its slices of the weights and its heads' KV cache (docs/engine.md,
   /// "Tensor parallelism"). --kv-cache-memory is then each rank's.
   int tensor_parallel_size = 1;
+  /// --decode-context-parallel-size (-dcp): groups of this many of the tensor-parallel ranks
+  /// spread each sequence's KV cache over their members by position instead of holding copies
+  /// (docs/engine.md, "Decode context parallelism"); divides tensor_parallel_size. CPU only.
+  int decode_context_parallel_size = 1;
   /// Speculative drafts from a hook: after each sampled token, up to num_speculative_tokens drafts
   /// that the next step verifies (as speculative_config's, always K). Gets the request's tokens.
   /// For tests; speculative_config is the engine's own proposer.

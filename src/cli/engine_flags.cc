@@ -51,6 +51,12 @@ EngineArgs EngineFlags::to_engine_args() const {
     throw InvalidArgument(
         fmt::format("--tensor-parallel-size {}: must be in [1, 64]", tensor_parallel_size));
   }
+  if (decode_context_parallel_size < 1 ||
+      tensor_parallel_size % decode_context_parallel_size != 0) {
+    throw InvalidArgument(
+        fmt::format("--decode-context-parallel-size {}: must divide --tensor-parallel-size {}",
+                    decode_context_parallel_size, tensor_parallel_size));
+  }
   (void)kv::parse_kv_cache_dtype(args.kv_cache_dtype);  // a bad name fails here, by its flag
   if (tokenizer_mode != "auto" && tokenizer_mode != "hf" && tokenizer_mode != "slow") {
     throw InvalidArgument(fmt::format(
@@ -66,6 +72,7 @@ EngineArgs EngineFlags::to_engine_args() const {
   }
   EngineArgs a = args;
   a.tensor_parallel_size = tensor_parallel_size;
+  a.decode_context_parallel_size = decode_context_parallel_size;
   // -tp N runs a worker process per rank: mp unless the flag says otherwise (then the executor
   // refuses uni by name).
   a.distributed_executor_backend = !distributed_executor_backend.empty()
@@ -174,9 +181,13 @@ void add_engine_flags(CLI::App* cmd, EngineFlags& f, bool model_flag) {
 
   // vLLM's flags that launch scripts carry (see EngineFlags).
   auto* vllm = "vLLM compatibility";
-  // -tp, -pp and -dp are spelled out before parsing (main.cc).
+  // -tp, -pp, -dp and -dcp are spelled out before parsing (main.cc).
   cmd->add_option("--tensor-parallel-size", f.tensor_parallel_size,
                   "ranks of tensor parallelism, one worker process each (CPU)")
+      ->group(vllm);
+  cmd->add_option("--decode-context-parallel-size", f.decode_context_parallel_size,
+                  "groups of this many tensor-parallel ranks spread each sequence's KV cache "
+                  "over their members by position (CPU; divides --tensor-parallel-size)")
       ->group(vllm);
   cmd->add_option("--pipeline-parallel-size", f.pipeline_parallel_size, "only 1")->group(vllm);
   cmd->add_option("--data-parallel-size", f.data_parallel_size,

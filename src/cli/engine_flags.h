@@ -23,6 +23,7 @@ struct EngineFlags {
   // their effect where pagoda has it, a warning where it has no meaning here, and an error
   // naming the flag where pagoda cannot do what it asks (docs/engine.md, "vLLM's flags").
   int tensor_parallel_size = 1;
+  int decode_context_parallel_size = 1;
   int pipeline_parallel_size = 1;
   int data_parallel_size = 1;
   std::string quantization;

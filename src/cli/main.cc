@@ -10,15 +10,17 @@
 
 namespace {
 
-/// vLLM's multi-letter short flags (-tp, -pp, -dp), which CLI11 cannot declare, spelled long.
+/// vLLM's multi-letter short flags (-tp, -pp, -dp, -dcp), which CLI11 cannot declare, spelled
+/// long.
 std::vector<char*> spell_out_vllm_short_flags(int argc, char** argv) {
   static char tp[] = "--tensor-parallel-size", pp[] = "--pipeline-parallel-size",
-              dp[] = "--data-parallel-size";
+              dp[] = "--data-parallel-size", dcp[] = "--decode-context-parallel-size";
   std::vector<char*> out(argv, argv + argc);
   for (char*& a : out) {
     if (std::strcmp(a, "-tp") == 0) a = tp;
     if (std::strcmp(a, "-pp") == 0) a = pp;
     if (std::strcmp(a, "-dp") == 0) a = dp;
+    if (std::strcmp(a, "-dcp") == 0) a = dcp;
   }
   return out;
 }

@@ -102,6 +102,7 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
   executor_options.num_threads = args.num_threads;
   executor_options.backend = args.distributed_executor_backend;
   executor_options.tensor_parallel_size = args.tensor_parallel_size;
+  executor_options.decode_context_parallel_size = args.decode_context_parallel_size;
   if (args.tensor_parallel_size > 1 && args.kv_offloading_bytes > 0) {
     throw InvalidArgument(fmt::format(
         "--kv-offloading-size with --tensor-parallel-size {}: the host KV tier moves one rank's "
@@ -199,11 +200,14 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
       kv_memory = int64_t{4} << 30;
     }
   }
+  // -dcp D: blocks of block_size * D tokens, block_size on each rank (model/context_parallel.h).
+  const int dcp = std::max(1, args.decode_context_parallel_size);
+  const int block_size = args.block_size * dcp;
   const int num_blocks = kv::num_blocks_for_memory(kv_memory, args.block_size, kv_bytes_per_token);
-  kv::KVCacheConfig kv_config{num_blocks, args.block_size, args.enable_prefix_caching};
+  kv::KVCacheConfig kv_config{num_blocks, block_size, args.enable_prefix_caching};
   e.host_tier = make_host_tier(args, e.executor->info().kv_spec);
   e.kv_manager = std::make_unique<kv::KVCacheManager>(kv_config, e.host_tier.get());
-  e.executor->init_kv_cache(num_blocks, args.block_size);
+  e.executor->init_kv_cache(num_blocks, block_size);
   if (e.host_tier) {
     e.host_transfer = std::make_unique<HostKVTransfer>(*e.host_tier, *e.kv_manager, *e.executor);
   }
@@ -214,8 +218,8 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
     });
   }
   kv_capacity_tokens_ =
-      static_cast<int64_t>(num_blocks - 1) * args.block_size;  // block 0 is the null block
-  cache_info_ = {args.block_size,
+      static_cast<int64_t>(num_blocks - 1) * block_size;  // block 0 is the null block
+  cache_info_ = {block_size,
                  num_blocks,
                  args.enable_prefix_caching,
                  args.gpu_memory_utilization,
@@ -269,10 +273,11 @@ EngineCore::EngineCore(const EngineArgs& args) : impl_(std::make_unique<Impl>(ar
       "KV cache{}: {} ({} bytes per token), {} blocks of {} tokens = {} tokens ({:.1f} MiB), max "
       "model length {}",
       args.tensor_parallel_size > 1
-          ? fmt::format(" per rank of {} ({} of {} KV heads each)", args.tensor_parallel_size,
-                        kv_spec.num_kv_heads, e.config().num_kv_heads)
+          ? fmt::format(" per rank of {} ({} of {} KV heads each{})", args.tensor_parallel_size,
+                        kv_spec.num_kv_heads, e.config().num_kv_heads,
+                        dcp > 1 ? fmt::format("; -dcp {}: 1 of every {} tokens", dcp, dcp) : "")
           : std::string(),
-      kv::kv_cache_dtype_name(kv_spec.dtype), kv_bytes_per_token, num_blocks - 1, args.block_size,
+      kv::kv_cache_dtype_name(kv_spec.dtype), kv_bytes_per_token, num_blocks - 1, block_size,
       kv_capacity_tokens_,
       static_cast<double>(num_blocks) * args.block_size * kv_bytes_per_token / (1 << 20),
       max_model_len_);

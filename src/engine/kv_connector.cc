@@ -274,6 +274,12 @@ std::unique_ptr<KVConnector> make_kv_connector(const EngineArgs& args, const Mod
         "--kv-transfer-config with --calculate-kv-scales: each engine would compute its own k/v "
         "scales, so a producer's fp8/int8 codes would mean something else to a consumer");
   }
+  if (args.decode_context_parallel_size > 1) {
+    throw InvalidArgument(fmt::format(
+        "--kv-transfer-config with --decode-context-parallel-size {}: KV transfers move whole "
+        "blocks of one rank",
+        args.decode_context_parallel_size));
+  }
   if (info.draft_kv_spec) {
     throw InvalidArgument(
         "--kv-transfer-config with a draft model (speculative_config): the draft's KV is not "

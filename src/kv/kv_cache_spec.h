@@ -28,6 +28,9 @@ struct KVCacheSpec {
   /// a per-layer scale, which lives with the model's weights, not here.
   DType dtype = DType::kF32;
   KVLayout layout = KVLayout::kTokenMajor;
+  /// -dcp D (model/context_parallel.h): this rank holds one of every D tokens of a sequence, so
+  /// an engine block of block_size tokens is a block of block_size / D here. 1: every token.
+  int decode_context_parallel = 1;
 
   /// Bytes of one element.
   [[nodiscard]] int64_t element_bytes() const;

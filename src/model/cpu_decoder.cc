@@ -9,6 +9,7 @@
 
 #include "core/half.h"
 #include "core/status.h"
+#include "model/context_parallel.h"
 #include "model/kv_cache_scales.h"
 #include "model/kv_cache_storage.h"
 #include "model/linear.h"
@@ -143,6 +144,14 @@ class CpuDecoderModel final : public Model {
     }
     kv_spec_ = kv::KVCacheSpec{static_cast<int>(def_.layers.size()), a.num_kv_heads, a.head_dim,
                                kv_dtype, kv::KVLayout::kTokenMajor};
+    if (tp_.dcp > 1) {  // the cache holds the group's KV heads, 1 of every dcp positions
+      cp_ = std::make_unique<ContextParallelAttention>(
+          plan_context_parallel(config_.num_heads, config_.num_kv_heads, tp_.rank, tp_.world,
+                                tp_.dcp),
+          tp_.comm, a.head_dim);
+      kv_spec_.num_kv_heads = cp_->plan().group_kv_heads;
+      kv_spec_.decode_context_parallel = tp_.dcp;
+    }
     bind_kv_scales(kv_cache);
   }
 
@@ -150,9 +159,13 @@ class CpuDecoderModel final : public Model {
   const ModelDefinition& definition() const override { return def_; }
   const kv::KVCacheSpec& kv_cache_spec() const override { return kv_spec_; }
 
+  /// block_size: the engine's; with -dcp D a physical block holds block_size / D of its tokens.
   void init_kv_cache(int64_t num_blocks, int block_size) override {
+    PAGODA_CHECK(block_size % tp_.dcp == 0, "KV blocks of {} tokens with -dcp {}", block_size,
+                 tp_.dcp);
     kv_.reset();  // free the old cache before allocating the new one
-    kv_ = std::make_unique<KVCacheStorage>(kv_spec_, num_blocks, block_size);
+    kv_ = std::make_unique<KVCacheStorage>(kv_spec_, num_blocks, block_size / tp_.dcp);
+    engine_block_size_ = block_size;
   }
 
   void copy_kv_blocks(std::span<const std::pair<int32_t, int32_t>> src_dst) override {
@@ -219,8 +232,10 @@ class CpuDecoderModel final : public Model {
   Workspace ws_;
   bool pending_ = false;  // ws_.hidden holds a sublayer output not yet added to the residual
   std::unique_ptr<KVCacheStorage> kv_;
-  std::vector<cpu::KVScales> kv_scales_;  // [layers]: of an fp8 / int8 cache, else 1.0
-  bool calculate_kv_scales_ = false;      // the next forward that writes K/V sets kv_scales_
+  int engine_block_size_ = 0;                     // the engine's block (kv_'s times tp_.dcp)
+  std::unique_ptr<ContextParallelAttention> cp_;  // -dcp D > 1
+  std::vector<cpu::KVScales> kv_scales_;          // [layers]: of an fp8 / int8 cache, else 1.0
+  bool calculate_kv_scales_ = false;  // the next forward that writes K/V sets kv_scales_
   std::vector<float> logits_;
   // -tp N: [L, vocab_.stride] this rank's logits (padded), [world, L, vocab_.stride] everyone's;
   // [T] token ids local to vocab_.
@@ -350,13 +365,20 @@ void CpuDecoderModel::attention(int l, const ForwardBatch& batch, const Tensor& 
   const Tensor inv_freq{const_cast<float*>(def_.rope_inv_freq.data()), DType::kF32,
                         Shape{static_cast<int64_t>(def_.rope_inv_freq.size())}};
   ops::rope(ctx_, q3, k3, positions, inv_freq);
-  const Tensor slots{const_cast<int64_t*>(batch.slot_mapping.data()), DType::kI64, Shape{T}};
+  // -dcp D: the group's new K/V (and queries) from its members; each token's row goes to the
+  // member its position picks (model/context_parallel.h).
+  if (cp_) cp_->gather(q3.as<float>(), k3.as<float>(), v3.as<float>(), T);
+  const Tensor k_new = cp_ ? cp_->group_k() : k3, v_new = cp_ ? cp_->group_v() : v3;
+  const Tensor slots =
+      cp_ ? cp_->local_slots(batch.slot_mapping, engine_block_size_)
+          : Tensor{const_cast<int64_t*>(batch.slot_mapping.data()), DType::kI64, Shape{T}};
   cpu::KVScales& scales = kv_scales_[static_cast<size_t>(l)];
   if (calculate_kv_scales_) {
-    scales = calculated_kv_scales(k3.as<float>(), v3.as<float>(), T * a.kv_size(), kv_spec_.dtype);
+    scales = calculated_kv_scales(k_new.as<float>(), v_new.as<float>(), k_new.num_elements(),
+                                  kv_spec_.dtype);
   }
-  ops::reshape_and_cache(ctx_, k3, v3, slots, kv_->key_cache(l), kv_->value_cache(l), kv_->layout(),
-                         scales);
+  ops::reshape_and_cache(ctx_, k_new, v_new, slots, kv_->key_cache(l), kv_->value_cache(l),
+                         kv_->layout(), scales);
   cpu::PagedAttentionParams p;
   p.q = ws_.q.as<float>();
   p.positions = batch.positions.data();
@@ -375,7 +397,11 @@ void CpuDecoderModel::attention(int l, const ForwardBatch& batch, const Tensor& 
   p.softcap = a.softcap;
   p.layout = kv_->layout();
   p.scales = scales;
-  ops::paged_attention(ctx_, p);
+  if (cp_) {
+    cp_->attend(ctx_, p, ws_.attn.as<float>());  // partials over the rank's positions, merged
+  } else {
+    ops::paged_attention(ctx_, p);
+  }
 }
 
 Tensor CpuDecoderModel::eagle_input(const ForwardBatch& batch) {
@@ -486,7 +512,7 @@ std::span<float> CpuDecoderModel::forward(const ForwardBatch& batch) {
   PAGODA_CHECK(kv_ != nullptr, "forward before init_kv_cache");
   const ModelDefinition& d = def_;
   const int64_t T = batch.num_tokens();
-  validate_forward_batch(batch, kv_->layout().num_blocks, kv_->layout().block_size);
+  validate_forward_batch(batch, kv_->layout().num_blocks, engine_block_size_);
   if (T == 0) return {};
   ws_.reserve(T, d);
   const int64_t h = d.hidden_size;

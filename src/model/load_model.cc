@@ -1,6 +1,7 @@
 #include <filesystem>
 
 #include "core/logging.h"
+#include "model/context_parallel.h"
 #include "model/cpu_decoder.h"
 #include "model/dummy_weights.h"
 #include "model/model.h"
@@ -21,6 +22,7 @@ std::unique_ptr<Model> load_model(const std::string& model_dir, const LoadOption
   const TensorParallel& tp = options.tensor_parallel;
   if (tp.world > 1) {
     check_tensor_parallel(definition, tp.world);
+    if (tp.dcp > 1) check_context_parallel(config.num_heads, config.num_kv_heads, tp.world, tp.dcp);
     shard_weights(weights, definition, tp.rank, tp.world);
     definition = shard_definition(definition, tp.rank, tp.world);
   }

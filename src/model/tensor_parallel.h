@@ -30,6 +30,9 @@ struct TensorParallel {
   int rank = 0;
   int world = 1;
   Communicator* comm = nullptr;  // not owned; null when world is 1
+  /// --decode-context-parallel-size: groups of `dcp` ranks spread each sequence's KV over their
+  /// members by position (model/context_parallel.h); 1: off. Divides world.
+  int dcp = 1;
 };
 
 /// The vocabulary rows of one rank: ceil(vocab / world) per rank (`stride`, the gathered logits'

@@ -130,6 +130,12 @@ std::unique_ptr<Executor> make_executor(const ExecutorOptions& options) {
           options.tensor_parallel_size));
     }
   }
+  if (options.decode_context_parallel_size < 1 ||
+      options.tensor_parallel_size % options.decode_context_parallel_size != 0) {
+    throw InvalidArgument(
+        fmt::format("--decode-context-parallel-size {}: must divide --tensor-parallel-size {}",
+                    options.decode_context_parallel_size, options.tensor_parallel_size));
+  }
   if (options.backend == "uni") return std::make_unique<InProcessExecutor>(options);
   if (options.backend == "mp") return start_process_executor(options);
   throw InvalidArgument(fmt::format(

@@ -32,6 +32,9 @@ struct ExecutorOptions {
   // --tensor-parallel-size: worker processes (backend mp), each holding one rank's slices of
   // the model (model/tensor_parallel.h); CPU only so far.
   int tensor_parallel_size = 1;
+  // --decode-context-parallel-size: groups of this many ranks spread each sequence's KV by
+  // position (model/context_parallel.h); divides tensor_parallel_size.
+  int decode_context_parallel_size = 1;
   // Speculation by a model in the executor: the draft's directory (empty: none), loaded with
   // draft_load, its KV cache of the target's blocks. draft_method (SpeculativeConfig::method):
   // draft_model and parallel_draft (runtime/draft_proposer.h), eagle and eagle3

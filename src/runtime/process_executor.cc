@@ -127,7 +127,8 @@ void serve(int fd, char* shared, const ExecutorOptions& options, int rank,
   if (world > 1) {
     if (rank != 0) spdlog::set_level(spdlog::level::warn);  // rank 0 logs for the group
     comm = std::make_unique<ShmCommunicator>(group, rank);
-    rank_options.load.tensor_parallel = {rank, world, comm.get()};
+    rank_options.load.tensor_parallel = {rank, world, comm.get(),
+                                         options.decode_context_parallel_size};
     if (rank_options.num_threads == 0) {  // all cores: shared among the ranks
       const auto cores = static_cast<int>(std::thread::hardware_concurrency());
       rank_options.num_threads = std::max(1, cores / world);

@@ -154,6 +154,7 @@ describe('accepted', () => {
 describe('refused with the flag named', () => {
   const cases = [
     [['-tp', '3'], /error: --tensor-parallel-size 3: num_attention_heads 8 is not divisible by it/],
+    [['-tp', '4', '-dcp', '3'], /error: --decode-context-parallel-size 3: must divide --tensor-parallel-size 4/],
     [['--kv-cache-dtype', 'fp8_inc'], /error: --kv-cache-dtype fp8_inc: not supported by pagoda/],
     [['--kv-cache-dtype', 'fp4'], /error: --kv-cache-dtype 'fp4' must be auto, fp8, fp8_e4m3/],
     [['--calculate-kv-scales'], /error: --calculate-kv-scales: the KV cache is float32/],

@@ -131,13 +131,20 @@ void run_item(const PagedAttentionParams& p, const WorkItem& item, Scratch& s) {
   const int32_t seq_len = p.seq_lens[item.seq];
   const int32_t* table = p.block_tables + static_cast<int64_t>(item.seq) * p.max_blocks_per_seq;
 
+  // lo and hi are local indices (positions with one rank; see PagedAttentionParams::cp_size):
+  // the rank's positions in [first, last] are cp_rank + i * cp_size for i in [ceil((first -
+  // cp_rank) / cp_size), floor((last - cp_rank) / cp_size)]. Example (cp_size 2, cp_rank 1,
+  // positions [0, 6]): local [0, 2], positions 1, 3, 5; hi < lo when the rank has none of them.
+  const int D = p.cp_size, j0 = p.cp_rank;
   int32_t lo_all = std::numeric_limits<int32_t>::max(), hi_all = -1;
   for (int r = 0; r < num_rows; ++r) {
     const int64_t t = item.token_begin + r / group;
     const int h = item.kv_head * group + r % group;
     const int32_t pos = p.positions[t];
-    s.hi[r] = std::min(pos, seq_len - 1);
-    s.lo[r] = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+    const int32_t last = std::min(pos, seq_len - 1);
+    const int32_t first = p.sliding_window > 0 ? std::max(0, pos - p.sliding_window + 1) : 0;
+    s.hi[r] = last >= j0 ? (last - j0) / D : -1;
+    s.lo[r] = first <= j0 ? 0 : (first - j0 + D - 1) / D;
     lo_all = std::min(lo_all, s.lo[r]);
     hi_all = std::max(hi_all, s.hi[r]);
     const float* q = p.q + (t * p.num_heads + h) * d;
@@ -207,6 +214,10 @@ void run_item(const PagedAttentionParams& p, const WorkItem& item, Scratch& s) {
     float* out = p.out + (t * p.num_heads + h) * d;
     const float inv = s.row_sum[r] > 0.0f ? 1.0f / s.row_sum[r] : 0.0f;
     for (int i = 0; i < d; ++i) out[i] = s.acc[r * d + i] * inv;
+    if (p.lse != nullptr) {
+      p.lse[t * p.num_heads + h] = s.row_sum[r] > 0.0f ? s.row_max[r] + std::log(s.row_sum[r])
+                                                       : -std::numeric_limits<float>::infinity();
+    }
   }
 }
 

@@ -75,6 +75,17 @@ struct PagedAttentionParams {
   float softcap = 0.0f;    // > 0: each score s = scale * q.k becomes softcap * tanh(s / softcap)
   PagedKVLayout layout;
   KVScales scales;  // of a quantized cache
+  // Decode context parallelism (model/context_parallel.h): this rank's cache holds only the
+  // positions pos with pos % cp_size == cp_rank, position pos at the rank's local index pos /
+  // cp_size, so logical block j of the table holds block_size * cp_size positions of which
+  // block_size are here. Example (block_size 4, cp_size 2, cp_rank 1): position 13 is local
+  // index 6, slot table[6 / 4] * 4 + 6 % 4 = table[1] * 4 + 2; position 12 is another rank's.
+  // A row attends to its window's positions on this rank only. 1 and 0: the whole sequence.
+  int cp_size = 1;
+  int cp_rank = 0;
+  // [num_tokens, num_heads] or null: each row's log-sum-exp of its (scaled, capped) scores over
+  // the keys it saw, max + log(sum exp(s - max)); -inf when it saw none (its out row is zeros).
+  float* lse = nullptr;
 };
 
 /// Softmax(q k^T * scale) v per query token and head (scores soft-capped when softcap > 0),

@@ -98,5 +98,22 @@ TEST(CliOptions, TensorParallelSizeImpliesWorkerProcesses) {
   }
 }
 
+TEST(CliOptions, DecodeContextParallelSizeDividesTheRanks) {
+  EngineFlags f;
+  f.tensor_parallel_size = 4;
+  f.decode_context_parallel_size = 2;
+  EXPECT_EQ(f.to_engine_args().decode_context_parallel_size, 2);
+  f.decode_context_parallel_size = 3;
+  try {
+    (void)f.to_engine_args();
+    ADD_FAILURE() << "-tp 4 -dcp 3 accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(),
+                 "--decode-context-parallel-size 3: must divide --tensor-parallel-size 4");
+  }
+  f.decode_context_parallel_size = 0;
+  EXPECT_THROW((void)f.to_engine_args(), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace pagoda::cli
