@@ -14,6 +14,12 @@ constexpr size_t kMaxUniformTokens = 16;
 // The layer every head pass keeps: the residual stream after the head's layer, its output g.
 constexpr int32_t kOutputLayer = 0;
 constexpr size_t kNoDraft = SIZE_MAX;  // a chained pass's row no draft is read from
+// A sequence lags (no head pass in a one-token step without drafts) while it has at most this
+// many pending tokens: on the host, a bound on the states kept; on the device, the target's
+// buffer keeps its last step only, so a sequence lags only with its last one-token step pending
+// (a prompt chunk or accepted drafts are computed, not dropped).
+constexpr size_t kMaxHostLag = 15;
+constexpr size_t kMaxDeviceLag = 1;
 
 }  // namespace
 
@@ -120,6 +126,7 @@ void EagleProposer::propose(StepPlan& plan,
   const auto width = static_cast<size_t>(width_);
   std::vector<Active> active;
   std::vector<CatchUp> catch_up;  // plan order; every proposing sequence has one
+  std::vector<bool> lags(plan.seqs.size(), false);
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const PlannedSequence& s = plan.seqs[i];
     PAGODA_CHECK(!s.propose || s.num_spec > 0, "sequence {}: propose without drafts", s.id);
@@ -141,6 +148,15 @@ void EagleProposer::propose(StepPlan& plan,
     // before the target's last one, since overwritten): it trusts its KV there.
     if (st.tokens.size() < keep || (on_device_ && !st.tokens.empty() && st.step != observed_))
       st = SeqState{n, {}, {}, {}, 0};
+    // A one-token decode step without drafts (the adaptive length chose 0) lags: no head pass for
+    // it, its pending states kept for its next proposal (observe() appends this step's; on the
+    // device it keeps the last step's only, the head trusting its KV before them: acceptance
+    // only). So a request that stopped speculating costs no head passes.
+    if (!s.propose && s.tokens.size() == 1 &&
+        st.tokens.size() <= (on_device_ ? kMaxDeviceLag : kMaxHostLag)) {
+      lags[i] = true;
+      continue;
+    }
     CatchUp c{i, st.computed, {}, {}, {}};
     // Position p reads the token at p + 1: the pending token after it, or the step's first.
     for (size_t j = 0; j < st.tokens.size(); ++j) {
@@ -199,8 +215,9 @@ void EagleProposer::propose(StepPlan& plan,
   PAGODA_CHECK(last_row.size() == active.size(), "EAGLE: {} catch-up rows for {} proposals",
                last_row.size(), active.size());
   // The catch-up's inputs are built (copied): every sequence of the plan is now current to n.
-  for (const PlannedSequence& s : plan.seqs)
-    seqs_.at(s.id) = SeqState{s.num_computed, {}, {}, {}, 0};
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    if (!lags[i]) seqs_.at(plan.seqs[i].id) = SeqState{plan.seqs[i].num_computed, {}, {}, {}, 0};
+  }
   if (first.ids.empty()) return;
   if (chains_ && greedy) {
     propose_chained(plan, first, active, last_row, tables, results);
@@ -379,10 +396,15 @@ void EagleProposer::observe(const StepPlan& plan, const DeviceHidden& hidden) {
       continue;
     }
     SeqState& st = it->second;
-    if (!st.tokens.empty() && st.step != observed_ - 1) {
-      // Rows of an older step (propose() consumes the previous one's): gone.
+    if (!st.tokens.empty()) {
+      // Rows of an earlier step (the sequence lagged: propose() consumed the others), since
+      // overwritten: the head trusts its KV up to this step's tokens.
+      PAGODA_CHECK(st.computed + static_cast<int32_t>(st.tokens.size()) == s.num_computed,
+                   "EAGLE: sequence {} pending [{}, +{}) before a step from {}", s.id, st.computed,
+                   st.tokens.size(), s.num_computed);
       st.tokens.clear();
       st.rows.clear();
+      st.computed = s.num_computed;
     }
     st.step = observed_;
     for (const int32_t token : s.tokens) {

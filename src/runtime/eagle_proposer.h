@@ -11,7 +11,12 @@
 //  1. Catch-up pass: one head forward over the positions [computed, n) of every sequence (n: the
 //     step's num_computed, all verified), each with its token p + 1 (the last one is the step's
 //     first token) and the target's hidden state at p, kept since observe(). A sequence that
-//     proposes gets the row at n - 1: d1, and the head's output g at n - 1.
+//     proposes gets the row at n - 1: d1, and the head's output g at n - 1. A sequence in a
+//     one-token step without drafts (adaptive length 0) lags: it is left out, its pending states
+//     kept for its next proposal, so that a request that stopped speculating costs no head pass.
+//     On the device the target keeps its last step only, so a sequence lags only with a single
+//     pending token (not after a prompt chunk or accepted drafts), and the next observe() drops
+//     it: the head trusts its KV there (stale; acceptance only), as after a step sat out.
 //  2. Pass j = 2..k feeds d(j-1) at position n + j - 2 with the head's previous output g instead
 //     of a target hidden state (EAGLE's feature extrapolation), giving d(j).
 //  3. The drafts replace the plan's placeholders; the step result carries them (and q for

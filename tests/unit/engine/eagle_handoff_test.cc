@@ -13,6 +13,7 @@
 //    head that draws greedy rows itself as the GPU head does: ids fed from the previous pass's
 //    draws, hidden states from its own output), the same drafts step by step as the pass-by-pass
 //    device path and the host path, and plain greedy tokens.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -98,6 +99,7 @@ class PretendDevice final : public Model {
       b.input_hidden_rows = {};
     }
     b.host_hidden_layers = -1;
+    ++forwards_;
     const std::span<float> logits = inner_->forward_sample(b, draws, tokens, logprobs);
     if (chains_) {
       const auto vocab = static_cast<size_t>(config().vocab_size);
@@ -139,11 +141,12 @@ class PretendDevice final : public Model {
   /// Rows this head drew itself (chains), and forward_chain calls.
   [[nodiscard]] int64_t drawn() const { return drawn_; }
   [[nodiscard]] int64_t chains_run() const { return chains_run_; }
+  [[nodiscard]] int64_t forwards() const { return forwards_; }
 
  private:
   std::unique_ptr<Model> inner_;
   bool graphs_, chains_;
-  int64_t drawn_ = 0, chains_run_ = 0;
+  int64_t drawn_ = 0, chains_run_ = 0, forwards_ = 0;
   int layers_ = 0, host_layers_ = 0;
   int64_t tokens_ = 0;
 };
@@ -191,8 +194,8 @@ struct Outcome {
 /// while it equals the target's argmax of row j; or, with `force`, sequence i keeps force(i,
 /// step) drafts whatever they are (as the benchmark switch does: the stories heads are rarely
 /// right, and the catch-ups after kept drafts are what the hand-off must get right), then the
-/// target's token of the row after them. `ks`, when set, gives sequence i's drafts at a step (1..k)
-/// instead of k.
+/// target's token of the row after them. `ks`, when set, gives sequence i's drafts at a step (0..k;
+/// 0: a plain one-token step) instead of k.
 Outcome drive(Models& m, const std::vector<std::vector<int32_t>>& prompts, int k, int steps,
               const std::function<bool(size_t, int)>& skip,
               const std::function<int(size_t, int)>& force = {},
@@ -221,6 +224,12 @@ Outcome drive(Models& m, const std::vector<std::vector<int32_t>>& prompts, int k
       } else {
         const int n = ks ? ks(i, step) : k;
         p.block_table_start = kBlocks;
+        if (n == 0) {  // a plain decode step: no drafts asked for
+          p.rows.push_back(greedy());
+          plan.seqs.push_back(std::move(p));
+          in_plan.push_back(i);
+          continue;
+        }
         p.num_spec = n;
         p.propose = true;
         p.draft_draw = greedy();
@@ -373,6 +382,27 @@ TEST(EagleHandoff, ChainedPassesKeepPlainTokens) {
     for (size_t i = 0; i < kPrompts.size(); ++i)
       EXPECT_EQ(c.tokens[i], plain(kPrompts[i], c.tokens[i].size(), pool)) << "sequence " << i;
     EXPECT_GT(static_cast<const PretendDevice&>(*chained.head).chains_run(), 0);
+  }
+}
+
+TEST(EagleHandoff, SequencesWithoutDraftsLag) {
+  // Steps without drafts (the adaptive length at 0) run no head pass once the prompt is caught
+  // up: here step 1 catches up the prompts (one pass without rows), steps 6 and 10 propose 3
+  // drafts (a catch-up and two passes each), the other steps none; tokens stay plain greedy.
+  ThreadPool pool(2);
+  for (const int version : {1, 3}) {
+    for (const bool chains : {false, true}) {
+      SCOPED_TRACE(fmt::format("version {} chains {}", version, chains));
+      Models device = load(version, true, pool, chains);
+      const auto ks = [](size_t, int step) { return step >= 6 && step % 4 == 2 ? 3 : 0; };
+      const Outcome d = drive(
+          device, kPrompts, 3, 12, [](size_t, int) { return false; }, {}, ks);
+      for (size_t i = 0; i < kPrompts.size(); ++i)
+        EXPECT_EQ(d.tokens[i], plain(kPrompts[i], d.tokens[i].size(), pool)) << "sequence " << i;
+      EXPECT_EQ(static_cast<const PretendDevice&>(*device.head).forwards(), 1 + 2 * 3);
+      EXPECT_EQ(d.drafts[6].size(), 6u);
+      EXPECT_EQ(d.drafts[10].size(), 6u);
+    }
   }
 }
 
