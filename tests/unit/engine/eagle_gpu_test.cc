@@ -608,7 +608,8 @@ TEST(EagleGpu, ChainedDraftsEqualUnchainedDrafts) {
   // Each request alone, k = 4 fixed (adaptive off: no timing decides a step's shape): chained
   // head passes (the default) and pass-by-pass ones (chained_drafts off) draft the same tokens,
   // so the outputs, log-probabilities and speculation counts are the same bit for bit; both
-  // follow plain decoding as GreedyFollowsPlainDecoding checks. With graphs and eagerly.
+  // follow plain decoding as GreedyFollowsPlainDecoding checks. With graphs and eagerly; no
+  // cuBLASLt timing (the two engines could time different algorithms).
   REQUIRE_GPU();
   const engine_test::Workload w = make_workload(7);
   std::vector<CompletionOutput> plain;
@@ -625,6 +626,7 @@ TEST(EagleGpu, ChainedDraftsEqualUnchainedDrafts) {
         EngineArgs args = gpu_eagle_engine(h, 4, false);
         args.enforce_eager = eager;
         args.runtime.chained_drafts = chained;
+        args.runtime.cublaslt_tuning = false;  // the heuristic's algorithms: the same in both
         EngineCore engine(args);
         out[chained ? 0 : 1] = run_alone(engine, w, kLogprobs);
         stats[chained ? 0 : 1] = engine.stats();
