@@ -293,9 +293,9 @@ void EagleProposer::propose_chained(StepPlan& plan, Pass& first, std::span<const
   // whose draft row r of pass j draws, kNoDraft for the catch-up's other rows. Pass j + 1 has a
   // token per sequence with k > j + 1, in the order of pass j's rows: its id is the draft drawn
   // at pass j's row r (id_rows[j + 1]) and its hidden input the head's output of that row's
-  // token (the row's token index in pass j). Example: sequences A (k 3) and B (k 1) with rows 1
-  // and 4 of a catch-up of 5 tokens: pass 1 has A alone, id row 1, hidden row 1 (A's last
-  // catch-up token); pass 2 has A, id row 0, hidden row 0.
+  // token (the row's token index in pass j). Example: sequences A (k 3) and B (k 1) drawing at
+  // rows 0 and 1 of a catch-up of 5 tokens (A's last token is token 1, B's token 4): pass 1 has
+  // A alone, id row 0 and hidden row 1; pass 2 has A, id row 0 and hidden row 0.
   std::vector<Pass> passes(static_cast<size_t>(max_k));
   std::vector<std::vector<int32_t>> id_rows(passes.size());
   std::vector<std::vector<size_t>> owners(passes.size());
