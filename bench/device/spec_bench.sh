@@ -7,22 +7,25 @@
 #
 #   bench/device/spec_bench.sh [--rates 0,0.5,0.7,0.8,0.9] [--k 4] [--batches 1] [--adaptive true|false]
 #                              [--output-len 256] [--nsys] [--test] [--draft-quant fp8] [--eagle]
+#                              [--unchained]
 # --test also builds and runs the GPU tests of the drafter (draft_model_gpu_test, or eagle_gpu_test
 # with --eagle) first.
 # --eagle drafts with a dummy EAGLE-3 head of the 8B shape instead of the 1B draft model (method
 # eagle3; one layer of hidden 4096 over 2 x 4096 inputs, fc over three target layers, a draft
 # vocabulary of 32,000 ids), its config.json written to $out/eagle3-head.
 # --draft-quant fp8 quantizes the draft model at load (speculative_config's quantization).
+# --unchained adds, after each speculative run, the same run with PAGODA_UNCHAINED_DRAFTS=1 (an
+# EAGLE head's greedy passes each send their drafts to the host: the A/B of chained passes).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source bench/device/device_env.sh; b=/tmp/build-cuda
 out=${OUT:-/tmp/spec-out}; mkdir -p "$out"
-rates=0,0.8 k=4 batches=1 adaptive=true olen=256 nsys=0 test=0 eagle=0 dq=
+rates=0,0.8 k=4 batches=1 adaptive=true olen=256 nsys=0 test=0 eagle=0 dq= unchained=0
 while [ $# -gt 0 ]; do
   case $1 in
     --rates) rates=$2; shift ;; --k) k=$2; shift ;; --batches) batches=$2; shift ;;
     --adaptive) adaptive=$2; shift ;; --output-len) olen=$2; shift ;; --nsys) nsys=1 ;; --test) test=1 ;;
-    --eagle) eagle=1 ;; --draft-quant) dq=$2; shift ;;
+    --eagle) eagle=1 ;; --draft-quant) dq=$2; shift ;; --unchained) unchained=1 ;;
     *) echo "unknown option $1"; exit 2 ;;
   esac
   shift
@@ -68,9 +71,10 @@ if [ $test -eq 1 ]; then
   echo "$tests: exit $? ($(( $(date +%s) - start )) s)"
   grep -E "^\[  |OK \]|FAILED|Failure|Expected|Which is|verifications|chi-square" "$out/test.log" | head -40
 fi
+envs=()  # environment of the next runs (env VAR=value ...)
 run() {  # name, batch, extra flags...
   local name=$1 bs=$2; shift 2
-  timeout 200 $b/pagoda bench throughput --model configs/llama-3.1-8b --load-format dummy \
+  env "${envs[@]}" timeout 200 $b/pagoda bench throughput --model configs/llama-3.1-8b --load-format dummy \
     --dtype bfloat16 --input-len 128 --output-len "$olen" --num-prompts $(( bs * 2 )) \
     --max-num-seqs "$bs" --max-model-len 2048 "$@" >"$out/$name.log" 2>&1
   local rc=$?
@@ -90,6 +94,11 @@ for bs in "${B[@]}"; do
   for a in "${R[@]}"; do
     cfg="{$drafter, \"num_speculative_tokens\": $k, \"adaptive\": $adaptive, \"bench_acceptance_rate\": $a${dq:+, \"quantization\": \"$dq\"}}"
     run "spec_b${bs}_a$a${dq:+_$dq}" "$bs" --speculative-config "$cfg"
+    if [ $unchained -eq 1 ]; then
+      envs=(PAGODA_UNCHAINED_DRAFTS=1)
+      run "spec_b${bs}_a$a${dq:+_$dq}_unchained" "$bs" --speculative-config "$cfg"
+      envs=()
+    fi
   done
 done
 if [ $nsys -eq 1 ] && command -v nsys >/dev/null; then

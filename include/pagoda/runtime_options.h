@@ -16,7 +16,10 @@ struct RuntimeOptions {
   // default is $XDG_CACHE_HOME/pagoda/cublaslt-tuning.json (~/.cache/...);
   // PAGODA_CUBLASLT_TUNING_CACHE=FILE moves it, =0 turns it off.
   std::string cublaslt_tuning_cache;
-  bool device_sampling = true;        // PAGODA_HOST_SAMPLING=1: every row is sampled on the host
+  bool device_sampling = true;  // PAGODA_HOST_SAMPLING=1: every row is sampled on the host
+  // PAGODA_UNCHAINED_DRAFTS=1: a GPU drafter's greedy passes each send their drafts to the host
+  // before the next pass is built, instead of feeding them on the device (Model::forward_chain).
+  bool chained_drafts = true;
   bool gemv_fusion = true;            // PAGODA_DISABLE_GEMV_FUSION=1: no fused small-step GEMVs
   int gemv_mma_max_m = -1;            // PAGODA_GEMV_MMA_MAX_M (0..16); -1: the kernel's default
   int gemv_mma_rows = 2;              // PAGODA_GEMV_MMA_ROWS (1..4)

@@ -30,6 +30,7 @@ RuntimeOptions runtime_options_from_env(RuntimeOptions o) {
   o.cuda_graphs = o.cuda_graphs && !env_flag("PAGODA_ENFORCE_EAGER", false);
   o.cublaslt_tuning = env_flag("PAGODA_CUBLASLT_TUNING", o.cublaslt_tuning);
   o.device_sampling = !env_flag("PAGODA_HOST_SAMPLING", !o.device_sampling);
+  o.chained_drafts = !env_flag("PAGODA_UNCHAINED_DRAFTS", !o.chained_drafts);
   o.gemv_fusion = !env_flag("PAGODA_DISABLE_GEMV_FUSION", !o.gemv_fusion);
   o.gemv_mma_max_m = static_cast<int>(env_int("PAGODA_GEMV_MMA_MAX_M", o.gemv_mma_max_m, 0, 16));
   o.gemv_mma_rows = static_cast<int>(env_int("PAGODA_GEMV_MMA_ROWS", o.gemv_mma_rows, 1, 4));

@@ -57,6 +57,21 @@ struct DrawnLogprobs {
   std::vector<std::pair<int32_t, float>> top;  // descending, ties to the lower id
 };
 
+/// One pass of Model::forward_chain: a forward whose every row is drawn, and whose inputs may be
+/// the previous pass's drawn tokens and output hidden states.
+struct ChainedPass {
+  ForwardBatch batch;
+  std::span<const DeviceDraw> draws;  // [rows]: each row's draw, temperature >= 0 (drawn)
+  // [num_tokens] or empty: token t's id is the previous pass's drawn token of its row id_rows[t]
+  // when >= 0, else batch.token_ids[t] (there a placeholder in the vocabulary). Example: the
+  // previous pass drew [812, 90] and this pass has ids [0, 0, 5] with id_rows [1, 0, -1]: it
+  // computes [90, 812, 5].
+  std::span<const int32_t> id_rows;
+  // batch.input_hidden_rows index the previous pass's hidden_layers as this model kept them
+  // (device_hidden_states() after it); forward_chain sets batch.input_hidden_device.
+  bool hidden_from_previous = false;
+};
+
 /// A loaded causal language model that runs forward passes over flat token batches.
 class Model {
  public:
@@ -139,6 +154,15 @@ class Model {
   [[nodiscard]] virtual std::optional<DeviceHidden> device_hidden_states() const {
     return std::nullopt;
   }
+  /// Whether forward_chain keeps each pass's drawn tokens where they were drawn and feeds them to
+  /// the next pass there, the host reading them once after the last pass (the GPU model with
+  /// device sampling); else a chain is forward_sample per pass through the host.
+  [[nodiscard]] virtual bool chains_on_device() const { return false; }
+  /// Runs `passes` in order, pass p + 1 reading pass p's drawn tokens (ChainedPass::id_rows) and
+  /// hidden states (hidden_from_previous); every row must be drawn (forward_sample's tokens; a
+  /// row left undrawn fails the call). tokens: [total rows], pass 0's rows first, then pass 1's,
+  /// ... The default runs forward_sample pass by pass and puts the ids in on the host.
+  virtual void forward_chain(std::span<const ChainedPass> passes, std::span<int32_t> tokens);
   /// Starts forward_sample(batch, draws) and returns while the device still computes, so that the
   /// caller's host work (emitting the previous step's tokens) overlaps it; finish_step() then
   /// waits and returns what forward_sample would. The batch's spans must stay valid until then;

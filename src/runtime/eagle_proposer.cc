@@ -11,6 +11,15 @@ namespace {
 
 // The most tokens per sequence of a decode-shaped catch-up (a decode graph's q, at most 1 + k).
 constexpr size_t kMaxUniformTokens = 16;
+// The layer every head pass keeps: the residual stream after the head's layer, its output g.
+constexpr int32_t kOutputLayer = 0;
+constexpr size_t kNoDraft = SIZE_MAX;  // a chained pass's row no draft is read from
+// A sequence lags (no head pass in a one-token step without drafts) while it has at most this
+// many pending tokens: on the host, a bound on the states kept; on the device, the target's
+// buffer keeps its last step only, so a sequence lags only with its last one-token step pending
+// (a prompt chunk or accepted drafts are computed, not dropped).
+constexpr size_t kMaxHostLag = 15;
+constexpr size_t kMaxDeviceLag = 1;
 
 }  // namespace
 
@@ -34,6 +43,7 @@ EagleProposer::EagleProposer(Model& head, int block_size, const Model& target)
     target_states_.layer_stride = 0;
   }
   uniform_catch_up_ = !head.decode_graph_sizes(1).empty();
+  chains_ = on_device_ && head.chains_on_device();
 }
 
 void EagleProposer::add_token(Pass& pass, const std::vector<int32_t>& table, int32_t position,
@@ -58,7 +68,7 @@ void EagleProposer::end_sequence(Pass& pass, const std::vector<int32_t>& table, 
   pass.max_blocks = std::max(pass.max_blocks, static_cast<int>(table.size()));
 }
 
-std::span<float> EagleProposer::run(Pass& pass, int64_t width, const DeviceHidden* source) {
+ForwardBatch EagleProposer::batch_of(Pass& pass, int64_t width, const DeviceHidden* source) const {
   // Tables padded to [seqs, max_blocks] with the null block. Example: [7, 9] and [4] with
   // max_blocks 2 become [7, 9, 4, 0].
   pass.flat_tables.clear();
@@ -67,19 +77,23 @@ std::span<float> EagleProposer::run(Pass& pass, int64_t width, const DeviceHidde
     pass.flat_tables.resize(
         pass.flat_tables.size() + static_cast<size_t>(pass.max_blocks) - t.size(), 0);
   }
-  static constexpr int32_t kOutputLayer = 0;  // the residual stream after the head's layer: g
   ForwardBatch batch{pass.ids,         pass.positions,  pass.query_start, pass.seq_lens,
                      pass.flat_tables, pass.max_blocks, pass.slots,       pass.rows};
   batch.hidden_layers = std::span<const int32_t>(&kOutputLayer, 1);
   batch.input_hidden_width = width;
   if (on_device_) {
-    PAGODA_CHECK(source != nullptr, "EAGLE: a device pass without its source");
     batch.input_hidden_device = source;
     batch.input_hidden_rows = pass.hidden_rows;
     batch.host_hidden_layers = 0;  // g stays on the device for the next pass
   } else {
     batch.input_hidden = pass.hidden;
   }
+  return batch;
+}
+
+std::span<float> EagleProposer::run(Pass& pass, int64_t width, const DeviceHidden* source) {
+  PAGODA_CHECK(!on_device_ || source != nullptr, "EAGLE: a device pass without its source");
+  const ForwardBatch batch = batch_of(pass, width, source);
   pass.drawn.assign(pass.rows.size(), -1);
   std::vector<DrawnLogprobs> unused(pass.rows.size());
   const std::span<float> logits = head_.forward_sample(batch, pass.draws, pass.drawn, unused);
@@ -110,14 +124,9 @@ void EagleProposer::propose(StepPlan& plan,
                results.size(), plan.seqs.size());
   const auto vocab = static_cast<size_t>(head_.config().vocab_size);
   const auto width = static_cast<size_t>(width_);
-  // The sequences that propose: plan index, position n of the step's first token, k.
-  struct Active {
-    size_t i;
-    int32_t n;
-    int32_t k;
-  };
   std::vector<Active> active;
   std::vector<CatchUp> catch_up;  // plan order; every proposing sequence has one
+  std::vector<bool> lags(plan.seqs.size(), false);
   for (size_t i = 0; i < plan.seqs.size(); ++i) {
     const PlannedSequence& s = plan.seqs[i];
     PAGODA_CHECK(!s.propose || s.num_spec > 0, "sequence {}: propose without drafts", s.id);
@@ -139,6 +148,15 @@ void EagleProposer::propose(StepPlan& plan,
     // before the target's last one, since overwritten): it trusts its KV there.
     if (st.tokens.size() < keep || (on_device_ && !st.tokens.empty() && st.step != observed_))
       st = SeqState{n, {}, {}, {}, 0};
+    // A one-token decode step without drafts (the adaptive length chose 0) lags: no head pass for
+    // it, its pending states kept for its next proposal (observe() appends this step's; on the
+    // device it keeps the last step's only, the head trusting its KV before them: acceptance
+    // only). So a request that stopped speculating costs no head passes.
+    if (!s.propose && s.tokens.size() == 1 &&
+        st.tokens.size() <= (on_device_ ? kMaxDeviceLag : kMaxHostLag)) {
+      lags[i] = true;
+      continue;
+    }
     CatchUp c{i, st.computed, {}, {}, {}};
     // Position p reads the token at p + 1: the pending token after it, or the step's first.
     for (size_t j = 0; j < st.tokens.size(); ++j) {
@@ -161,10 +179,10 @@ void EagleProposer::propose(StepPlan& plan,
     if (!c.ids.empty()) catch_up.push_back(std::move(c));
     if (s.propose) active.push_back({i, n, s.num_spec});
   }
-  int32_t max_k = 0;
+  bool greedy = !active.empty();
   for (const Active& a : active) {
-    max_k = std::max(max_k, a.k);
     DraftProposer::size_results(plan.seqs[a.i], a.k, vocab, results[a.i]);
+    greedy = greedy && DraftProposer::device_draw(plan.seqs[a.i].draft_draw).temperature == 0;
   }
   // Decode-shaped (a row per token) when every sequence of the pass proposes with the same few
   // tokens. Example: two sequences catching up [u v t] and [x y t'] ask for 6 rows; rows 2 and 5
@@ -197,9 +215,23 @@ void EagleProposer::propose(StepPlan& plan,
   PAGODA_CHECK(last_row.size() == active.size(), "EAGLE: {} catch-up rows for {} proposals",
                last_row.size(), active.size());
   // The catch-up's inputs are built (copied): every sequence of the plan is now current to n.
-  for (const PlannedSequence& s : plan.seqs)
-    seqs_.at(s.id) = SeqState{s.num_computed, {}, {}, {}, 0};
+  for (size_t i = 0; i < plan.seqs.size(); ++i) {
+    if (!lags[i]) seqs_.at(plan.seqs[i].id) = SeqState{plan.seqs[i].num_computed, {}, {}, {}, 0};
+  }
   if (first.ids.empty()) return;
+  if (chains_ && greedy) {
+    propose_chained(plan, first, active, last_row, tables, results);
+  } else {
+    propose_passes(plan, first, active, last_row, tables, results);
+  }
+}
+
+void EagleProposer::propose_passes(StepPlan& plan, Pass& first, std::span<const Active> active,
+                                   std::span<const size_t> last_row, const Tables& tables,
+                                   std::span<SequenceResult> results) {
+  const auto vocab = static_cast<size_t>(head_.config().vocab_size);
+  int32_t max_k = 0;
+  for (const Active& a : active) max_k = std::max(max_k, a.k);
   // Pass j (1-based) draws draft j of each sequence that still needs one; pass 1 is the catch-up.
   std::span<float> logits = run(first, width_, on_device_ ? &target_states_ : nullptr);
   const Pass* last = &first;
@@ -249,6 +281,66 @@ void EagleProposer::propose(StepPlan& plan,
     const DeviceHidden source = head_states_;
     logits = run(pass, hidden_, on_device_ ? &source : nullptr);
     last = &pass;
+  }
+}
+
+void EagleProposer::propose_chained(StepPlan& plan, Pass& first, std::span<const Active> active,
+                                    std::span<const size_t> last_row, const Tables& tables,
+                                    std::span<SequenceResult> results) {
+  int32_t max_k = 0;
+  for (const Active& a : active) max_k = std::max(max_k, a.k);
+  // passes[j] draws draft j + 1 (passes[0] is the catch-up); owners[j][r] is the active sequence
+  // whose draft row r of pass j draws, kNoDraft for the catch-up's other rows. Pass j + 1 has a
+  // token per sequence with k > j + 1, in the order of pass j's rows: its id is the draft drawn
+  // at pass j's row r (id_rows[j + 1]) and its hidden input the head's output of that row's
+  // token (the row's token index in pass j). Example: sequences A (k 3) and B (k 1) drawing at
+  // rows 0 and 1 of a catch-up of 5 tokens (A's last token is token 1, B's token 4): pass 1 has
+  // A alone, id row 0 and hidden row 1; pass 2 has A, id row 0 and hidden row 0.
+  std::vector<Pass> passes(static_cast<size_t>(max_k));
+  std::vector<std::vector<int32_t>> id_rows(passes.size());
+  std::vector<std::vector<size_t>> owners(passes.size());
+  passes[0] = std::move(first);
+  owners[0].assign(passes[0].rows.size(), kNoDraft);
+  for (size_t a = 0; a < active.size(); ++a) owners[0][last_row[a]] = a;
+  for (size_t j = 1; j < passes.size(); ++j) {
+    const Pass& prev = passes[j - 1];
+    Pass& pass = passes[j];
+    for (size_t r = 0; r < prev.rows.size(); ++r) {
+      const size_t a = owners[j - 1][r];
+      if (a == kNoDraft || active[a].k <= static_cast<int32_t>(j)) continue;
+      const Active& act = active[a];
+      const std::vector<int32_t>& table = tables.at(plan.seqs[act.i].id);
+      const int32_t position = act.n + static_cast<int32_t>(j) - 1;
+      add_token(pass, table, position, 0, {}, prev.rows[r]);  // id 0: replaced on the device
+      id_rows[j].push_back(static_cast<int32_t>(r));
+      pass.rows.push_back(static_cast<int32_t>(pass.ids.size()) - 1);
+      pass.draws.push_back(DraftProposer::device_draw(plan.seqs[act.i].draft_draw));
+      end_sequence(pass, table, position + 1);
+      owners[j].push_back(a);
+    }
+  }
+  std::vector<ChainedPass> chain(passes.size());
+  size_t total = 0;
+  for (size_t j = 0; j < passes.size(); ++j) {
+    chain[j].batch =
+        batch_of(passes[j], j == 0 ? width_ : hidden_, j == 0 ? &target_states_ : nullptr);
+    chain[j].draws = passes[j].draws;
+    chain[j].id_rows = id_rows[j];
+    chain[j].hidden_from_previous = j > 0;
+    total += passes[j].draws.size();
+  }
+  std::vector<int32_t> drawn(total, -1);
+  head_.forward_chain(chain, drawn);
+  head_states_ = head_.device_hidden_states().value();
+  size_t offset = 0;
+  for (size_t j = 0; j < passes.size(); ++j) {
+    for (size_t r = 0; r < owners[j].size(); ++r) {
+      const size_t a = owners[j][r];
+      if (a == kNoDraft) continue;
+      const Active& act = active[a];
+      DraftProposer::place_draft({}, drawn[offset + r], j, plan.seqs[act.i], results[act.i]);
+    }
+    offset += passes[j].draws.size();
   }
 }
 
@@ -304,10 +396,15 @@ void EagleProposer::observe(const StepPlan& plan, const DeviceHidden& hidden) {
       continue;
     }
     SeqState& st = it->second;
-    if (!st.tokens.empty() && st.step != observed_ - 1) {
-      // Rows of an older step (propose() consumes the previous one's): gone.
+    if (!st.tokens.empty()) {
+      // Rows of an earlier step (the sequence lagged: propose() consumed the others), since
+      // overwritten: the head trusts its KV up to this step's tokens.
+      PAGODA_CHECK(st.computed + static_cast<int32_t>(st.tokens.size()) == s.num_computed,
+                   "EAGLE: sequence {} pending [{}, +{}) before a step from {}", s.id, st.computed,
+                   st.tokens.size(), s.num_computed);
       st.tokens.clear();
       st.rows.clear();
+      st.computed = s.num_computed;
     }
     st.step = observed_;
     for (const int32_t token : s.tokens) {

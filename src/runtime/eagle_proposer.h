@@ -11,7 +11,12 @@
 //  1. Catch-up pass: one head forward over the positions [computed, n) of every sequence (n: the
 //     step's num_computed, all verified), each with its token p + 1 (the last one is the step's
 //     first token) and the target's hidden state at p, kept since observe(). A sequence that
-//     proposes gets the row at n - 1: d1, and the head's output g at n - 1.
+//     proposes gets the row at n - 1: d1, and the head's output g at n - 1. A sequence in a
+//     one-token step without drafts (adaptive length 0) lags: it is left out, its pending states
+//     kept for its next proposal, so that a request that stopped speculating costs no head pass.
+//     On the device the target keeps its last step only, so a sequence lags only with a single
+//     pending token (not after a prompt chunk or accepted drafts), and the next observe() drops
+//     it: the head trusts its KV there (stale; acceptance only), as after a step sat out.
 //  2. Pass j = 2..k feeds d(j-1) at position n + j - 2 with the head's previous output g instead
 //     of a target hidden state (EAGLE's feature extrapolation), giving d(j).
 //  3. The drafts replace the plan's placeholders; the step result carries them (and q for
@@ -36,6 +41,15 @@
 // number of tokens (1 after a rejection, up to k + 1 after k accepted drafts), for a row per
 // token, so that the pass is decode-shaped and replays a graph; only each sequence's last row
 // is drawn from.
+//
+// Chained passes (a head whose model chains_on_device(): the GPU head with device sampling, and
+// every proposing sequence's draft greedy). The passes' inputs are known before any runs except
+// the drafts themselves: pass j + 1 computes, for each sequence still drafting, the draft that
+// pass j drew (at the row it drew it) with the head's output of that row's token. So every pass
+// is built first and the head runs them as one Model::forward_chain: on the GPU each pass reads
+// the previous one's drawn ids on the device, and the host reads the k drafts once, after the
+// last pass (no host round trip between passes). Sampled drafts (the CPU, host sampling) keep
+// the pass-by-pass path; both give the same drafts (the same passes and inputs).
 //
 // KV validity. `computed` per sequence: the head's KV of positions [0, computed) holds verified
 // inputs. The head's KV never enters the prefix cache as its own: a sequence that starts with
@@ -92,6 +106,13 @@ class EagleProposer {
     std::vector<int32_t> rows;    // device: [pending]: their rows in target_states_ of `step`
     uint64_t step = 0;            // device: the observed step (observed_) the rows belong to
   };
+  // A sequence that proposes: plan index, position n of the step's first token, k.
+  struct Active {
+    size_t i;
+    int32_t n;
+    int32_t k;
+  };
+  using Tables = std::unordered_map<uint64_t, std::vector<int32_t>>;
   // One token of a catch-up pass: its position's input token and hidden state (host: a row of
   // SeqState::hidden, null for zeros; device: a row of target_states_, -1 for zeros).
   struct CatchUp {
@@ -120,11 +141,24 @@ class EagleProposer {
   void add_token(Pass& pass, const std::vector<int32_t>& table, int32_t position, int32_t token,
                  std::span<const float> hidden, int32_t row) const;
   static void end_sequence(Pass& pass, const std::vector<int32_t>& table, int32_t end);
+  // The pass as a head forward (tables padded into pass.flat_tables) whose hidden inputs are
+  // `width` wide: host rows, or on the device pass.hidden_rows of `source` (null: set later, by
+  // forward_chain).
+  [[nodiscard]] ForwardBatch batch_of(Pass& pass, int64_t width, const DeviceHidden* source) const;
   // Runs a pass whose hidden inputs are `width` wide (device: gathered from `source`); returns
   // the logits of its rows not drawn on the device (all rows' span; those rows only are valid,
   // or empty when every row was drawn), pass.drawn the others' tokens, and leaves the head's
   // outputs of the rows in outputs_ [rows, hidden] (host) or in its device buffer (device).
   [[nodiscard]] std::span<float> run(Pass& pass, int64_t width, const DeviceHidden* source);
+  // Passes 2..k pass by pass after the catch-up `first` (last_row: each active sequence's row
+  // there), each pass's drafts back on the host before the next pass is built.
+  void propose_passes(StepPlan& plan, Pass& first, std::span<const Active> active,
+                      std::span<const size_t> last_row, const Tables& tables,
+                      std::span<SequenceResult> results);
+  // The catch-up and passes 2..k built at once and run as one Model::forward_chain.
+  void propose_chained(StepPlan& plan, Pass& first, std::span<const Active> active,
+                       std::span<const size_t> last_row, const Tables& tables,
+                       std::span<SequenceResult> results);
 
   Model& head_;
   int block_size_;
@@ -134,10 +168,12 @@ class EagleProposer {
   std::vector<int32_t> target_layers_;
   std::vector<float> outputs_;  // host: [rows of the last pass, hidden_]
   bool on_device_ = false;
-  bool uniform_catch_up_ = false;  // the head replays decode graphs: decode-shaped catch-ups
-  uint64_t observed_ = 0;          // device: target steps observed
-  DeviceHidden target_states_;     // device: the last observed step's target layers
-  DeviceHidden head_states_;       // device: the head's outputs of its last pass (layer 0)
+  bool uniform_catch_up_ = false;
+  bool chains_ = false;    // device: the head chains greedy passes on its device (chains_on_device)
+                           // // the head replays decode graphs: decode-shaped catch-ups
+  uint64_t observed_ = 0;  // device: target steps observed
+  DeviceHidden target_states_;  // device: the last observed step's target layers
+  DeviceHidden head_states_;    // device: the head's outputs of its last pass (layer 0)
   std::unordered_map<uint64_t, SeqState> seqs_;
 };
 

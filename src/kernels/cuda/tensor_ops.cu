@@ -75,6 +75,14 @@ __global__ void gather_layer_rows_kernel(const char* src, int64_t layer_bytes, i
   }
 }
 
+__global__ void gather_ids_kernel(const int32_t* src, const int32_t* rows, int64_t n,
+                                  int32_t* ids) {
+  for (int64_t t = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; t < n;
+       t += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    if (rows[t] >= 0) ids[t] = src[rows[t]];
+  }
+}
+
 __global__ void affine_kernel(void* x, DType d, int64_t n, float scale, float offset) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -173,6 +181,14 @@ cudaError_t gather_layer_rows(const void* src, int layers, int64_t layer_bytes, 
   const dim3 grid(static_cast<unsigned>(num_rows), static_cast<unsigned>(layers));
   gather_layer_rows_kernel<<<grid, 256, 0, stream>>>(
       static_cast<const char*>(src), layer_bytes, row_bytes, rows, static_cast<char*>(dst), vec16);
+  return cudaGetLastError();
+}
+
+cudaError_t gather_ids(const int32_t* src, const int32_t* rows, int64_t n, int32_t* ids,
+                       cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  const auto blocks = static_cast<unsigned>(std::min<int64_t>((n + 255) / 256, 1024));
+  gather_ids_kernel<<<blocks, 256, 0, stream>>>(src, rows, n, ids);
   return cudaGetLastError();
 }
 

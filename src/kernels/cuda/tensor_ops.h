@@ -48,6 +48,13 @@ cudaError_t gather_layer_rows(const void* src, int layers, int64_t layer_bytes, 
                               const int32_t* rows, int64_t num_rows, void* dst,
                               cudaStream_t stream);
 
+/// ids[t] = src[rows[t]] where rows[t] >= 0 (else ids[t] is left), t in [0, n): a chained pass's
+/// input ids from the previous pass's drawn tokens (Model::forward_chain). Example: src (drawn
+/// tokens of the previous pass's 3 rows) [812, 90, 4401], rows [2, -1, 0], ids [0, 7, 0] become
+/// [4401, 7, 812]. src, rows and ids: device int32.
+cudaError_t gather_ids(const int32_t* src, const int32_t* rows, int64_t n, int32_t* ids,
+                       cudaStream_t stream);
+
 /// dst[r, c] = src[r, columns[c]] when columns[c] >= 0, else -inf, for r in [0, rows) and c in
 /// [0, dst_cols); src [rows, src_cols], dst [rows, dst_cols], both in `dtype` (f32, bf16 or f16),
 /// columns device int32 [dst_cols] with entries in [-1, src_cols). An EAGLE-3 head's logits over

@@ -4,6 +4,7 @@
 // (the kernel sequence of a step: the definition's blocks, fused for small steps).
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,8 @@ struct StepInputs {
   const int32_t* logits_rows;
   // An EAGLE head's ForwardBatch::input_hidden_rows [real tokens] (null without them).
   const int32_t* hidden_rows;
+  // A chained pass's ChainedPass::id_rows [real tokens] (null without them).
+  const int32_t* id_rows;
   int table_width;
 };
 
@@ -106,6 +109,12 @@ class CudaDecoderModel final : public Model {
   std::span<float> finish_step(std::span<int32_t> tokens,
                                std::span<DrawnLogprobs> logprobs) override;
 
+  bool chains_on_device() const override {
+    return options_.device_sampling && options_.chained_drafts;
+  }
+  /// The passes queued back to back on the stream (cuda_chain.cc): each pass's ids gathered on
+  /// the device from the previous pass's drawn tokens, one synchronisation after the last.
+  void forward_chain(std::span<const ChainedPass> passes, std::span<int32_t> tokens) override;
   std::vector<int> decode_graph_sizes(int max_num_seqs) const override {
     return options_.cuda_graphs ? DecodeGraphs::buckets(max_num_seqs) : std::vector<int>{};
   }
@@ -118,7 +127,7 @@ class CudaDecoderModel final : public Model {
 
  private:
   StepInputs stage_inputs(const ForwardBatch& batch, int table_width,
-                          std::span<const int32_t> hidden_rows);
+                          std::span<const int32_t> hidden_rows, std::span<const int32_t> id_rows);
   const ForwardBatch& pad_to_graph_bucket(const ForwardBatch& b);
   /// The kernel sequence of one step (cuda_forward.cc): enqueues only, so it can be captured.
   void run_kernels(const StepInputs& in, const cuda::AttentionPlan& plan, int64_t T, int S,
@@ -178,13 +187,24 @@ class CudaDecoderModel final : public Model {
   // A code cache's scales: [layers, 2] fp32, (k, v) of layer l at 2 l (empty: no code cache).
   DeviceBuffer kv_scales_;
   CudaActivations act_;
-  // Step inputs: one pinned host area and one device area, copied in one transfer.
+  // Step inputs: one pinned host area and one device area, copied in one transfer. The copy's
+  // event: the host area is rewritten only once the last copy from it ran (chained passes queue
+  // several steps without synchronising).
   void* host_inputs_ = nullptr;
   size_t host_inputs_bytes_ = 0;
+  cudaEvent_t inputs_copied_ = nullptr;
   DeviceBuffer device_inputs_;
   DeviceBuffer logits_dtype_, logits_f32_, gathered_;
   void* host_logits_ = nullptr;  // pinned [rows, vocab] fp32, returned by forward()
   DeviceSampler sampler_;        // rows drawn on the device
+  // forward_chain: a sampler per pass (each keeps its pass's drawn tokens on the device and its
+  // own pinned staging), and what the pass being started reads from the one before it.
+  std::vector<std::unique_ptr<DeviceSampler>> chain_samplers_;
+  struct ChainLink {
+    DeviceSampler* sampler = nullptr;       // this pass's (null: sampler_, outside a chain)
+    const int32_t* previous = nullptr;      // device: the previous pass's drawn tokens [rows]
+    std::span<const int32_t> id_rows = {};  // [real tokens]: ChainedPass::id_rows
+  } chain_;
   // An EAGLE-3 head with a draft vocabulary: its LM head's rows [L, draft_vocab] in the activation
   // dtype, before gather_columns places them at their target ids in logits_dtype_.
   DeviceBuffer draft_logits_;

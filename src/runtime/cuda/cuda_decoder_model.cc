@@ -119,6 +119,7 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
       options_(options) {
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_copied_, cudaEventDisableTiming));
   PAGODA_CUDA_CHECK(cuda::blas_context_create(&blas_));
   cuda::set_dependent_launch(options_.dependent_launch);
   blas_.gemv_mma_max_m =
@@ -185,6 +186,7 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
 CudaDecoderModel::~CudaDecoderModel() {
   graphs_.clear();
   cuda::blas_context_destroy(&blas_);
+  if (inputs_copied_ != nullptr) cudaEventDestroy(inputs_copied_);
   if (stream_ != nullptr) cudaStreamDestroy(stream_);
   if (host_inputs_ != nullptr) cudaFreeHost(host_inputs_);
   if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
@@ -320,10 +322,11 @@ std::optional<std::pair<size_t, size_t>> CudaDecoderModel::device_memory() const
 /// Device layout (16-byte aligned sections): slots i64[T], ids i32[T], positions i32[T],
 /// query_start_loc i32[S+1], seq_lens i32[S], block_tables i32[S*W], logits_indices i32[L], where
 /// W >= max_blocks_per_seq is the table width (padded for CUDA graphs, so that a graph's offsets
-/// stay fixed while contexts grow), then an EAGLE head's input rows i32[R] (R: the caller's
-/// tokens, or 0).
+/// stay fixed while contexts grow), then an EAGLE head's input rows i32[R] and a chained pass's
+/// id rows i32[I] (R, I: the caller's tokens, or 0).
 StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width,
-                                          std::span<const int32_t> hidden_rows) {
+                                          std::span<const int32_t> hidden_rows,
+                                          std::span<const int32_t> id_rows) {
   auto align = [](size_t x) { return (x + 15) / 16 * 16; };
   const size_t T = static_cast<size_t>(b.num_tokens()), S = static_cast<size_t>(b.num_seqs());
   const size_t W = static_cast<size_t>(table_width);
@@ -334,7 +337,8 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
                           S * 4,
                           S * W * 4,
                           b.logits_indices.size() * 4,
-                          hidden_rows.size() * 4};
+                          hidden_rows.size() * 4,
+                          id_rows.size() * 4};
   size_t total = 0;
   for (size_t sz : sizes) total += align(sz);
   if (total > host_inputs_bytes_) {
@@ -347,10 +351,12 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
     device_inputs_ = DeviceBuffer(host_inputs_bytes_);
     graphs_.clear();
   }
+  // A queued step may still be copying from the host area (chained passes): wait for that copy.
+  PAGODA_CUDA_CHECK(cudaEventSynchronize(inputs_copied_));
   char* host = static_cast<char*>(host_inputs_);
   size_t offset = 0;
-  size_t offsets[8];
-  for (size_t i = 0; i < 8; ++i) {
+  size_t offsets[9];
+  for (size_t i = 0; i < 9; ++i) {
     offsets[i] = offset;
     offset += align(sizes[i]);
   }
@@ -367,8 +373,10 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
   }
   if (sizes[6] > 0) std::memcpy(host + offsets[6], b.logits_indices.data(), sizes[6]);
   if (sizes[7] > 0) std::memcpy(host + offsets[7], hidden_rows.data(), sizes[7]);
+  if (sizes[8] > 0) std::memcpy(host + offsets[8], id_rows.data(), sizes[8]);
   PAGODA_CUDA_CHECK(
       cudaMemcpyAsync(device_inputs_.get(), host_inputs_, total, cudaMemcpyHostToDevice, stream_));
+  PAGODA_CUDA_CHECK(cudaEventRecord(inputs_copied_, stream_));
   char* dev = device_inputs_.as<char>();
   return StepInputs{reinterpret_cast<const int64_t*>(dev + offsets[0]),
                     reinterpret_cast<const int32_t*>(dev + offsets[1]),
@@ -378,6 +386,7 @@ StepInputs CudaDecoderModel::stage_inputs(const ForwardBatch& b, int table_width
                     reinterpret_cast<const int32_t*>(dev + offsets[5]),
                     reinterpret_cast<const int32_t*>(dev + offsets[6]),
                     sizes[7] > 0 ? reinterpret_cast<const int32_t*>(dev + offsets[7]) : nullptr,
+                    sizes[8] > 0 ? reinterpret_cast<const int32_t*>(dev + offsets[8]) : nullptr,
                     table_width};
 }
 
@@ -469,7 +478,13 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
     }
   }
   const StepInputs in =
-      stage_inputs(b, table_width, c.eagle ? batch.input_hidden_rows : std::span<const int32_t>{});
+      stage_inputs(b, table_width, c.eagle ? batch.input_hidden_rows : std::span<const int32_t>{},
+                   chain_.id_rows);
+  if (in.id_rows != nullptr) {
+    // A chained pass: its ids from the previous pass's drawn tokens, over the uploaded ones.
+    PAGODA_CUDA_CHECK(cuda::gather_ids(chain_.previous, in.id_rows, batch.num_tokens(),
+                                       const_cast<int32_t*>(in.ids), stream_));
+  }
   if (c.eagle) stage_eagle_input(batch, in);
   // After the head's input gather, which may read hidden_dev_ itself (its previous output): a
   // grown buffer frees the old one. Device [layers, T, hidden], T padded; host the real tokens.
@@ -560,8 +575,9 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   if (any_draw) {
     // The processed rows go to logits_f32_ (the host copy below converts the raw rows afresh).
     const auto rows = draws.first(std::min(draws.size(), static_cast<size_t>(real_rows)));
-    if (sampler_.launch(logits_dtype_.get(), dtype_, c.vocab_size, rows, logits_f32_.as<float>(),
-                        stream_)) {
+    DeviceSampler& sampler = chain_.sampler != nullptr ? *chain_.sampler : sampler_;
+    if (sampler.launch(logits_dtype_.get(), dtype_, c.vocab_size, rows, logits_f32_.as<float>(),
+                       stream_)) {
       pending_.sampled = true;
       // collect() reads each draw's temperature and num_logprobs only, never its spans (which
       // the engine may free before finish_step).

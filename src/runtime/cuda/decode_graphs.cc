@@ -23,6 +23,9 @@ void DecodeGraphs::launch(const Key& key, cudaStream_t stream,
   BucketGraph& g = graphs_[key.shape];
   if (g.exec == nullptr || g.key != key) {
     cudaGraph_t captured = nullptr;
+    // Steps may be queued ahead of this one (chained passes): they finish before the capture
+    // starts, so that it records this step's work alone. Captures are rare (a shape's first use).
+    PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream));
     PAGODA_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     try {
       record();

@@ -29,6 +29,12 @@ class DeviceSampler {
   [[nodiscard]] bool launch(const void* logits, DType dtype, int64_t vocab,
                             std::span<const DeviceDraw> draws, float* workspace,
                             cudaStream_t stream);
+  /// The last launch's drawn tokens on the device, [draws.size()] int32 (rows not drawn hold
+  /// nothing meaningful), valid until the next launch: a chained pass's next ids read them.
+  [[nodiscard]] const int32_t* device_tokens() const {
+    return reinterpret_cast<const int32_t*>(static_cast<const char*>(device_.get()) +
+                                            layout_.tokens);
+  }
   /// Writes the drawn rows' tokens and log-probabilities (rows with num_logprobs >= 0).
   void collect(std::span<const DeviceDraw> draws, std::span<int32_t> tokens,
                std::span<DrawnLogprobs> logprobs) const;

@@ -66,13 +66,17 @@ TEST_F(EnvKnobs, RuntimeOptionsComeFromTheEnvironmentOnce) {
   const RuntimeOptions defaults = runtime_options_from_env();
   EXPECT_TRUE(defaults.cuda_graphs);
   EXPECT_EQ(defaults.attention_min_split_keys, 64);
+  EXPECT_TRUE(defaults.chained_drafts);
   setenv("PAGODA_ATTENTION_MIN_SPLIT_KEYS", "128", 1);
+  setenv("PAGODA_UNCHAINED_DRAFTS", "1", 1);
   setenv("PAGODA_ENFORCE_EAGER", "1", 1);
   setenv("PAGODA_PDL", "1", 1);
   const RuntimeOptions o = runtime_options_from_env();
   unsetenv("PAGODA_ATTENTION_MIN_SPLIT_KEYS");
   unsetenv("PAGODA_ENFORCE_EAGER");
   unsetenv("PAGODA_PDL");
+  unsetenv("PAGODA_UNCHAINED_DRAFTS");
+  EXPECT_FALSE(o.chained_drafts);
   EXPECT_EQ(o.attention_min_split_keys, 128);
   EXPECT_FALSE(o.cuda_graphs);
   EXPECT_TRUE(o.dependent_launch);

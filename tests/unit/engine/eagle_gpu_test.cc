@@ -14,7 +14,11 @@
 //    replay graphs with the eager steps' results bit for bit (padded steps return the real
 //    rows), the head's decode-shaped passes likewise, and a head input gathered on the device
 //    (from the target's kept layers, then from the head's own output) equals the same states
-//    sent from the host, bit for bit.
+//    sent from the host, bit for bit;
+//  - chained passes (Model::forward_chain, each pass's ids gathered on the device from the
+//    previous pass's draws): the same draws and KV as the passes one by one through the host,
+//    with graphs and eagerly, and an engine with chained drafts gives the unchained engine's
+//    outputs and speculation counts bit for bit (each request alone, k fixed).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -474,6 +478,85 @@ TEST(EagleHeadGpu, HeadPassesReplayGraphsAsEager) {
   }
 }
 
+TEST(EagleHeadGpu, ChainedPassesEqualPassByPass) {
+  // A catch-up of 5 and 3 tokens from host states, then three chained passes (the last with one
+  // sequence left), each reading the previous pass's draws and outputs on the device: the
+  // draws equal the base Model::forward_chain's (forward_sample per pass, the ids through the
+  // host) on a twin head, and a pass after the chain reads the same KV (logits bit for bit).
+  REQUIRE_GPU();
+  ThreadPool pool(2);
+  for (const Head& h : heads()) {
+    for (const bool graphs : {true, false}) {
+      SCOPED_TRACE(fmt::format("{} graphs {}", h.method, graphs));
+      const EagleHeadOptions eagle{h.version, kStories};
+      std::unique_ptr<Model> chained =
+          load_eagle_head_on_device(h.dir, eagle, with_graphs(graphs), "cuda", pool);
+      std::unique_ptr<Model> host =
+          load_eagle_head_on_device(h.dir, eagle, with_graphs(graphs), "cuda", pool);
+      ASSERT_TRUE(chained->chains_on_device());
+      for (Model* m : {chained.get(), host.get()}) m->init_kv_cache(8, 16);
+      const int64_t width = h.version == 1 ? 64 : 192;
+      std::mt19937 rng(31);
+      std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+      std::vector<float> in0(8 * static_cast<size_t>(width));
+      for (float& x : in0) x = u(rng);
+      StepInput p0, p1, p2, p3;
+      p0.add(0, {5, 17, 300, 42, 9}, false);  // rows 4 and 7
+      p0.add(0, {77, 1, 250}, false);
+      p1.add(5, {0}, true);
+      p1.add(3, {0}, true);
+      p2.add(6, {0}, true);
+      p2.add(4, {0}, true);
+      p3.add(7, {0}, true);  // sequence 0 alone (its blocks 1, 2)
+      for (StepInput* p : {&p0, &p1, &p2, &p3}) p->layers = {0};
+      std::vector<ChainedPass> chain(4);
+      chain[0].batch = p0.batch();
+      chain[0].batch.input_hidden = in0;
+      chain[0].batch.input_hidden_width = width;
+      chain[0].batch.host_hidden_layers = 0;
+      // Pass 1 reads the catch-up's rows 0 and 1 (tokens 4 and 7); passes 2, 3 their own rows.
+      const std::vector<int32_t> id_rows{0, 1}, hidden1{4, 7}, hidden2{0, 1}, one{0};
+      StepInput* later[3] = {&p1, &p2, &p3};
+      for (size_t j = 1; j < 4; ++j) {
+        chain[j].batch = later[j - 1]->batch();
+        chain[j].batch.input_hidden_rows = j == 1 ? hidden1 : j == 2 ? hidden2 : one;
+        chain[j].batch.input_hidden_width = 64;
+        chain[j].batch.host_hidden_layers = 0;
+        chain[j].id_rows = j == 3 ? std::span<const int32_t>(one) : std::span(id_rows);
+        chain[j].hidden_from_previous = true;
+      }
+      std::vector<std::vector<DeviceDraw>> draws(4);
+      for (size_t j = 0; j < 4; ++j) {
+        draws[j].assign(chain[j].batch.logits_indices.size(), DeviceDraw{});
+        for (DeviceDraw& d : draws[j]) d.temperature = 0.0f;
+        chain[j].draws = draws[j];
+      }
+      std::vector<int32_t> on_device(7, -1), through_host(7, -1);
+      chained->forward_chain(chain, on_device);
+      host->Model::forward_chain(chain, through_host);
+      EXPECT_EQ(on_device, through_host);
+      for (const int32_t t : on_device) EXPECT_GE(t, 0);
+      // After the chain: positions 8 of sequence 0 and 5 of sequence 1 read every chained
+      // token's KV.
+      StepInput after;
+      after.add(8, {11}, true);
+      after.add(5, {12}, true);
+      after.layers = {0};
+      std::vector<float> in(2 * 64);
+      for (float& x : in) x = u(rng);
+      ForwardBatch b = after.batch();
+      b.input_hidden = in;
+      b.input_hidden_width = 64;
+      const StepOut c = run_step(*chained, b, false), r = run_step(*host, b, false);
+      expect_same(r.logits, c.logits, "logits after the chain");
+      // The chain again (its graphs captured now): the same draws as the first time's passes.
+      std::vector<int32_t> again(7, -1);
+      chained->forward_chain(chain, again);
+      EXPECT_EQ(again, on_device);
+    }
+  }
+}
+
 // ---- The engine ----
 
 EngineArgs gpu_engine(int budget, bool prefix_caching) {
@@ -517,6 +600,54 @@ TEST(EagleGpu, GreedyFollowsPlainDecoding) {
       EXPECT_GT(st.spec_decode_num_accepted_tokens, 0) << what;
       EXPECT_LT(st.spec_decode_num_accepted_tokens, st.spec_decode_num_draft_tokens) << what;
       EXPECT_EQ(st.kv_cache_usage, 0.0) << what;
+    }
+  }
+}
+
+TEST(EagleGpu, ChainedDraftsEqualUnchainedDrafts) {
+  // Each request alone, k = 4 fixed (adaptive off: no timing decides a step's shape): chained
+  // head passes (the default) and pass-by-pass ones (chained_drafts off) draft the same tokens,
+  // so the outputs, log-probabilities and speculation counts are the same bit for bit; both
+  // follow plain decoding as GreedyFollowsPlainDecoding checks. With graphs and eagerly; no
+  // cuBLASLt timing (the two engines could time different algorithms).
+  REQUIRE_GPU();
+  const engine_test::Workload w = make_workload(7);
+  std::vector<CompletionOutput> plain;
+  {
+    EngineCore engine(gpu_engine(2048, false));
+    plain = run_alone(engine, w, kLogprobs);
+  }
+  for (const Head& h : heads()) {
+    for (const bool eager : {false, true}) {
+      const std::string what = fmt::format("{} eager {}", h.method, eager);
+      std::vector<CompletionOutput> out[2];
+      EngineStats stats[2];
+      for (const bool chained : {true, false}) {
+        EngineArgs args = gpu_eagle_engine(h, 4, false);
+        args.enforce_eager = eager;
+        args.runtime.chained_drafts = chained;
+        args.runtime.cublaslt_tuning = false;  // the heuristic's algorithms: the same in both
+        EngineCore engine(args);
+        out[chained ? 0 : 1] = run_alone(engine, w, kLogprobs);
+        stats[chained ? 0 : 1] = engine.stats();
+      }
+      print_speculation((what + " chained").c_str(), stats[0], 0);
+      ASSERT_EQ(out[0].size(), out[1].size());
+      for (size_t i = 0; i < out[0].size(); ++i) {
+        EXPECT_EQ(out[0][i].token_ids, out[1][i].token_ids) << what << " request " << i;
+        ASSERT_EQ(out[0][i].logprobs.size(), out[1][i].logprobs.size());
+        for (size_t t = 0; t < out[0][i].logprobs.size(); ++t) {
+          EXPECT_EQ(out[0][i].logprobs[t].logprob, out[1][i].logprobs[t].logprob)
+              << what << " request " << i << " token " << t;
+          EXPECT_EQ(out[0][i].logprobs[t].top, out[1][i].logprobs[t].top);
+        }
+      }
+      EXPECT_EQ(stats[0].spec_decode_num_drafts, stats[1].spec_decode_num_drafts) << what;
+      EXPECT_EQ(stats[0].spec_decode_num_draft_tokens, stats[1].spec_decode_num_draft_tokens);
+      EXPECT_EQ(stats[0].spec_decode_num_accepted_tokens, stats[1].spec_decode_num_accepted_tokens)
+          << what;
+      EXPECT_GT(stats[0].spec_decode_num_accepted_tokens, 0) << what;
+      expect_workload_close(plain, out[0], kStoriesTolerance, what);
     }
   }
 }

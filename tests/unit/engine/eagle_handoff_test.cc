@@ -8,12 +8,18 @@
 //    EAGLE-1 and EAGLE-3, with the decode-shaped catch-up (a head that reports decode graphs),
 //    drafts kept by a fixed schedule so that catch-ups of 1..k + 1 tokens occur;
 //  - the tokens of plain greedy decoding when a sequence sits out steps (its pending rows on the
-//    device are gone: it catches up from its KV), with drafts still proposed.
+//    device are gone: it catches up from its KV), with drafts still proposed;
+//  - with a head that chains its passes (Model::forward_chain, the default implementation over a
+//    head that draws greedy rows itself as the GPU head does: ids fed from the previous pass's
+//    draws, hidden states from its own output), the same drafts step by step as the pass-by-pass
+//    device path and the host path, and plain greedy tokens.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <memory>
 
 #include "eagle_test_util.h"
@@ -34,8 +40,11 @@ constexpr int kDevice = 7;  // the wrappers' pretend device
 /// ForwardBatch::input_hidden_rows from input_hidden_device (fp32) into input_hidden first.
 class PretendDevice final : public Model {
  public:
-  PretendDevice(std::unique_ptr<Model> inner, bool graphs)
-      : inner_(std::move(inner)), graphs_(graphs) {}
+  /// chains: as a head, it draws rows of temperature 0 itself (the argmax after logit_bias and
+  /// the masked tokens, ties to the lower id, as the device sampler) and reports
+  /// chains_on_device(), so that the proposer runs its passes as one forward_chain.
+  PretendDevice(std::unique_ptr<Model> inner, bool graphs, bool chains = false)
+      : inner_(std::move(inner)), graphs_(graphs), chains_(chains) {}
 
   const ModelConfig& config() const override { return inner_->config(); }
   const ModelDefinition& definition() const override { return inner_->definition(); }
@@ -43,6 +52,7 @@ class PretendDevice final : public Model {
   void init_kv_cache(int64_t num_blocks, int block_size) override {
     inner_->init_kv_cache(num_blocks, block_size);
   }
+  bool chains_on_device() const override { return chains_; }
   std::vector<int> decode_graph_sizes(int max_num_seqs) const override {
     return graphs_ ? std::vector<int>{1, 2} : inner_->decode_graph_sizes(max_num_seqs);
   }
@@ -89,7 +99,21 @@ class PretendDevice final : public Model {
       b.input_hidden_rows = {};
     }
     b.host_hidden_layers = -1;
+    ++forwards_;
     const std::span<float> logits = inner_->forward_sample(b, draws, tokens, logprobs);
+    if (chains_) {
+      const auto vocab = static_cast<size_t>(config().vocab_size);
+      for (size_t r = 0; r < draws.size(); ++r) {
+        if (draws[r].temperature != 0 || tokens[r] >= 0) continue;
+        std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(r * vocab),
+                               logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
+        for (const auto& [t, bias] : draws[r].logit_bias) row[static_cast<size_t>(t)] += bias;
+        for (const int32_t t : draws[r].masked)
+          row[static_cast<size_t>(t)] = -std::numeric_limits<float>::infinity();
+        tokens[r] = static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+        ++drawn_;
+      }
+    }
     layers_ = static_cast<int>(batch.hidden_layers.size());
     tokens_ = batch.num_tokens();
     host_layers_ = batch.host_hidden_layers < 0 ? layers_ : batch.host_hidden_layers;
@@ -98,6 +122,10 @@ class PretendDevice final : public Model {
   std::span<float> hidden_states() override {
     const std::span<float> all = inner_->hidden_states();
     return all.first(static_cast<size_t>(host_layers_ * tokens_ * config().hidden_size));
+  }
+  void forward_chain(std::span<const ChainedPass> passes, std::span<int32_t> tokens) override {
+    ++chains_run_;
+    Model::forward_chain(passes, tokens);
   }
   std::optional<DeviceHidden> device_hidden_states() const override {
     DeviceHidden d;
@@ -110,9 +138,15 @@ class PretendDevice final : public Model {
     return d;
   }
 
+  /// Rows this head drew itself (chains), and forward_chain calls.
+  [[nodiscard]] int64_t drawn() const { return drawn_; }
+  [[nodiscard]] int64_t chains_run() const { return chains_run_; }
+  [[nodiscard]] int64_t forwards() const { return forwards_; }
+
  private:
   std::unique_ptr<Model> inner_;
-  bool graphs_;
+  bool graphs_, chains_;
+  int64_t drawn_ = 0, chains_run_ = 0, forwards_ = 0;
   int layers_ = 0, host_layers_ = 0;
   int64_t tokens_ = 0;
 };
@@ -121,13 +155,13 @@ struct Models {
   std::unique_ptr<Model> target, head;
 };
 
-Models load(int version, bool device, ThreadPool& pool) {
+Models load(int version, bool device, ThreadPool& pool, bool chains = false) {
   const std::string& dir = version == 1 ? eagle_test::eagle1_head() : eagle_test::eagle3_head();
   Models m{load_model_on_device(kStories, {}, "cpu", pool),
            load_eagle_head_on_device(dir, {version, kStories}, {}, "cpu", pool)};
   if (device) {
     m.target = std::make_unique<PretendDevice>(std::move(m.target), false);
-    m.head = std::make_unique<PretendDevice>(std::move(m.head), true);
+    m.head = std::make_unique<PretendDevice>(std::move(m.head), true, chains);
   }
   m.target->init_kv_cache(64, kBlockSize);
   m.head->init_kv_cache(64, kBlockSize);
@@ -160,10 +194,12 @@ struct Outcome {
 /// while it equals the target's argmax of row j; or, with `force`, sequence i keeps force(i,
 /// step) drafts whatever they are (as the benchmark switch does: the stories heads are rarely
 /// right, and the catch-ups after kept drafts are what the hand-off must get right), then the
-/// target's token of the row after them.
+/// target's token of the row after them. `ks`, when set, gives sequence i's drafts at a step (0..k;
+/// 0: a plain one-token step) instead of k.
 Outcome drive(Models& m, const std::vector<std::vector<int32_t>>& prompts, int k, int steps,
               const std::function<bool(size_t, int)>& skip,
-              const std::function<int(size_t, int)>& force = {}) {
+              const std::function<int(size_t, int)>& force = {},
+              const std::function<int(size_t, int)>& ks = {}) {
   ModelRunner runner(*m.target, kBlockSize, m.head.get());
   std::vector<Seq> seqs;
   for (size_t i = 0; i < prompts.size(); ++i) seqs.push_back({i + 1, prompts[i]});
@@ -186,12 +222,19 @@ Outcome drive(Models& m, const std::vector<std::vector<int32_t>>& prompts, int k
         s.started = true;
         p.rows.push_back(greedy());
       } else {
+        const int n = ks ? ks(i, step) : k;
         p.block_table_start = kBlocks;
-        p.num_spec = k;
+        if (n == 0) {  // a plain decode step: no drafts asked for
+          p.rows.push_back(greedy());
+          plan.seqs.push_back(std::move(p));
+          in_plan.push_back(i);
+          continue;
+        }
+        p.num_spec = n;
         p.propose = true;
         p.draft_draw = greedy();
-        p.tokens.insert(p.tokens.end(), static_cast<size_t>(k), 0);
-        p.rows.assign(static_cast<size_t>(k) + 1, greedy());
+        p.tokens.insert(p.tokens.end(), static_cast<size_t>(n), 0);
+        p.rows.assign(static_cast<size_t>(n) + 1, greedy());
       }
       plan.seqs.push_back(std::move(p));
       in_plan.push_back(i);
@@ -209,7 +252,7 @@ Outcome drive(Models& m, const std::vector<std::vector<int32_t>>& prompts, int k
       const auto computed_now = static_cast<int32_t>(s.tokens.size());
       size_t a = 0;
       if (force) {
-        a = static_cast<size_t>(force(in_plan[j], step));
+        a = std::min(static_cast<size_t>(force(in_plan[j], step)), sr.drafts.size());
       } else {
         while (a < sr.drafts.size() && sr.drafts[a] == row_token(a)) ++a;
       }
@@ -290,6 +333,76 @@ TEST(EagleHandoff, SequenceSittingOutStepsKeepsPlainTokens) {
     size_t drafts = 0;
     for (const std::vector<int32_t>& step : d.drafts) drafts += step.size();
     EXPECT_GT(drafts, 30u);
+  }
+}
+
+TEST(EagleHandoff, ChainedPassesDraftAsPassByPass) {
+  // The same loop with a head that chains its passes: the drafts of every step equal the
+  // pass-by-pass device path's and the host path's, with equal and with different k per
+  // sequence (sequences leaving the chain early), and the tokens follow.
+  ThreadPool pool(2);
+  for (const int version : {1, 3}) {
+    SCOPED_TRACE(version);
+    const auto never = [](size_t, int) { return false; };
+    const auto kept = [](size_t i, int step) {
+      return (step % 4 == 3 ? step + static_cast<int>(i) : step) % 4;
+    };
+    const auto mixed = [](size_t i, int step) { return 1 + (step + 2 * static_cast<int>(i)) % 3; };
+    for (const bool mixed_k : {false, true}) {
+      SCOPED_TRACE(mixed_k);
+      const std::function<int(size_t, int)> ks =
+          mixed_k ? mixed : std::function<int(size_t, int)>{};
+      Models host = load(version, false, pool), device = load(version, true, pool);
+      Models chained = load(version, true, pool, /*chains=*/true);
+      const Outcome h = drive(host, kPrompts, 3, 14, never, kept, ks);
+      const Outcome d = drive(device, kPrompts, 3, 14, never, kept, ks);
+      const Outcome c = drive(chained, kPrompts, 3, 14, never, kept, ks);
+      ASSERT_EQ(c.drafts.size(), d.drafts.size());
+      for (size_t step = 0; step < c.drafts.size(); ++step) {
+        EXPECT_EQ(d.drafts[step], c.drafts[step]) << "step " << step;
+        EXPECT_EQ(h.drafts[step], c.drafts[step]) << "step " << step;
+      }
+      EXPECT_EQ(d.tokens, c.tokens);
+      const auto& head = static_cast<const PretendDevice&>(*chained.head);
+      EXPECT_EQ(head.chains_run(), 13) << "a chain per speculating step";
+      EXPECT_GT(head.drawn(), 13 * 2);
+    }
+  }
+}
+
+TEST(EagleHandoff, ChainedPassesKeepPlainTokens) {
+  // Greedy verification against the target's argmax with chained passes, a sequence sitting out
+  // steps: the tokens of plain greedy decoding.
+  ThreadPool pool(2);
+  for (const int version : {1, 3}) {
+    SCOPED_TRACE(version);
+    Models chained = load(version, true, pool, /*chains=*/true);
+    const Outcome c =
+        drive(chained, kPrompts, 4, 12, [](size_t i, int step) { return i == 0 && step % 4 == 1; });
+    for (size_t i = 0; i < kPrompts.size(); ++i)
+      EXPECT_EQ(c.tokens[i], plain(kPrompts[i], c.tokens[i].size(), pool)) << "sequence " << i;
+    EXPECT_GT(static_cast<const PretendDevice&>(*chained.head).chains_run(), 0);
+  }
+}
+
+TEST(EagleHandoff, SequencesWithoutDraftsLag) {
+  // Steps without drafts (the adaptive length at 0) run no head pass once the prompt is caught
+  // up: here step 1 catches up the prompts (one pass without rows), steps 6 and 10 propose 3
+  // drafts (a catch-up and two passes each), the other steps none; tokens stay plain greedy.
+  ThreadPool pool(2);
+  for (const int version : {1, 3}) {
+    for (const bool chains : {false, true}) {
+      SCOPED_TRACE(fmt::format("version {} chains {}", version, chains));
+      Models device = load(version, true, pool, chains);
+      const auto ks = [](size_t, int step) { return step >= 6 && step % 4 == 2 ? 3 : 0; };
+      const Outcome d = drive(
+          device, kPrompts, 3, 12, [](size_t, int) { return false; }, {}, ks);
+      for (size_t i = 0; i < kPrompts.size(); ++i)
+        EXPECT_EQ(d.tokens[i], plain(kPrompts[i], d.tokens[i].size(), pool)) << "sequence " << i;
+      EXPECT_EQ(static_cast<const PretendDevice&>(*device.head).forwards(), 1 + 2 * 3);
+      EXPECT_EQ(d.drafts[6].size(), 6u);
+      EXPECT_EQ(d.drafts[10].size(), 6u);
+    }
   }
 }
 
