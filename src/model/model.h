@@ -221,7 +221,7 @@ struct LoadOptions {
   bool cpu_onednn = false;
   KVCacheOptions kv_cache;
   /// -tp N: this process's rank of the group and its communicator; the model holds only the
-  /// rank's slices (model/tensor_parallel.h). CPU only for now.
+  /// rank's slices (model/tensor_parallel.h), on the CPU or the GPU.
   TensorParallel tensor_parallel;
   /// Called with the fraction of the weights loaded so far (0..1) while loading takes time: GPU
   /// uploads and dummy fills (an mmapped CPU checkpoint needs no loading). May be empty.

@@ -19,6 +19,18 @@ bool cuda_available() {
 #endif
 }
 
+GpuPlacement place_gpu_rank(int rank, int world, int device_count, bool have_nccl) {
+  PAGODA_CHECK(world >= 1 && rank >= 0 && rank < world && device_count >= 1,
+               "rank {} of {} on {} GPUs", rank, world, device_count);
+  GpuPlacement p;
+  p.device = rank % device_count;
+  if (world == 1) return p;
+  // Ranks d, d + n, d + 2n, ... below world share GPU d.
+  p.ranks_on_device = (world - 1 - p.device) / device_count + 1;
+  p.comm = world <= device_count && have_nccl ? GpuCommunicator::kNccl : GpuCommunicator::kStaged;
+  return p;
+}
+
 namespace {
 
 // Whether `device` ("auto", "cpu" or "cuda") means the GPU.
@@ -49,14 +61,17 @@ std::unique_ptr<Model> load_model_on_device(const std::string& model_dir,
                                             const LoadOptions& options, const std::string& device,
                                             ThreadPool& pool) {
   if (!on_gpu(device)) return load_model(model_dir, options, pool);
-  if (options.tensor_parallel.world > 1) {
-    throw InvalidArgument(fmt::format(
-        "--tensor-parallel-size {}: tensor parallelism runs on the CPU only so far (--device cpu)",
-        options.tensor_parallel.world));
-  }
 #ifdef PAGODA_HAVE_CUDA
-  if (cuda_device_count() == 0) throw InvalidArgument("--device cuda: no CUDA GPU is visible");
-  return load_cuda_model(model_dir, options, /*device=*/0, pool);
+  const int count = cuda_device_count();
+  if (count == 0) throw InvalidArgument("--device cuda: no CUDA GPU is visible");
+#ifdef PAGODA_HAVE_NCCL
+  constexpr bool kHaveNccl = true;
+#else
+  constexpr bool kHaveNccl = false;
+#endif
+  const TensorParallel& tp = options.tensor_parallel;
+  return load_cuda_model(model_dir, options, place_gpu_rank(tp.rank, tp.world, count, kHaveNccl),
+                         pool);
 #else
   throw InvalidArgument("--device cuda: this pagoda was built without CUDA (PAGODA_CUDA=OFF)");
 #endif

@@ -27,6 +27,26 @@ namespace pagoda {
                                                                const std::string& device,
                                                                ThreadPool& pool);
 
+/// How a GPU rank's collectives travel (kernels/cuda/staged_communicator.h, nccl_communicator.h).
+enum class GpuCommunicator {
+  kNone,    // one rank: no collectives
+  kStaged,  // through host memory and the CPU group's shared memory; eager (no CUDA graphs)
+  kNccl,    // NCCL on the rank's stream; one rank per GPU
+};
+
+/// Where tensor-parallel rank `rank` of `world` runs on a machine of `device_count` GPUs.
+struct GpuPlacement {
+  int device = 0;  // rank % device_count
+  GpuCommunicator comm = GpuCommunicator::kNone;
+  int ranks_on_device = 1;  // ranks sharing `device` (each gets this share of its memory budget)
+};
+
+/// Rank r runs on GPU r % device_count. NCCL (`have_nccl`: built with it) when every rank has a
+/// GPU of its own (world <= device_count), else the host-staged communicator, which lets ranks
+/// share a GPU. Example: world 4 on 2 GPUs: ranks 0 and 2 on GPU 0, 1 and 3 on GPU 1, staged,
+/// 2 ranks on each; world 2 on 8 GPUs: GPUs 0 and 1, NCCL.
+[[nodiscard]] GpuPlacement place_gpu_rank(int rank, int world, int device_count, bool have_nccl);
+
 /// Whether this build has the CUDA backend and sees a GPU.
 [[nodiscard]] bool cuda_available();
 

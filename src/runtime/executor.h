@@ -30,7 +30,7 @@ struct ExecutorOptions {
   int num_threads = 0;          // CPU threads of the model's pool (0: all cores)
   std::string backend = "uni";  // uni: in-process; mp: a worker process per rank
   // --tensor-parallel-size: worker processes (backend mp), each holding one rank's slices of
-  // the model (model/tensor_parallel.h); CPU only so far.
+  // the model (model/tensor_parallel.h); on GPUs rank r on GPU r % device count.
   int tensor_parallel_size = 1;
   // --decode-context-parallel-size: groups of this many ranks spread each sequence's KV by
   // position (model/context_parallel.h); divides tensor_parallel_size.

@@ -1,5 +1,6 @@
 #include "runtime/process_executor.h"
 
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/logging.h"
 #include "core/shm_communicator.h"
@@ -29,6 +31,9 @@ constexpr size_t kSharedBytes = size_t{64} << 30;
 // -tp N: each rank's slot of the collectives' shared memory (core/shm_communicator.h); larger
 // messages go through in chunks of it.
 constexpr size_t kCollectiveSlotBytes = size_t{4} << 20;
+// -tp N: how long the other ranks may stay silent once one has exited or failed before they are
+// killed (a rank in an NCCL collective with a dead peer never returns).
+constexpr int kSurvivorGraceMs = 10000;
 
 enum class Msg : uint32_t {
   kReady = 1,     // worker -> parent: ExecutorInfo
@@ -464,25 +469,57 @@ class ProcessExecutor final : public Executor {
     throw_if_failed();
     std::string answer, error;
     int error_rank = -1, exited = -1;
-    for (int r = 0; r < world(); ++r) {
-      Msg type{};
-      std::string payload;
-      try {
-        (void)receive_message(workers_[static_cast<size_t>(r)].fd, type, payload);
-      } catch (const Internal&) {
-        if (exited < 0) exited = r;
-        continue;
+    // The replies in the order they come (poll), so that a rank that exits is seen while another
+    // still waits for it: a rank in a collective with a dead or failed peer either fails it (the
+    // CPU group's and the host-staged communicator's liveness checks and abort) or, in an NCCL
+    // collective, waits for ever; once a rank has exited or failed, the ranks still silent after
+    // kSurvivorGraceMs are killed.
+    std::vector<bool> replied(workers_.size(), false);
+    for (size_t left = workers_.size(); left > 0;) {
+      std::vector<pollfd> fds;
+      std::vector<int> ranks;
+      for (int r = 0; r < world(); ++r) {
+        if (replied[static_cast<size_t>(r)]) continue;
+        fds.push_back({workers_[static_cast<size_t>(r)].fd, POLLIN, 0});
+        ranks.push_back(r);
       }
-      if (type == Msg::kError) {
-        if (error_rank < 0) {
-          error_rank = r;
-          error = std::move(payload);
+      const bool failing = exited >= 0 || error_rank >= 0;
+      const int ready = ::poll(fds.data(), fds.size(), failing ? kSurvivorGraceMs : -1);
+      if (ready < 0 && errno == EINTR) continue;
+      PAGODA_CHECK(ready >= 0, "poll of the workers' sockets: {}", std::strerror(errno));
+      if (ready == 0) {  // a rank exited or failed and these are stuck waiting for it
+        for (const int r : ranks) {
+          spdlog::error("tensor-parallel rank {} (pid {}) is stuck after rank {} {}: killed", r,
+                        workers_[static_cast<size_t>(r)].pid, exited >= 0 ? exited : error_rank,
+                        exited >= 0 ? "exited" : "failed");
+          ::kill(workers_[static_cast<size_t>(r)].pid, SIGKILL);
         }
-        continue;
+        break;
       }
-      PAGODA_CHECK(type == want, "worker {}: message {} where {} was expected", r,
-                   static_cast<uint32_t>(type), static_cast<uint32_t>(want));
-      if (r == 0) answer = std::move(payload);
+      for (size_t i = 0; i < fds.size(); ++i) {
+        if (fds[i].revents == 0) continue;
+        const int r = ranks[i];
+        replied[static_cast<size_t>(r)] = true;
+        --left;
+        Msg type{};
+        std::string payload;
+        try {
+          (void)receive_message(fds[i].fd, type, payload);
+        } catch (const Internal&) {
+          if (exited < 0 || r < exited) exited = r;
+          continue;
+        }
+        if (type == Msg::kError) {
+          if (error_rank < 0 || r < error_rank) {
+            error_rank = r;
+            error = std::move(payload);
+          }
+          continue;
+        }
+        PAGODA_CHECK(type == want, "worker {}: message {} where {} was expected", r,
+                     static_cast<uint32_t>(type), static_cast<uint32_t>(want));
+        if (r == 0) answer = std::move(payload);
+      }
     }
     if (exited >= 0) rank_exited(exited);
     if (error_rank >= 0) {

@@ -15,11 +15,13 @@
 #include "kernels/cuda/linear_w4.h"
 #include "kernels/cuda/paged_attention.h"
 #include "model/model.h"
+#include "model/tensor_parallel.h"
 #include "pagoda/runtime_options.h"
 #include "runtime/cuda/cuda_weights.h"
 #include "runtime/cuda/decode_graphs.h"
 #include "runtime/cuda/device_buffer.h"
 #include "runtime/cuda/device_sampler.h"
+#include "runtime/device_model.h"
 
 namespace pagoda {
 
@@ -79,11 +81,18 @@ struct CudaDTypes {
   std::vector<cpu::KVScales> kv_scales;  // [layers] of a code cache (empty: 1.0)
 };
 
+/// Where a CudaDecoderModel runs: its GPU and, with -tp N, its rank of the group (the definition
+/// and weights already the rank's slices, model/tensor_parallel.h).
+struct CudaRank {
+  GpuPlacement placement;  // the device, the communicator kind, the ranks sharing the device
+  TensorParallel tp;       // rank, world and the host communicator (world 1: none)
+};
+
 /// The model on the GPU.
 class CudaDecoderModel final : public Model {
  public:
   CudaDecoderModel(const ModelConfig& config, ModelDefinition definition, const CudaDTypes& dtypes,
-                   int device, CudaWeightSource weights, const RuntimeOptions& options,
+                   const CudaRank& rank, CudaWeightSource weights, const RuntimeOptions& options,
                    ThreadPool& pool);
   ~CudaDecoderModel() override;
 
@@ -152,6 +161,16 @@ class CudaDecoderModel final : public Model {
   /// Grows the hidden-state buffers: `device` elements on the device (every layer), `convert`
   /// of them converted to fp32 and `host` elements on the host.
   void reserve_hidden(size_t device, size_t convert, size_t host);
+  /// -tp N: the group's communicator on stream_ (staged or NCCL; CudaRank::placement.comm).
+  void make_communicator(const CudaRank& rank);
+  /// -tp N: x[count] (device, activation dtype) summed over the ranks, in place; nothing at tp 1.
+  void all_reduce(void* x, int64_t count);
+  /// The embedding of the step's tokens into `out` [T, hidden]: the rank's vocabulary rows, then
+  /// the all-reduce, with -tp N.
+  void embed(const StepInputs& in, int64_t T, void* out);
+  /// The LM head's rows [L, vocab_shard rows] gathered from every rank into logits_dtype_ [L,
+  /// vocab] (-tp N).
+  void lm_head_tensor_parallel(const void* x, int64_t L);
   void linear(const void* x, int64_t m, const CudaLinear& w, void* y);
   void gemv_fused(const void* x, int64_t m, const CudaLinear& w, void* y,
                   const cuda::GemvFusion& f);
@@ -173,6 +192,16 @@ class CudaDecoderModel final : public Model {
   DType dtype_;
   int device_;
   RuntimeOptions options_;
+  // -tp N: this rank, its vocabulary rows, the ranks sharing its GPU and the device communicator
+  // (null at tp 1). comm_ reads and writes device buffers on stream_.
+  TensorParallel tp_;
+  VocabShard vocab_;
+  int ranks_on_device_ = 1;
+  std::unique_ptr<Communicator> comm_;
+  // -tp N: the rank's LM head output [L, vocab_.rows] (packed) in a buffer of L * vocab_.stride
+  // elements (the all-gather sends the same bytes from every rank), and every rank's, gathered
+  // [world, L * vocab_.stride]: rank r's [L, rows_r] block starts at element r * L * stride.
+  DeviceBuffer tp_head_, tp_gathered_;
   int num_sms_ = 132;
   cudaStream_t stream_ = nullptr;
   cuda::BlasContext blas_;

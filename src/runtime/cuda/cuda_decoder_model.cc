@@ -8,8 +8,6 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/tensor_ops.h"
 #include "kv/kv_cache_spec.h"
-#include "model/kv_cache_scales.h"
-#include "model/registry.h"
 #include "runtime/cuda/cuda_decoder.h"
 #include "runtime/cuda/cuda_decoder_model.h"
 #include "runtime/cuda/host_phases.h"
@@ -110,16 +108,21 @@ void CudaActivations::reserve(int64_t tokens, const ModelDefinition& d, size_t e
 }
 
 CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition definition,
-                                   const CudaDTypes& dtypes, int device, CudaWeightSource weights,
-                                   const RuntimeOptions& options, ThreadPool& pool)
+                                   const CudaDTypes& dtypes, const CudaRank& rank,
+                                   CudaWeightSource weights, const RuntimeOptions& options,
+                                   ThreadPool& pool)
     : config_(config),
       def_(std::move(definition)),
       dtype_(dtypes.activations),
-      device_(device),
-      options_(options) {
+      device_(rank.placement.device),
+      options_(options),
+      tp_(rank.tp),
+      vocab_(vocab_shard(def_.vocab_size, rank.tp.rank, rank.tp.world)),
+      ranks_on_device_(rank.placement.ranks_on_device) {
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   PAGODA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   PAGODA_CUDA_CHECK(cudaEventCreateWithFlags(&inputs_copied_, cudaEventDisableTiming));
+  make_communicator(rank);
   PAGODA_CUDA_CHECK(cuda::blas_context_create(&blas_));
   cuda::set_dependent_launch(options_.dependent_launch);
   blas_.gemv_mma_max_m =
@@ -184,6 +187,7 @@ CudaDecoderModel::CudaDecoderModel(const ModelConfig& config, ModelDefinition de
 }
 
 CudaDecoderModel::~CudaDecoderModel() {
+  comm_.reset();  // it uses stream_
   graphs_.clear();
   cuda::blas_context_destroy(&blas_);
   if (inputs_copied_ != nullptr) cudaEventDestroy(inputs_copied_);
@@ -315,7 +319,11 @@ std::optional<std::pair<size_t, size_t>> CudaDecoderModel::device_memory() const
   size_t free = 0, total = 0;
   PAGODA_CUDA_CHECK(cudaSetDevice(device_));
   PAGODA_CUDA_CHECK(cudaMemGetInfo(&free, &total));
-  return std::make_pair(free, total);
+  // Ranks sharing the GPU (-tp N on fewer GPUs) each report their share of it, so that the
+  // engine's budget (utilization x total - in use) is split evenly: with k ranks, total / k and
+  // free / k give each rank (utilization x total - in use) / k.
+  const auto k = static_cast<size_t>(ranks_on_device_);
+  return std::make_pair(free / k, total / k);
 }
 
 /// Packs the step's index arrays into pinned memory and copies them to the device in one transfer.
@@ -442,13 +450,22 @@ bool CudaDecoderModel::start_step(const ForwardBatch& batch, std::span<const Dev
   }
   const size_t gathered_bytes = static_cast<size_t>(L * c.hidden_size) * es;
   const size_t logits_elems = static_cast<size_t>(L) * static_cast<size_t>(c.vocab_size);
+  const bool tp_grow =
+      tp_.world > 1 && tp_head_.size() < static_cast<size_t>(L * vocab_.stride) * es;
   if (gathered_.size() < gathered_bytes || logits_dtype_.size() < logits_elems * es ||
-      host_logits_elems_ < logits_elems) {
+      host_logits_elems_ < logits_elems || tp_grow) {
     PAGODA_CUDA_CHECK(cudaStreamSynchronize(stream_));
     if (gathered_.size() < gathered_bytes) gathered_ = DeviceBuffer(gathered_bytes * 2);
     if (logits_dtype_.size() < logits_elems * es) {
       logits_dtype_ = DeviceBuffer(logits_elems * es * 2);
       logits_f32_ = DeviceBuffer(logits_elems * sizeof(float) * 2);
+    }
+    if (tp_.world > 1) {  // the LM head's slices: [L, stride] here, [world, L, stride] gathered
+      const size_t slice = static_cast<size_t>(L * vocab_.stride) * es;
+      if (tp_head_.size() < slice) {
+        tp_head_ = DeviceBuffer(slice * 2);
+        tp_gathered_ = DeviceBuffer(slice * 2 * static_cast<size_t>(tp_.world));
+      }
     }
     if (host_logits_elems_ < logits_elems) {
       if (host_logits_ != nullptr) cudaFreeHost(host_logits_);
@@ -709,102 +726,6 @@ int cuda_device_count() {
     return 0;
   }
   return count;
-}
-
-namespace {
-
-// The GPU cache's dtype: --kv-cache-dtype's, else (auto) the checkpoint's, else the activation
-// dtype. A 16-bit cache must be the activation dtype; fp32 is refused; scales are read, not
-// calculated (--calculate-kv-scales is refused on the GPU for now).
-DType cuda_kv_cache_dtype(const ModelDefinition& definition, const KVCacheOptions& options,
-                          DType activations) {
-  const std::optional<DType> flag = kv::parse_kv_cache_dtype(options.dtype);
-  const DType dtype = flag.value_or(definition.auto_kv_cache_dtype.value_or(activations));
-  if (!kv::kv_cache_dtype_scaled(dtype) && dtype != activations) {
-    throw InvalidArgument(fmt::format(
-        "--kv-cache-dtype {}: the GPU keeps an unquantized cache in the activation dtype ({}); "
-        "pass auto, fp8, fp8_e5m2 or int8",
-        options.dtype, dtype_name(activations)));
-  }
-  if (options.calculate_scales) {
-    throw InvalidArgument(
-        kv::kv_cache_dtype_scaled(dtype)
-            ? "--calculate-kv-scales: not yet on the CUDA backend (the checkpoint's k/v scales, "
-              "else 1.0, are used without it; --device cpu calculates them)"
-            : fmt::format("--calculate-kv-scales: the KV cache is {}; scales are for fp8 and int8 "
-                          "caches (--kv-cache-dtype fp8, fp8_e5m2 or int8)",
-                          kv::kv_cache_dtype_name(dtype)));
-  }
-  return dtype;
-}
-
-/// A definition on the GPU, after the load path checked its formats: its weights from `store`
-/// (dummy ones when empty), the dtypes from the options and the checkpoint.
-std::unique_ptr<Model> build_cuda_model(const ModelConfig& config, ModelDefinition definition,
-                                        std::optional<WeightStore> store, const std::string& source,
-                                        const LoadOptions& options, int device, ThreadPool& pool) {
-  CudaWeightSource weights;
-  weights.store = std::move(store);
-  weights.seed = options.seed;
-  weights.progress = options.progress;
-  const DType dtype =
-      options.dtype.value_or(config.dtype == DType::kF16 ? DType::kF16 : DType::kBF16);
-  if (dtype != DType::kBF16 && dtype != DType::kF16) {
-    throw InvalidArgument(fmt::format(
-        "--dtype {} is not supported on the GPU (bfloat16 or float16)", dtype_name(dtype)));
-  }
-  spdlog::info("model {}: {} with {} layers on GPU {} in {}", source, config.architecture,
-               config.num_layers, device, dtype_name(dtype));
-  CudaDTypes dtypes{dtype, cuda_kv_cache_dtype(definition, options.kv_cache, dtype), {}};
-  if (kv::kv_cache_dtype_scaled(dtypes.kv_cache) && weights.store) {
-    KVScaleSource from;
-    dtypes.kv_scales = read_kv_cache_scales(definition, *weights.store, dtypes.kv_cache,
-                                            /*calculate=*/false, &from);
-    spdlog::info("KV cache {}: k/v scales of {} of {} layers from the checkpoint{}",
-                 kv::kv_cache_dtype_name(dtypes.kv_cache), from.from_checkpoint,
-                 definition.layers.size(), from.from_checkpoint == 0 ? " (the others 1.0)" : "");
-  } else if (kv::kv_cache_dtype_scaled(dtypes.kv_cache)) {
-    spdlog::info("KV cache {}: k/v scales 1.0 (dummy weights)",
-                 kv::kv_cache_dtype_name(dtypes.kv_cache));
-  }
-  return std::make_unique<CudaDecoderModel>(config, std::move(definition), dtypes, device,
-                                            std::move(weights), options.runtime, pool);
-}
-
-}  // namespace
-
-std::unique_ptr<Model> load_cuda_model(const std::string& model_dir, const LoadOptions& options,
-                                       int device, ThreadPool& pool) {
-  const ModelConfig config = load_model_config(model_dir);
-  ModelDefinition definition = define_model(config, options.definition);
-  // The GPU runs dense, FP8 (per-tensor / per-channel, W8A8 or W8A16, and FP8 at load), INT8 W8A8
-  // and 4-bit GPTQ / AWQ projections; a quantized LM head and the other formats still run on the
-  // CPU only.
-  const bool lm_head_quantized =
-      !definition.lm_head_tied && definition.lm_head.format != WeightFormat::kDense;
-  bool supported = !lm_head_quantized;
-  for (const LayerDef& l : definition.layers)
-    for (const LinearDef* lin : {&l.qkv, &l.o, &l.gate_up, &l.down})
-      supported = supported && cuda_supports(*lin);
-  if (!supported) {
-    throw InvalidArgument(fmt::format(
-        "{}: quantized weights ({}) do not run on the GPU yet (it runs FP8 and INT8 W8A8 with "
-        "per-tensor or per-channel scales, 4-bit GPTQ / AWQ with input features and group size "
-        "multiples of 32, and a dense lm_head); pass --device cpu",
-        model_dir, definition.weight_summary()));
-  }
-  std::optional<WeightStore> store;
-  if (options.format == LoadFormat::kSafetensors) store = WeightStore::open_directory(model_dir);
-  return build_cuda_model(config, std::move(definition), std::move(store), model_dir, options,
-                          device, pool);
-}
-
-std::unique_ptr<Model> load_cuda_eagle_head(EagleHeadCheckpoint head, const std::string& dir,
-                                            const LoadOptions& options, int device,
-                                            ThreadPool& pool) {
-  // EAGLE heads are dense (define_eagle_head): their fc, layer and LM head upload as they are.
-  return build_cuda_model(head.config, std::move(head.definition), std::move(head.weights), dir,
-                          options, device, pool);
 }
 
 }  // namespace pagoda

@@ -8,14 +8,18 @@
 #include "core/thread_pool.h"
 #include "model/eagle_head.h"
 #include "model/model.h"
+#include "runtime/device_model.h"
 
 namespace pagoda {
 
-/// Loads a checkpoint (or dummy weights) onto GPU `device` and returns it as a Model. The
+/// Loads a checkpoint (or dummy weights) onto GPU placement.device and returns it as a Model. The
 /// activation dtype is `options.dtype` if set, else bf16 (f16 for f16 checkpoints): fp32
 /// checkpoints are converted to bf16 on the device, as vLLM's "auto" does for bf16-capable GPUs.
+/// With options.tensor_parallel.world > 1 the model is that rank's slices (model/tensor_parallel.h)
+/// and its collectives go through placement.comm (runtime/device_model.h, place_gpu_rank).
 [[nodiscard]] std::unique_ptr<Model> load_cuda_model(const std::string& model_dir,
-                                                     const LoadOptions& options, int device,
+                                                     const LoadOptions& options,
+                                                     const GpuPlacement& placement,
                                                      ThreadPool& pool);
 
 /// An EAGLE head (model/eagle_head.h, opened from `dir`) on GPU `device`, in the options' dtype

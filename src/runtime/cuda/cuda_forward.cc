@@ -3,7 +3,6 @@
 #include <cmath>
 
 #include "kernels/cuda/activation.h"
-#include "kernels/cuda/embedding.h"
 #include "kernels/cuda/norm.h"
 #include "kernels/cuda/rope.h"
 #include "kernels/cuda/tensor_ops.h"
@@ -324,10 +323,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
 
   // An EAGLE head keeps embed(token) apart (in normed): its residual stream comes from fc.
   void* embedded = d.eagle ? normed : residual;
-  PAGODA_CUDA_CHECK(
-      cuda::embedding(in.ids, T, w_.embed.get(), d.vocab_size, h, embedded, dtype_, stream_));
-  if (embed_scale_ != 1.0f)
-    PAGODA_CUDA_CHECK(cuda::affine(embedded, dtype_, T * h, embed_scale_, 0.0f, stream_));
+  embed(in, T, embedded);
   const void* eagle_x = d.eagle ? eagle_input(T) : nullptr;
   keep_hidden(-1, T, false);
   for (size_t l = 0; l < d.layers.size(); ++l) {
@@ -365,6 +361,21 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
     PAGODA_CUDA_CHECK(
         cuda::paged_attention(ap, plan, limits_, attention_workspace_.get(), stream_));
 
+    if (fused && tp_.world > 1) {
+      // -tp N: o and down give partial sums, added over the ranks before the residual add.
+      gemv_fused(act_.attn.get(), T, w.o, hidden,
+                 fusion(DeviceBuffer(), cuda::GemvEpilogue::kStore));
+      all_reduce(hidden, T * h);
+      PAGODA_CUDA_CHECK(cuda::add(residual, hidden, residual, dtype_, T * h, stream_));
+      gemv_fused(residual, T, w.gate_up, act_.act.get(),
+                 fusion(w.pre_mlp_norm, cuda::GemvEpilogue::kGatedSilu));
+      gemv_fused(act_.act.get(), T, w.down, hidden,
+                 fusion(DeviceBuffer(), cuda::GemvEpilogue::kStore));
+      all_reduce(hidden, T * h);
+      PAGODA_CUDA_CHECK(cuda::add(residual, hidden, residual, dtype_, T * h, stream_));
+      keep_hidden(static_cast<int>(l), T, false);
+      continue;
+    }
     if (fused) {
       // The residual stream is updated in place by the o and down projections; the MLP's norm
       // and SiLU-and-mul run inside the gate/up projection.
@@ -378,6 +389,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
       continue;
     }
     linear(act_.attn.get(), T, w.o, hidden);
+    all_reduce(hidden, T * h);      // -tp N: the ranks' partial sums, before the norm and the add
     if (def.post_attention_norm) {  // Gemma-2: the attention output is normed before the add
       PAGODA_CUDA_CHECK(
           cuda::rms_norm(hidden, w.post_attention_norm.get(), T, h, eps, hidden, dtype_, stream_));
@@ -394,6 +406,7 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
                                                 act_.act.get(), dtype_, stream_));
     }
     linear(act_.act.get(), T, w.down, hidden);
+    all_reduce(hidden, T * h);
     if (def.post_mlp_norm) {
       PAGODA_CUDA_CHECK(
           cuda::rms_norm(hidden, w.post_mlp_norm.get(), T, h, eps, hidden, dtype_, stream_));
@@ -415,6 +428,14 @@ void CudaDecoderModel::run_kernels(const StepInputs& in, const cuda::AttentionPl
   // Only the rows whose logits are wanted go through the LM head.
   PAGODA_CUDA_CHECK(cuda::gather_rows(normed, in.logits_rows, L, h * static_cast<int64_t>(es),
                                       gathered_.get(), stream_));
+  if (tp_.world > 1) {
+    lm_head_tensor_parallel(gathered_.get(), L);
+    if (d.final_softcap > 0) {
+      PAGODA_CUDA_CHECK(
+          cuda::softcap(logits_dtype_.get(), dtype_, L * d.vocab_size, d.final_softcap, stream_));
+    }
+    return;
+  }
   // An EAGLE-3 head's draft vocabulary: its rows placed at their target ids (-inf elsewhere).
   const bool scatter = w_.eagle.target_columns.get() != nullptr;
   const int64_t head_rows = d.eagle ? d.eagle->draft_vocab_size : d.vocab_size;

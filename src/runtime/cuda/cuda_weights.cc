@@ -409,10 +409,13 @@ CudaWeights upload_weights(const ModelDefinition& d, CudaWeightSource source, DT
                            int device, const RuntimeOptions& options, ThreadPool& pool,
                            cudaStream_t stream) {
   const std::vector<TensorSpec> specs = d.tensors();
+  const int64_t embed_rows = source.embed_rows > 0 ? source.embed_rows : d.vocab_size;
+  PAGODA_CHECK(embed_rows == d.vocab_size || source.store,
+               "a vocabulary slice of dummy weights is drawn on the host");
   Uploader up(specs, std::move(source), dtype, device, options, pool, stream);
   CudaWeights w;
-  w.embed = up.alloc(d.vocab_size * d.hidden_size);
-  up.put(d.embed_name, Shape{d.vocab_size, d.hidden_size}, w.embed.get());
+  w.embed = up.alloc(embed_rows * d.hidden_size);
+  up.put(d.embed_name, Shape{embed_rows, d.hidden_size}, w.embed.get());
   const bool eagle1 = d.eagle && d.eagle->version == 1;  // no final norm, no first input norm
   if (!eagle1) w.final_norm = up.norm(d.final_norm);
   // Tied checkpoints usually omit lm_head.weight; some write it anyway.

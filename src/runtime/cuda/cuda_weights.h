@@ -94,6 +94,9 @@ struct CudaWeightSource {
   std::optional<WeightStore> store;
   uint64_t seed = 0;                     // dummy weights' seed
   std::function<void(double)> progress;  // fraction loaded; may be empty
+  // -tp N: the embedding's rows in `store` (its vocabulary slice, model/tensor_parallel.h's
+  // vocab_shard); 0: the whole vocabulary.
+  int64_t embed_rows = 0;
 };
 
 /// Uploads `definition`'s weights to GPU `device` in `dtype`, checking each checkpoint tensor's

@@ -143,6 +143,43 @@ TEST(CudaEmbedding, GathersRows) {
   }
 }
 
+// A tensor-parallel rank's vocabulary slice: rows [first, first + rows) of the whole table; the
+// ids outside it give zero rows (the other ranks' share of the all-reduce).
+TEST(CudaEmbedding, ShardGathersItsRowsAndZerosElsewhere) {
+  REQUIRE_GPU();
+  for (DType dt : kDTypes) {
+    for (int64_t hidden : {64, 77}) {
+      SCOPED_TRACE(::testing::Message() << dtype_label(dt) << " hidden=" << hidden);
+      const int64_t vocab = 1000, first = 500, rows = 250;
+      const HalfData table = random_half(vocab * hidden, dt, 400 + hidden);
+      const std::vector<uint16_t> slice(table.bits.begin() + first * hidden,
+                                        table.bits.begin() + (first + rows) * hidden);
+      const std::vector<int32_t> ids = {0, 499, 500, 749, 750, 600, 999};
+      DeviceBuffer dslice = to_device(slice), dids = to_device(ids);
+      DeviceBuffer dout(ids.size() * hidden * 2);
+      poison(dout);
+      const EmbeddingShard p{dids.as<int32_t>(),
+                             static_cast<int64_t>(ids.size()),
+                             dslice.get(),
+                             first,
+                             rows,
+                             hidden,
+                             dout.get(),
+                             dt};
+      CUDA_OK(embedding_shard(p, nullptr));
+      CUDA_OK(cudaDeviceSynchronize());
+      const auto got = to_host<uint16_t>(dout, ids.size() * hidden);
+      for (size_t t = 0; t < ids.size(); ++t) {
+        const bool mine = ids[t] >= first && ids[t] < first + rows;
+        for (int64_t i = 0; i < hidden; ++i) {
+          ASSERT_EQ(got[t * hidden + i], mine ? table.bits[ids[t] * hidden + i] : uint16_t{0})
+              << "t=" << t << " i=" << i;
+        }
+      }
+    }
+  }
+}
+
 // rope_and_cache against cpu::rope_neox + cpu::reshape_and_cache: q and k rotated in place, the
 // rotated k and v in the GPU cache layout at the slots (negative slots skipped), from a fused qkv;
 // with the per-head norm (Qwen3), cpu::rms_norm over each head first, rounded to dtype.
