@@ -138,7 +138,9 @@ TEST(EngineExecutor, SpeculativeDraftsLeaveGreedyOutputsUnchanged) {
       for (size_t t = 0; t < plain[i].logprobs.size(); ++t)
         EXPECT_NEAR(plain[i].logprobs[t].logprob, spec[i].logprobs[t].logprob, 1e-4);
     }
-    if (variant == 0) EXPECT_LT(engine.stats().num_steps, plain_steps);
+    if (variant == 0) {
+      EXPECT_LT(engine.stats().num_steps, plain_steps);
+    }
     EXPECT_EQ(engine.stats().kv_cache_usage, 0.0);
   }
 }
