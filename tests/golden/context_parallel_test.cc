@@ -24,6 +24,7 @@
 #include "model/config.h"
 #include "model/context_parallel.h"
 #include "pagoda/llm.h"
+#include "parallel_golden.h"
 
 namespace pagoda {
 namespace {
@@ -33,43 +34,18 @@ using nlohmann::json;
 constexpr double kLogprobTolerance = 1e-4;
 
 EngineArgs args_for(const std::string& dir, int tp, int dcp) {
-  EngineArgs args;
-  args.model = dir;
-  args.device = "cpu";
-  args.num_threads = 1;
-  args.kv_cache_memory_bytes = int64_t{16} << 20;
-  args.tensor_parallel_size = tp;
+  EngineArgs args = golden::parallel_args(dir, "cpu", tp, int64_t{16} << 20);
   args.decode_context_parallel_size = dcp;
   args.distributed_executor_backend = tp > 1 ? "mp" : "uni";
-  const json golden = json::parse(read_text_file(dir + "/golden.json"));
-  if (golden.contains("max_model_len"))
-    args.max_model_len = golden.at("max_model_len").get<int64_t>();
   return args;
 }
 
-SamplingParams greedy(int max_tokens) {
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = max_tokens;
-  p.ignore_eos = true;
-  p.logprobs = 5;
-  return p;
-}
-
-std::vector<PromptInput> golden_prompts(const std::string& dir) {
-  const json golden = json::parse(read_text_file(dir + "/golden.json"));
-  std::vector<PromptInput> prompts;
-  for (const json& c : golden.at("cases"))
-    prompts.push_back({std::nullopt, c.at("prompt_ids").get<std::vector<int32_t>>()});
-  return prompts;
-}
+SamplingParams greedy(int max_tokens) { return golden::greedy_top5(max_tokens); }
 
 /// Whether -tp tp -dcp dcp can split the model (the shapes of tensor_parallel_test, and groups of
 /// dcp ranks whose query heads read whole KV heads).
 bool splits(const ModelConfig& c, int tp, int dcp) {
-  if (c.num_heads % tp != 0 || (c.num_kv_heads % tp != 0 && tp % c.num_kv_heads != 0) ||
-      c.intermediate_size % tp != 0)
-    return false;
+  if (!golden::tensor_parallel_divides(c, tp)) return false;
   try {
     check_context_parallel(c.num_heads, c.num_kv_heads, tp, dcp);
     return true;
@@ -81,46 +57,16 @@ bool splits(const ModelConfig& c, int tp, int dcp) {
 /// Compares with one rank's outputs; returns the largest log-probability difference.
 double compare(const std::string& name, const std::vector<GenerateResult>& one,
                const std::vector<GenerateResult>& many) {
-  double worst = 0;
-  EXPECT_EQ(one.size(), many.size()) << name;
-  for (size_t i = 0; i < std::min(one.size(), many.size()); ++i) {
-    const CompletionOutput& a = one[i].outputs.at(0);
-    const CompletionOutput& b = many[i].outputs.at(0);
-    EXPECT_EQ(b.error, "") << name << " prompt " << i;
-    EXPECT_EQ(a.token_ids, b.token_ids) << name << " prompt " << i;
-    if (a.token_ids != b.token_ids || a.logprobs.size() != b.logprobs.size()) continue;
-    for (size_t t = 0; t < a.logprobs.size(); ++t) {
-      worst = std::max(worst, std::abs(double{a.logprobs[t].logprob} - b.logprobs[t].logprob));
-      for (const auto& [token, lp] : a.logprobs[t].top) {
-        const auto it = std::find_if(b.logprobs[t].top.begin(), b.logprobs[t].top.end(),
-                                     [&](const auto& e) { return e.first == token; });
-        if (it == b.logprobs[t].top.end()) {
-          // A near tie at the edge of the top 5 may swap; then the logprob must be at that edge.
-          EXPECT_NEAR(lp, b.logprobs[t].top.back().second, kLogprobTolerance)
-              << name << " prompt " << i << " step " << t << " token " << token;
-          continue;
-        }
-        worst = std::max(worst, std::abs(double{lp} - it->second));
-      }
-    }
-  }
-  EXPECT_LE(worst, kLogprobTolerance) << name;
-  return worst;
+  return golden::compare_exact(name, one, many, kLogprobTolerance);
 }
 
 TEST(DecodeContextParallel, MatchesOneRankOnTheGoldenCheckpoints) {
-  std::vector<std::string> dirs = {golden::kSource + "/models/stories260K"};
-  for (const char* n : golden::kTinyFixtures)
-    dirs.push_back(golden::kSource + "/tests/data/tiny/" + n);
-  for (const char* n : golden::kFamilyFixtures) {
-    const std::string dir = golden::kSource + "/tests/data/tiny/" + n;
-    if (std::filesystem::exists(dir)) dirs.push_back(dir);
-  }
+  const std::vector<std::string> dirs = golden::parallel_checkpoint_dirs();
   int compared = 0;
   for (const std::string& dir : dirs) {
     const std::string name = std::filesystem::path(dir).filename().string();
     const ModelConfig config = load_model_config(dir);
-    const std::vector<PromptInput> prompts = golden_prompts(dir);
+    const std::vector<PromptInput> prompts = golden::golden_prompts(dir);
     std::vector<GenerateResult> one;
     {
       LLM llm(args_for(dir, 1, 1));

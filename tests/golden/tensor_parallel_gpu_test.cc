@@ -38,6 +38,7 @@
 #include "golden_check.h"
 #include "model/config.h"
 #include "pagoda/llm.h"
+#include "parallel_golden.h"
 
 namespace pagoda {
 namespace {
@@ -45,37 +46,15 @@ namespace {
 using nlohmann::json;
 
 EngineArgs gpu_args(const std::string& dir, int tp) {
-  EngineArgs args;
-  args.model = dir;
-  args.device = "cuda";
-  args.num_threads = 1;
-  args.kv_cache_memory_bytes = int64_t{64} << 20;  // per rank
-  args.tensor_parallel_size = tp;
+  EngineArgs args = golden::parallel_args(dir, "cuda", tp, int64_t{64} << 20);  // per rank
   args.distributed_executor_backend = "mp";  // see the top: never CUDA in this process
-  const json golden = json::parse(read_text_file(dir + "/golden.json"));
-  if (golden.contains("max_model_len"))
-    args.max_model_len = golden.at("max_model_len").get<int64_t>();
   return args;
 }
 
 /// Greedy completions with top-5 log-probabilities of every golden prompt of `dir`, in one batch.
 std::vector<GenerateResult> run(const std::string& dir, int tp) {
-  const json golden = json::parse(read_text_file(dir + "/golden.json"));
-  std::vector<PromptInput> prompts;
-  for (const json& c : golden.at("cases"))
-    prompts.push_back({std::nullopt, c.at("prompt_ids").get<std::vector<int32_t>>()});
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 16;
-  p.ignore_eos = true;
-  p.logprobs = 5;
   LLM llm(gpu_args(dir, tp));
-  return llm.generate(prompts, p);
-}
-
-bool divides(const ModelConfig& c, int tp) {
-  return c.num_heads % tp == 0 && (c.num_kv_heads % tp == 0 || tp % c.num_kv_heads == 0) &&
-         c.intermediate_size % tp == 0 && c.vocab_size >= tp;
+  return llm.generate(golden::golden_prompts(dir), golden::greedy_top5(16));
 }
 
 bool in_top(const TokenLogprobs& step, int32_t token) {
@@ -123,13 +102,7 @@ Comparison compare(const std::string& name, const std::vector<GenerateResult>& o
 }
 
 TEST(TensorParallelGpu, MatchesOneRankOnTheGoldenCheckpoints) {
-  std::vector<std::string> dirs = {golden::kSource + "/models/stories260K"};
-  for (const char* n : golden::kTinyFixtures)
-    dirs.push_back(golden::kSource + "/tests/data/tiny/" + n);
-  for (const char* n : golden::kFamilyFixtures) {
-    const std::string dir = golden::kSource + "/tests/data/tiny/" + n;
-    if (std::filesystem::exists(dir)) dirs.push_back(dir);
-  }
+  const std::vector<std::string> dirs = golden::parallel_checkpoint_dirs();
   int compared = 0;
   for (const std::string& dir : dirs) {
     const std::string name = std::filesystem::path(dir).filename().string();
@@ -137,7 +110,7 @@ TEST(TensorParallelGpu, MatchesOneRankOnTheGoldenCheckpoints) {
     const ModelConfig config = load_model_config(dir);
     const std::vector<GenerateResult> one = run(dir, 1);
     for (const int tp : {2, 4}) {
-      if (!divides(config, tp)) continue;
+      if (!golden::tensor_parallel_divides(config, tp)) continue;
       SCOPED_TRACE(fmt::format("{} -tp {}", name, tp));
       const Comparison c =
           compare(fmt::format("{} -tp {}", name, tp), one, run(dir, tp), tolerance);
@@ -149,26 +122,6 @@ TEST(TensorParallelGpu, MatchesOneRankOnTheGoldenCheckpoints) {
   EXPECT_GE(compared, 20);  // every fixture at -tp 2, those with 4 heads at -tp 4 too
 }
 
-/// The pids of this process's children (the engine's rank workers).
-std::vector<pid_t> child_pids() {
-  std::vector<pid_t> out;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = entry.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream f(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(f, line)) continue;
-    const size_t paren = line.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream rest(line.substr(paren + 2));
-    char state = 0;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == ::getpid()) out.push_back(static_cast<pid_t>(std::stoi(pid)));
-  }
-  return out;
-}
-
 // Also the KV pool sized from --gpu-memory-utilization: the ranks sharing the GPU each take
 // their share (CudaDecoderModel::device_memory), so that both pools fit.
 TEST(TensorParallelGpu, ADeadRankEndsTheEngineNamingIt) {
@@ -177,23 +130,7 @@ TEST(TensorParallelGpu, ADeadRankEndsTheEngineNamingIt) {
   args.kv_cache_memory_bytes = 0;
   args.gpu_memory_utilization = 0.3;
   LLM llm(args);
-  SamplingParams p;
-  p.temperature = 0;
-  p.max_tokens = 4;
-  const std::vector<PromptInput> prompt = {{std::nullopt, {1, 15, 43, 9}}};
-  ASSERT_EQ(llm.generate(prompt, p).at(0).outputs.at(0).error, "");
-  EXPECT_EQ(llm.engine().fatal_error(), "");
-  const std::vector<pid_t> ranks = child_pids();
-  ASSERT_EQ(ranks.size(), 2u);
-  const pid_t victim = ranks.back();
-  ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  const std::string want = fmt::format("(pid {}) exited, killed by signal 9", victim);
-  for (int attempt = 0; attempt < 2; ++attempt) {  // the group stays stopped
-    const CompletionOutput out = llm.generate(prompt, p).at(0).outputs.at(0);
-    EXPECT_NE(out.error.find("tensor-parallel rank"), std::string::npos) << out.error;
-    EXPECT_NE(out.error.find(want), std::string::npos) << out.error;
-  }
-  EXPECT_NE(llm.engine().fatal_error().find(want), std::string::npos) << llm.engine().fatal_error();
+  golden::expect_a_dead_rank_ends_the_engine(llm);
 }
 
 }  // namespace
