@@ -225,15 +225,22 @@ void ShmCommunicator::all_reduce_sum(void* data, int64_t count, DType dtype) {
 }
 
 void ShmCommunicator::all_gather(const void* in, void* out, size_t bytes) {
+  all_gather_range(in, out, bytes, 0, world_size());
+}
+
+void ShmCommunicator::all_gather_range(const void* in, void* out, size_t bytes, int first,
+                                       int count) {
+  PAGODA_CHECK(first >= 0 && count >= 0 && first + count <= world_size(),
+               "all_gather of ranks [{}, {}) of {}", first, first + count, world_size());
   const size_t chunk = control(group_->base_).slot_bytes;
   const auto* src = static_cast<const std::byte*>(in);
   auto* dst = static_cast<std::byte*>(out);
-  for (size_t first = 0; first < bytes; first += chunk) {
-    const size_t n = std::min(chunk, bytes - first);
-    std::memcpy(slot(rank_), src + first, n);
+  for (size_t at = 0; at < bytes; at += chunk) {
+    const size_t n = std::min(chunk, bytes - at);
+    std::memcpy(slot(rank_), src + at, n);
     wait_all("all_gather");
-    for (int r = 0; r < world_size(); ++r)
-      std::memcpy(dst + static_cast<size_t>(r) * bytes + first, slot(r), n);
+    for (int r = 0; r < count; ++r)
+      std::memcpy(dst + static_cast<size_t>(r) * bytes + at, slot(first + r), n);
     wait_all("all_gather");
   }
 }

@@ -59,6 +59,7 @@ class ShmCommunicator final : public Communicator {
   int world_size() const override;
   void all_reduce_sum(void* data, int64_t count, DType dtype) override;
   void all_gather(const void* in, void* out, size_t bytes) override;
+  void all_gather_range(const void* in, void* out, size_t bytes, int first, int count) override;
   void broadcast(void* data, size_t bytes, int root) override;
   void barrier() override { wait_all("barrier"); }
   void abort(const std::string& why) override;

@@ -124,13 +124,14 @@ void ContextParallelAttention::gather(const float* q, const float* k, const floa
   std::memcpy(send_.data(), q, static_cast<size_t>(qn) * sizeof(float));
   std::memcpy(send_.data() + qn, k, static_cast<size_t>(kn) * sizeof(float));
   std::memcpy(send_.data() + qn + kn, v, static_cast<size_t>(kn) * sizeof(float));
-  recv_.resize(static_cast<size_t>(chunk * comm_->world_size()));
-  comm_->all_gather(send_.data(), recv_.data(), static_cast<size_t>(chunk) * sizeof(float));
+  recv_.resize(static_cast<size_t>(chunk * plan_.size));  // the group's members only
+  comm_->all_gather_range(send_.data(), recv_.data(), static_cast<size_t>(chunk) * sizeof(float),
+                          plan_.first_rank, plan_.size);
   const int G = plan_.group_heads, KG = plan_.group_kv_heads;
   q_.resize(static_cast<size_t>(T * G * d));
   k_.resize(static_cast<size_t>(T * KG * d));
   v_.resize(static_cast<size_t>(T * KG * d));
-  auto member_chunk = [&](int m) { return recv_.data() + (plan_.first_rank + m) * chunk; };
+  auto member_chunk = [&](int m) { return recv_.data() + m * chunk; };
   // Example (heads 2, D 2): group q row t is member 0's heads 0, 1 then member 1's heads 0, 1.
   for (int64_t t = 0; t < T; ++t) {
     for (int m = 0; m < plan_.size; ++m) {
@@ -186,11 +187,12 @@ void ContextParallelAttention::attend(const OpContext& ctx, cpu::PagedAttentionP
   p.cp_size = plan_.size;
   p.cp_rank = plan_.member;
   ops::paged_attention(ctx, p);
-  recv_.resize(static_cast<size_t>(chunk * comm_->world_size()));
-  comm_->all_gather(send_.data(), recv_.data(), static_cast<size_t>(chunk) * sizeof(float));
+  recv_.resize(static_cast<size_t>(chunk * plan_.size));
+  comm_->all_gather_range(send_.data(), recv_.data(), static_cast<size_t>(chunk) * sizeof(float),
+                          plan_.first_rank, plan_.size);
   std::vector<const float*> outs, lses;
   for (int m = 0; m < plan_.size; ++m) {
-    const float* base = recv_.data() + (plan_.first_rank + m) * chunk;
+    const float* base = recv_.data() + m * chunk;
     outs.push_back(base);
     lses.push_back(base + on);
   }

@@ -105,7 +105,7 @@ class ContextParallelAttention {
   int head_dim_;
   int64_t tokens_ = 0;
   std::vector<float> send_;     // a rank's chunk of a gather
-  std::vector<float> recv_;     // [world, chunk]
+  std::vector<float> recv_;     // [D, chunk]: the group members' chunks
   std::vector<float> q_;        // [T, group_heads, head_dim]
   std::vector<float> k_, v_;    // [T, group_kv_heads, head_dim]
   std::vector<int64_t> slots_;  // [T]

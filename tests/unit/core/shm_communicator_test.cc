@@ -126,6 +126,26 @@ TEST(ShmCommunicatorTest, AllGatherBroadcastAndBarrier) {
   EXPECT_EQ(codes, std::vector<int>(4, 0));
 }
 
+// all_gather_range: each pair of ranks reads only its own pair's chunks (the -dcp groups), through
+// slots smaller than a chunk; the base class's version (all of them, then the range) agrees.
+TEST(ShmCommunicatorTest, AllGatherRangeReadsItsGroupOnly) {
+  const int world = 4;
+  const auto codes = run_ranks(world, 64, [&](ShmCommunicator& comm) {
+    std::vector<unsigned char> in(100), out(200, 0), via_base(200, 0);
+    for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<unsigned char>(comm.rank() * 50 + i);
+    const int first = comm.rank() / 2 * 2;
+    comm.all_gather_range(in.data(), out.data(), in.size(), first, 2);
+    comm.Communicator::all_gather_range(in.data(), via_base.data(), in.size(), first, 2);
+    for (int m = 0; m < 2; ++m)
+      for (size_t i = 0; i < 100; ++i)
+        if (out[static_cast<size_t>(m) * 100 + i] !=
+            static_cast<unsigned char>((first + m) * 50 + i))
+          return false;
+    return out == via_base;
+  });
+  EXPECT_EQ(codes, std::vector<int>(4, 0));
+}
+
 TEST(ShmCommunicatorTest, ADeadRankFailsTheOthersNamingIt) {
   const auto codes = run_ranks(3, 256, [&](ShmCommunicator& comm) {
     float x = 1.0f;
