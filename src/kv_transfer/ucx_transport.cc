@@ -38,21 +38,6 @@ bool socket_address(const std::string& host, int port, sockaddr_storage& out, so
   return false;
 }
 
-void set_am_handler(ucp_worker_h worker, unsigned id, ucp_am_recv_callback_t cb, void* arg) {
-  ucp_am_handler_param_t p{};
-  p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                 UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-  p.id = id;
-  p.flags = UCP_AM_FLAG_WHOLE_MSG;
-  p.cb = cb;
-  p.arg = arg;
-  const ucs_status_t status = ucp_worker_set_am_recv_handler(worker, &p);
-  if (status != UCS_OK) {
-    throw Error(
-        fmt::format("UCX: cannot set an active message handler ({})", ucs_status_string(status)));
-  }
-}
-
 // The parameters of an active message of this protocol: eager (whole messages arrive at the
 // handler, never a rendezvous descriptor) and naming the sender's endpoint for the reply.
 ucp_request_param_t am_params() {
@@ -104,8 +89,8 @@ class UcxKVServer final : public KVServer {
     if (!socket_address(host, port, address, length)) {
       throw InvalidArgument(fmt::format("KV transfer host '{}' is not an IP address", host));
     }
-    set_am_handler(ucx_.worker(), kUcxAmPull, &UcxKVServer::on_pull, this);
-    set_am_handler(ucx_.worker(), kUcxAmDone, &UcxKVServer::on_done, this);
+    ucx_.set_am_handler(kUcxAmPull, &UcxKVServer::on_pull, this);
+    ucx_.set_am_handler(kUcxAmDone, &UcxKVServer::on_done, this);
     ucp_listener_params_t lp{};
     lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
     lp.sockaddr.addr = reinterpret_cast<const sockaddr*>(&address);
@@ -363,7 +348,7 @@ struct PullOp {
 class UcxKVPuller final : public KVPuller {
  public:
   explicit UcxKVPuller(const UcxOptions& options) : ucx_(options) {
-    set_am_handler(ucx_.worker(), kUcxAmReply, &UcxKVPuller::on_reply, this);
+    ucx_.set_am_handler(kUcxAmReply, &UcxKVPuller::on_reply, this);
     ucx_.start([this] { return tick(); });
   }
 

@@ -59,6 +59,21 @@ UcxWorker::~UcxWorker() {
   ::close(wake_fd_);
 }
 
+void UcxWorker::set_am_handler(unsigned id, ucp_am_recv_callback_t cb, void* arg) {
+  ucp_am_handler_param_t p{};
+  p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                 UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+  p.id = id;
+  p.flags = UCP_AM_FLAG_WHOLE_MSG;
+  p.cb = cb;
+  p.arg = arg;
+  const ucs_status_t status = ucp_worker_set_am_recv_handler(worker_, &p);
+  if (status != UCS_OK) {
+    throw Error(
+        fmt::format("UCX: cannot set an active message handler ({})", ucs_status_string(status)));
+  }
+}
+
 void UcxWorker::start(std::function<Clock::time_point()> tick) {
   tick_ = std::move(tick);
   thread_ = std::thread([this] { loop(); });

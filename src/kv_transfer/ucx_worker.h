@@ -35,6 +35,9 @@ class UcxWorker {
 
   [[nodiscard]] ucp_context_h context() const { return context_; }
   [[nodiscard]] ucp_worker_h worker() const { return worker_; }
+  /// Registers `cb` (with `arg`) for the active messages of `id`, delivered whole. Throws Error
+  /// when UCX refuses.
+  void set_am_handler(unsigned id, ucp_am_recv_callback_t cb, void* arg);
 
   /// Starts the loop thread. `tick` runs on it after each progress round and returns when it
   /// wants to run again (the loop wakes up for that at the latest).

@@ -22,14 +22,7 @@ class UcxFakeConsumer {
  public:
   explicit UcxFakeConsumer(const std::string& tls)
       : ucx_(std::make_unique<UcxWorker>(UcxOptions{tls})) {
-    ucp_am_handler_param_t h{};
-    h.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                   UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    h.id = kUcxAmReply;
-    h.flags = UCP_AM_FLAG_WHOLE_MSG;
-    h.cb = &UcxFakeConsumer::on_reply;
-    h.arg = this;
-    EXPECT_EQ(ucp_worker_set_am_recv_handler(ucx_->worker(), &h), UCS_OK);
+    ucx_->set_am_handler(kUcxAmReply, &UcxFakeConsumer::on_reply, this);
   }
   ~UcxFakeConsumer() { die(); }
 

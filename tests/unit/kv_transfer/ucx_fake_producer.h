@@ -22,14 +22,7 @@ class UcxFakeProducer {
  public:
   explicit UcxFakeProducer(const std::string& tls)
       : ucx_(std::make_unique<UcxWorker>(UcxOptions{tls})) {
-    ucp_am_handler_param_t h{};
-    h.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                   UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-    h.id = kUcxAmPull;
-    h.flags = UCP_AM_FLAG_WHOLE_MSG;
-    h.cb = &UcxFakeProducer::on_pull;
-    h.arg = this;
-    EXPECT_EQ(ucp_worker_set_am_recv_handler(ucx_->worker(), &h), UCS_OK);
+    ucx_->set_am_handler(kUcxAmPull, &UcxFakeProducer::on_pull, this);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
